@@ -1,0 +1,197 @@
+//! Agent definitions and the seed 002 agent-level types: [`AgentDef`] (what the workspace
+//! configuration declares), the [`Catalog`] of skills and agents, [`AgentConfig`] and
+//! [`AgentResponse`].
+//!
+//! The agent core loop itself (LLM → tools → LLM until a text reply) is [`crate::turn`], run by the
+//! orchestration loop in [`crate::runtime`]; the main agent is the frame at the bottom of the stack.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Default iteration limit of the main agent (seed 002 `max_tool_iterations`).
+pub const MAIN_MAX_ITERATIONS: u32 = 10;
+/// Default iteration limit of a stack frame (seed 000 `StackFrame.max_iterations`).
+pub const FRAME_MAX_ITERATIONS: u32 = 25;
+
+/// What kind of agent a definition is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// The main agent, at the bottom of every stack.
+    Main,
+    /// A skill, invoked with `use_skill`. Skills cannot call `use_skill`.
+    Skill,
+    /// An agent, invoked with `use_agent`.
+    Agent,
+}
+
+impl AgentKind {
+    /// The `agent_type` string of seed 000.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Main => "main",
+            AgentKind::Skill => "skill",
+            AgentKind::Agent => "agent",
+        }
+    }
+}
+
+/// A declared agent or skill (seed 002's workspace configuration).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentDef {
+    /// Name in the catalog, e.g. `research`.
+    pub name: String,
+    /// Main, skill or agent.
+    pub kind: AgentKind,
+    /// Frame name shown in transcripts: `main`, `skill:research`, `agent:research`.
+    pub frame_name: Arc<str>,
+    /// One-line description.
+    pub description: String,
+    /// System prompt, cached in each frame and sent with every request.
+    pub system_prompt: Arc<str>,
+    /// Model name, if set.
+    pub model: Option<String>,
+    /// Iteration limit of a frame of this agent.
+    pub max_iterations: u32,
+    /// Whitelist of external tools; `None` allows every registered tool.
+    pub tools: Option<Vec<String>>,
+    /// Publish stream events (text deltas, tool start/finish indicators).
+    pub stream: bool,
+    /// Run the external tools of one reply concurrently (DESIGN §3 item 9).
+    pub parallel_tools: bool,
+    /// A built-in passthrough skill (seed 000's `claude-code`, DESIGN §3 item 14): no frame is
+    /// pushed; the call is one external execution.
+    pub passthrough: bool,
+}
+
+impl AgentDef {
+    /// A definition with the defaults of its kind.
+    pub fn new(name: impl Into<String>, kind: AgentKind) -> AgentDef {
+        let name = name.into();
+        let frame_name: Arc<str> = match kind {
+            AgentKind::Main => "main".into(),
+            AgentKind::Skill => format!("skill:{name}").into(),
+            AgentKind::Agent => format!("agent:{name}").into(),
+        };
+        let max_iterations = match kind {
+            AgentKind::Main => MAIN_MAX_ITERATIONS,
+            _ => FRAME_MAX_ITERATIONS,
+        };
+        AgentDef {
+            system_prompt: format!("You are {frame_name}.").into(),
+            name,
+            kind,
+            frame_name,
+            description: String::new(),
+            model: None,
+            max_iterations,
+            tools: None,
+            stream: false,
+            parallel_tools: false,
+            passthrough: false,
+        }
+    }
+
+    /// Whether an external tool is on this agent's whitelist.
+    pub fn allows(&self, tool: &str) -> bool {
+        match &self.tools {
+            None => true,
+            Some(list) => list.iter().any(|t| t == tool),
+        }
+    }
+}
+
+/// The declared main agent, skills and agents.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    /// The main agent.
+    pub main: Arc<AgentDef>,
+    /// Skills by name.
+    pub skills: BTreeMap<String, Arc<AgentDef>>,
+    /// Agents by name.
+    pub agents: BTreeMap<String, Arc<AgentDef>>,
+}
+
+impl Default for Catalog {
+    fn default() -> Catalog {
+        Catalog::new(AgentDef::new("main", AgentKind::Main))
+    }
+}
+
+impl Catalog {
+    /// A catalog with only a main agent.
+    pub fn new(main: AgentDef) -> Catalog {
+        Catalog {
+            main: Arc::new(main),
+            skills: BTreeMap::new(),
+            agents: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a skill or an agent (by its kind).
+    pub fn add(&mut self, def: AgentDef) -> &mut Catalog {
+        let map = match def.kind {
+            AgentKind::Skill => &mut self.skills,
+            AgentKind::Agent => &mut self.agents,
+            AgentKind::Main => {
+                self.main = Arc::new(def);
+                return self;
+            }
+        };
+        map.insert(def.name.clone(), Arc::new(def));
+        self
+    }
+}
+
+/// Seed 002's `AgentConfig`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    /// Model name.
+    pub model: Option<String>,
+    /// Maximum tokens per reply.
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Iteration limit of the main agent.
+    pub max_tool_iterations: u32,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig {
+            model: None,
+            max_tokens: 4096,
+            temperature: 0.7,
+            max_tool_iterations: MAIN_MAX_ITERATIONS,
+        }
+    }
+}
+
+/// One tool call of a turn, with its outcome (seed 002's `tool_calls` entries).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolCallRecord {
+    /// The `tool_use` id.
+    pub id: Arc<str>,
+    /// Tool name.
+    pub name: Arc<str>,
+    /// JSON input.
+    pub input: Arc<Value>,
+    /// Result text (empty if the tool never answered).
+    pub result: Arc<str>,
+    /// Whether the result is an error.
+    pub is_error: bool,
+}
+
+/// Seed 002's `AgentResponse`: what one user message to the main agent produced.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentResponse {
+    /// The text sent to the user (a limit or error notice when the turn failed).
+    pub text: Arc<str>,
+    /// Every tool call of the turn, in order.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Iterations the main frame used.
+    pub iterations: u32,
+}

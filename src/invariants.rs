@@ -1,0 +1,500 @@
+//! The observer: checks the named invariants of DESIGN §4 after every step.
+//!
+//! It keeps its own model of every stack, built only from the runtime's push and pop events, and
+//! compares the runtime against it; so a runtime bug that corrupts its stack is seen as a
+//! divergence, not trusted. Every check is incremental: a step costs time proportional to what the
+//! step did, not to the length of the sessions or the depth of the stacks (DESIGN §7).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::agent::AgentKind;
+use crate::runtime::{Event, FrameInfo, Runtime};
+use crate::transcript::{Block, Message, Role};
+
+/// Names of the invariants, as printed when one breaks.
+pub mod names {
+    /// Every model request is valid under the Anthropic and OpenAI message rules.
+    pub const TOOL_PAIRING: &str = "tool-pairing";
+    /// Each frame above the bottom names an unresolved `tool_use` of the frame below.
+    pub const STACK_LINKAGE: &str = "stack-linkage";
+    /// A non-empty stack has exactly one main frame, at the bottom.
+    pub const MAIN_AT_BOTTOM: &str = "main-at-bottom";
+    /// No frame runs more model iterations than its limit.
+    pub const ITERATION_BOUND: &str = "iteration-bound";
+    /// Each popped frame delivers exactly one result to exactly its parent.
+    pub const SINGLE_DELIVERY: &str = "single-delivery";
+    /// Each user message goes to the frame on top, or to main when the stack is empty.
+    pub const ROUTING: &str = "routing";
+    /// After the main agent answers, or after an unwind, no frame of that session remains.
+    pub const CLEANUP: &str = "cleanup";
+
+    /// Every invariant the observer checks, in a stable order.
+    pub const ALL: [&str; 7] = [
+        TOOL_PAIRING,
+        STACK_LINKAGE,
+        MAIN_AT_BOTTOM,
+        ITERATION_BOUND,
+        SINGLE_DELIVERY,
+        ROUTING,
+        CLEANUP,
+    ];
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's stable name.
+    pub invariant: &'static str,
+    /// What was seen.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.message)
+    }
+}
+
+fn violation(invariant: &'static str, message: impl Into<String>) -> Violation {
+    Violation {
+        invariant,
+        message: message.into(),
+    }
+}
+
+/// Incremental validation state of one session's requests.
+#[derive(Debug, Default)]
+struct Pairing {
+    /// Messages validated for good (every message but a trailing user message, which may still
+    /// grow).
+    checked: usize,
+    /// Role of message `checked - 1`.
+    last_role: Option<Role>,
+    /// `tool_use` ids of the last committed assistant message, in order.
+    open: Vec<Arc<str>>,
+    /// Every `tool_use` id of the session.
+    seen: HashSet<Arc<str>>,
+}
+
+impl Pairing {
+    fn check_request(&mut self, messages: &[Message]) -> Result<(), String> {
+        let Some(last) = messages.last() else {
+            return Err("the request has no messages".into());
+        };
+        if last.role != Role::User {
+            return Err("the request does not end with a user message".into());
+        }
+        if messages.len() < self.checked {
+            return Err(format!(
+                "the session shrank from {} to {} messages",
+                self.checked,
+                messages.len()
+            ));
+        }
+        let end = messages.len() - 1;
+        for (i, message) in messages.iter().enumerate().take(end).skip(self.checked) {
+            self.check_message(i, message)?;
+            match message.role {
+                Role::Assistant => {
+                    self.open = message.tool_uses().map(|u| u.id.clone()).collect();
+                    for id in &self.open {
+                        self.seen.insert(id.clone());
+                    }
+                }
+                Role::User => self.open.clear(),
+            }
+            self.last_role = Some(message.role);
+            self.checked = i + 1;
+        }
+        // The trailing user message is checked but not committed: it may still receive text.
+        self.check_message(end, last)
+    }
+
+    fn check_message(&self, index: usize, message: &Message) -> Result<(), String> {
+        let at = format!("message {}", index + 1);
+        if index == 0 && message.role != Role::User {
+            return Err(format!("{at}: the first message must be from the user"));
+        }
+        if self.last_role == Some(message.role) {
+            return Err(format!(
+                "{at}: two {:?} messages in a row (roles must alternate)",
+                message.role
+            ));
+        }
+        if message.content.is_empty() {
+            return Err(format!("{at}: empty content"));
+        }
+        match message.role {
+            Role::Assistant => {
+                let mut ids: Vec<&Arc<str>> = Vec::new();
+                for block in &message.content {
+                    match block {
+                        Block::ToolResult { tool_use_id, .. } => {
+                            return Err(format!(
+                                "{at}: an assistant message holds tool_result {tool_use_id}"
+                            ));
+                        }
+                        Block::ToolUse { id, .. } => {
+                            if self.seen.contains(id) || ids.contains(&id) {
+                                return Err(format!("{at}: duplicate tool_use id {id}"));
+                            }
+                            ids.push(id);
+                        }
+                        Block::Text { .. } => {}
+                    }
+                }
+            }
+            Role::User => {
+                let mut answered: Vec<&Arc<str>> = Vec::new();
+                let mut text_seen = false;
+                for block in &message.content {
+                    match block {
+                        Block::ToolResult { tool_use_id, .. } => {
+                            if text_seen {
+                                return Err(format!(
+                                    "{at}: tool_result {tool_use_id} after text (results come first)"
+                                ));
+                            }
+                            if !self.open.contains(tool_use_id) {
+                                return Err(format!(
+                                    "{at}: tool_result {tool_use_id} has no tool_use in the previous assistant message"
+                                ));
+                            }
+                            if answered.contains(&tool_use_id) {
+                                return Err(format!(
+                                    "{at}: tool_use {tool_use_id} answered twice"
+                                ));
+                            }
+                            answered.push(tool_use_id);
+                        }
+                        Block::ToolUse { id, .. } => {
+                            return Err(format!("{at}: a user message holds tool_use {id}"));
+                        }
+                        Block::Text { .. } => text_seen = true,
+                    }
+                }
+                if let Some(missing) = self.open.iter().find(|id| !answered.contains(id)) {
+                    return Err(format!(
+                        "{at}: tool_use {missing} has no tool_result in the next user message"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A child popped in this step, waiting for its one delivery.
+#[derive(Debug)]
+struct Delivery {
+    child: FrameInfo,
+    parent_session: Uuid,
+    parent_name: Arc<str>,
+    count: u32,
+}
+
+/// Checks the invariants. Feed it every step's events with [`Observer::after_step`].
+#[derive(Debug, Default)]
+pub struct Observer {
+    stacks: BTreeMap<Arc<str>, Vec<FrameInfo>>,
+    pairing: HashMap<Uuid, Pairing>,
+    llm_calls: HashMap<Uuid, u32>,
+    deliveries: Vec<Delivery>,
+    delivered: HashSet<(Uuid, Arc<str>)>,
+    pushed: Vec<(Arc<str>, Uuid)>,
+    touched: Vec<Arc<str>>,
+}
+
+impl Observer {
+    /// A fresh observer.
+    pub fn new() -> Observer {
+        Observer::default()
+    }
+
+    /// Checks one step: its events in order, then the runtime's state at the end of the step.
+    pub fn after_step(&mut self, rt: &Runtime, events: &[Event]) -> Result<(), Violation> {
+        for event in events {
+            self.on_event(rt, event)?;
+        }
+        self.end_of_step(rt)
+    }
+
+    fn model(&mut self, key: &Arc<str>) -> &mut Vec<FrameInfo> {
+        if !self.stacks.contains_key(key) {
+            self.stacks.insert(key.clone(), Vec::new());
+        }
+        self.stacks.get_mut(key).expect("inserted above")
+    }
+
+    fn touch(&mut self, key: &Arc<str>) {
+        if !self.touched.contains(key) {
+            self.touched.push(key.clone());
+        }
+    }
+
+    fn on_event(&mut self, rt: &Runtime, event: &Event) -> Result<(), Violation> {
+        use names::*;
+        match event {
+            Event::Push { key, frame, depth } => {
+                self.touch(key);
+                let model = self.model(key);
+                match (frame.kind, model.first()) {
+                    (AgentKind::Main, Some(bottom)) => {
+                        return Err(violation(
+                            MAIN_AT_BOTTOM,
+                            format!("main pushed on top of {} at depth {depth}", bottom.name),
+                        ));
+                    }
+                    (AgentKind::Main, None) => {}
+                    (_, None) => {
+                        return Err(violation(
+                            MAIN_AT_BOTTOM,
+                            format!("{} pushed on an empty stack", frame.name),
+                        ));
+                    }
+                    (_, Some(_)) if frame.parent_tool_use_id.is_none() => {
+                        return Err(violation(
+                            STACK_LINKAGE,
+                            format!("{} has no parent_tool_use_id", frame.name),
+                        ));
+                    }
+                    _ => {}
+                }
+                model.push(frame.clone());
+                if *depth != model.len() {
+                    return Err(violation(
+                        STACK_LINKAGE,
+                        format!("push reported depth {depth}, the stack holds {}", model.len()),
+                    ));
+                }
+                self.pushed.push((key.clone(), frame.frame_id));
+            }
+            Event::Pop { key, frame, .. } => {
+                self.touch(key);
+                let model = self.model(key);
+                match model.last() {
+                    Some(top) if top.frame_id == frame.frame_id => {}
+                    Some(top) => {
+                        return Err(violation(
+                            STACK_LINKAGE,
+                            format!("popped {} but {} is on top", frame.name, top.name),
+                        ));
+                    }
+                    None => {
+                        return Err(violation(
+                            STACK_LINKAGE,
+                            format!("popped {} from an empty stack", frame.name),
+                        ));
+                    }
+                }
+                model.pop();
+                let parent = model.last().cloned();
+                self.llm_calls.remove(&frame.frame_id);
+                match (frame.kind, parent) {
+                    (AgentKind::Main, Some(p)) => {
+                        return Err(violation(
+                            MAIN_AT_BOTTOM,
+                            format!("main popped with {} still below it", p.name),
+                        ));
+                    }
+                    (AgentKind::Main, None) => {}
+                    (_, None) => {
+                        return Err(violation(
+                            MAIN_AT_BOTTOM,
+                            format!("{} popped with no frame below it", frame.name),
+                        ));
+                    }
+                    (_, Some(parent)) => {
+                        self.pairing.remove(&frame.session_id);
+                        self.deliveries.push(Delivery {
+                            child: frame.clone(),
+                            parent_session: parent.session_id,
+                            parent_name: parent.name.clone(),
+                            count: 0,
+                        });
+                    }
+                }
+            }
+            Event::ToolResult {
+                key,
+                frame,
+                session_id,
+                tool_use_id,
+                ..
+            } => {
+                for d in &mut self.deliveries {
+                    if d.child.parent_tool_use_id.as_ref() == Some(tool_use_id) {
+                        if d.parent_session != *session_id {
+                            return Err(violation(
+                                SINGLE_DELIVERY,
+                                format!(
+                                    "{} delivered its result to {frame} instead of its parent {}",
+                                    d.child.name, d.parent_name
+                                ),
+                            ));
+                        }
+                        d.count += 1;
+                    }
+                }
+                if self.delivered.contains(&(*session_id, tool_use_id.clone())) {
+                    return Err(violation(
+                        SINGLE_DELIVERY,
+                        format!("a second result for {tool_use_id} reached {frame} after its child was gone"),
+                    ));
+                }
+                // A result for the link of a child that is still on the stack breaks the link.
+                let model = self.model(key);
+                if let Some(i) = model.iter().rposition(|f| f.session_id == *session_id) {
+                    if let Some(child) = model.get(i + 1) {
+                        if child.parent_tool_use_id.as_ref() == Some(tool_use_id) {
+                            return Err(violation(
+                                STACK_LINKAGE,
+                                format!(
+                                    "{frame} got a result for {tool_use_id} while its child {} is still active",
+                                    child.name
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            Event::LlmRequest {
+                frame,
+                frame_id,
+                session_id,
+                call,
+                iteration,
+                max_iterations,
+                ..
+            } => {
+                let calls = self.llm_calls.entry(*frame_id).or_insert(0);
+                *calls += 1;
+                if *calls > *max_iterations || iteration > max_iterations {
+                    return Err(violation(
+                        ITERATION_BOUND,
+                        format!(
+                            "{frame} made model call {} (iteration {iteration}) over its limit of {max_iterations}",
+                            *calls
+                        ),
+                    ));
+                }
+                if let Some(request) = rt.request(*call) {
+                    let pairing = self.pairing.entry(*session_id).or_default();
+                    pairing
+                        .check_request(request.messages)
+                        .map_err(|m| violation(TOOL_PAIRING, format!("{frame}: {m}")))?;
+                }
+            }
+            Event::UserMessage {
+                key,
+                frame,
+                frame_id,
+                ..
+            } => {
+                let model = self.model(key);
+                match model.last() {
+                    Some(top) if top.frame_id == *frame_id => {}
+                    Some(top) => {
+                        return Err(violation(
+                            ROUTING,
+                            format!("a user message went to {frame}, but {} is on top", top.name),
+                        ));
+                    }
+                    None => {
+                        return Err(violation(
+                            ROUTING,
+                            format!("a user message went to {frame} with no main frame"),
+                        ));
+                    }
+                }
+            }
+            Event::Response { key, .. } | Event::Cancelled { key, .. } => {
+                let what = if matches!(event, Event::Response { .. }) {
+                    "the main agent answered"
+                } else {
+                    "the stack was unwound"
+                };
+                let model = self.model(key);
+                if let Some(left) = model.last() {
+                    return Err(violation(
+                        CLEANUP,
+                        format!("{what} but {} (depth {}) remains", left.name, model.len()),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        use names::*;
+        for d in self.deliveries.drain(..) {
+            if d.count != 1 {
+                return Err(violation(
+                    SINGLE_DELIVERY,
+                    format!(
+                        "{} was popped and delivered {} results to {}",
+                        d.child.name, d.count, d.parent_name
+                    ),
+                ));
+            }
+            if let Some(id) = d.child.parent_tool_use_id {
+                self.delivered.insert((d.parent_session, id));
+            }
+        }
+        // Frames pushed in this step and still present must name an unresolved tool_use below.
+        for (key, frame_id) in std::mem::take(&mut self.pushed) {
+            let model = self.model(&key);
+            let Some(i) = model.iter().rposition(|f| f.frame_id == frame_id) else {
+                continue;
+            };
+            if i == 0 {
+                continue;
+            }
+            let child = model[i].clone();
+            let link = child.parent_tool_use_id.clone().unwrap_or_else(|| "".into());
+            let below = rt.stacks().get(&key).and_then(|e| e.stack.frames().get(i - 1));
+            match below {
+                Some(parent) if parent.session.is_unresolved(&link) => {}
+                Some(parent) => {
+                    return Err(violation(
+                        STACK_LINKAGE,
+                        format!(
+                            "{} names {link}, which is not an unresolved tool_use of {}",
+                            child.name, parent.agent.frame_name
+                        ),
+                    ));
+                }
+                None => {
+                    return Err(violation(
+                        STACK_LINKAGE,
+                        format!("{} has no frame below it in the runtime", child.name),
+                    ));
+                }
+            }
+        }
+        // The runtime's stacks must be the ones its events describe.
+        for key in std::mem::take(&mut self.touched) {
+            let model = self.model(&key);
+            let (depth, top) = match rt.stacks().get(&key) {
+                Some(e) => (e.stack.depth(), e.stack.top().map(|f| f.frame_id)),
+                None => (0, None),
+            };
+            if depth != model.len() || top != model.last().map(|f| f.frame_id) {
+                return Err(violation(
+                    STACK_LINKAGE,
+                    format!(
+                        "the runtime's stack for {key} has depth {depth} but its push/pop events give {}",
+                        model.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,37 @@
+//! # agentsim
+//!
+//! A deterministic simulation and test harness for interactive LLM agent runtimes: a reference
+//! runtime for nested, interactive subagents (a stack of frames, `complete(result)`, cascading
+//! errors and limits), a simulator that drives it against scripted models and tools in virtual
+//! time from one seed, named invariants checked after every step, and YAML scenario files.
+//!
+//! Modules, in reading order:
+//!
+//! - [`transcript`]: messages, content blocks and the [`transcript::Session`].
+//! - [`llm`]: model replies, stream chunks, errors, token usage.
+//! - [`agent`]: agent definitions, the catalog, seed 002's config and response types.
+//! - [`tools`]: tool outcomes (a spawn is a value), the `Tool` trait, `use_skill` / `use_agent`.
+//! - [`messages`]: the exact strings the runtime writes and sends.
+//! - [`stack`]: frames, the stack, the per-key stack manager, `TurnAction` / `TurnResult`.
+//! - [`turn`]: `execute_turn`, the agent core loop as a resumable state machine.
+//! - [`runtime`]: the sans-IO runtime: inputs, effects, events, the orchestration loop.
+//! - [`ids`]: seeded id source.
+//! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, mock model and tools.
+//! - [`invariants`]: the observer that checks the named invariants after every step.
+//! - [`scenario`]: scenario files: format, loading with located errors, running, expectations.
+//! - [`render`]: the transcript's text and JSON renderings.
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod ids;
+pub mod llm;
+pub mod messages;
+pub mod runtime;
+pub mod stack;
+pub mod tools;
+pub mod transcript;
+pub mod turn;
+pub mod invariants;
+pub mod sim;
+pub mod scenario;
+pub mod render;

@@ -1,0 +1,74 @@
+//! The exact strings the runtime writes into conversations or sends to the user.
+//!
+//! DESIGN §3 fixes them so that runs are comparable with the Python original of seed 000. Strings
+//! in the second group are display-only: the `no-display-leak` invariant reports any of them that
+//! reaches a conversation as model-visible content.
+
+/// Result a parent receives when its child exceeds its iteration limit.
+pub const CHILD_MAX_ITERATIONS: &str = "Agent reached maximum iterations.";
+/// Result for tool uses that follow `complete` in the same reply.
+pub const SKIPPED_AFTER_COMPLETE: &str = "Skipped: agent completed.";
+/// Result for tool uses still unresolved when a frame stops at its iteration limit.
+pub const SKIPPED_AFTER_LIMIT: &str = "Skipped: agent reached maximum iterations.";
+/// Result for every pending `tool_use` when the user cancels.
+pub const CANCELLED_BY_USER: &str = "Cancelled by user.";
+
+/// Sent to the user when the main agent exceeds its iteration limit (display-only).
+pub const USER_MAX_STEPS: &str = "Agent reached maximum steps.";
+/// Sent to the user after a cancel word unwound the stack (display-only).
+pub const USER_CANCELLED: &str = "Cancelled.";
+/// Prefix of the banner sent to the user when the main agent's LLM call fails (display-only).
+pub const USER_ERROR_PREFIX: &str = "Error: ";
+
+/// `LLM error: <message>`, the result a parent receives when its child's LLM call fails.
+pub fn llm_error(message: &str) -> String {
+    format!("LLM error: {message}")
+}
+
+/// `Tool '<name>' not found`.
+pub fn tool_not_found(name: &str) -> String {
+    format!("Tool '{name}' not found")
+}
+
+/// `Tool execution failed: <message>`.
+pub fn tool_failed(message: &str) -> String {
+    format!("Tool execution failed: {message}")
+}
+
+/// `Tool '<name>' is not available to this agent` (outside the frame's whitelist, or `complete`
+/// called by the main agent).
+pub fn tool_not_available(name: &str) -> String {
+    format!("Tool '{name}' is not available to this agent")
+}
+
+/// `Tool '<name>' timed out after <N>s` (DESIGN §3 item 10).
+pub fn tool_timed_out(name: &str, timeout_ms: u64) -> String {
+    if timeout_ms % 1000 == 0 {
+        format!("Tool '{name}' timed out after {}s", timeout_ms / 1000)
+    } else {
+        format!("Tool '{name}' timed out after {}s", timeout_ms as f64 / 1000.0)
+    }
+}
+
+/// Skills cannot call `use_skill` (DESIGN §3 item 4).
+pub const SKILL_CANNOT_USE_SKILL: &str = "Skills cannot call use_skill";
+
+/// `Agent '<name>' cannot invoke itself` (DESIGN §3 item 4).
+pub fn cannot_invoke_itself(name: &str) -> String {
+    format!("Agent '{name}' cannot invoke itself")
+}
+
+/// `Missing required field: <field>` (DESIGN §3 item 13).
+pub fn missing_field(field: &str) -> String {
+    format!("Missing required field: {field}")
+}
+
+/// `Skill '<name>' not found. Available: a, b` or `Agent '<name>' ...` (DESIGN §3 item 13).
+pub fn not_found_available<'a>(
+    what: &str,
+    name: &str,
+    available: impl Iterator<Item = &'a str>,
+) -> String {
+    let list: Vec<&str> = available.collect();
+    format!("{what} '{name}' not found. Available: {}", list.join(", "))
+}

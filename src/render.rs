@@ -1,0 +1,214 @@
+//! The transcript: a stable, readable text rendering of a recorded run (virtual time, frame,
+//! model requests and replies, tool calls and results, push and pop with the depth, what the user
+//! was sent), and a JSON rendering of the same records.
+//!
+//! The text form is what snapshots store, so it is built only from the records: no `Debug` of
+//! internal types, no addresses, nothing that is not a function of (scenario, seed).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::runtime::{Event, PopReason};
+use crate::scenario::{Failure, Outcome};
+use crate::sim::{Entry, Note, Record};
+use crate::transcript::Block;
+use crate::turn::StreamEvent;
+
+/// `[   1.250s]`: virtual time with millisecond precision.
+fn time(ms: u64) -> String {
+    format!("[{:>4}.{:03}s]", ms / 1000, ms % 1000)
+}
+
+fn quote(s: &str) -> String {
+    format!("{s:?}")
+}
+
+fn block(b: &Block) -> String {
+    match b {
+        Block::Text { text } => format!("text {}", quote(text)),
+        Block::ToolUse { id, name, input } => format!("tool_use {name} {id} {input}"),
+        Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => format!("tool_result {tool_use_id} {} error={is_error}", quote(content)),
+    }
+}
+
+fn reason(r: PopReason) -> &'static str {
+    match r {
+        PopReason::Answered => "answered",
+        PopReason::Completed => "completed",
+        PopReason::MaxIterations => "max iterations",
+        PopReason::Error => "error",
+        PopReason::Cancelled => "cancelled",
+    }
+}
+
+/// One record as one line (without the time).
+pub fn line(entry: &Entry) -> String {
+    match entry {
+        Entry::Sim(note) => match note {
+            Note::LlmStall { agent } => format!("sim: the model stalls for {agent} (no reply will come)"),
+            Note::ToolHang { tool } => format!("sim: tool {tool} hangs (no result will come)"),
+            Note::Advance { to_ms } => format!("sim: time advanced to {}ms", to_ms),
+        },
+        Entry::Runtime(event) => match event {
+            Event::UserMessage { frame, text, .. } => format!("user → {frame}: {}", quote(text)),
+            Event::Queued { text, .. } => format!("user (queued while busy): {}", quote(text)),
+            Event::Push { frame, depth, .. } => match &frame.parent_tool_use_id {
+                Some(parent) => format!("push {} depth={depth} parent={parent}", frame.name),
+                None => format!("push {} depth={depth}", frame.name),
+            },
+            Event::Pop {
+                frame,
+                depth,
+                reason: r,
+                iterations,
+                ..
+            } => format!(
+                "pop {} depth={depth} ({}, {iterations} iterations)",
+                frame.name,
+                reason(*r)
+            ),
+            Event::LlmRequest {
+                frame,
+                iteration,
+                max_iterations,
+                messages,
+                ..
+            } => format!(
+                "{frame} → llm: iteration {iteration}/{max_iterations}, {messages} messages"
+            ),
+            Event::LlmReply {
+                frame,
+                content,
+                usage,
+                ..
+            } => {
+                let body = if content.is_empty() {
+                    "empty".to_owned()
+                } else {
+                    content.iter().map(block).collect::<Vec<_>>().join(" + ")
+                };
+                if usage.is_zero() {
+                    format!("{frame} ← llm: {body}")
+                } else {
+                    format!(
+                        "{frame} ← llm: {body} [tokens {} in, {} out]",
+                        usage.input_tokens, usage.output_tokens
+                    )
+                }
+            }
+            Event::LlmError {
+                frame,
+                kind,
+                message,
+                ..
+            } => format!("{frame} ← llm error ({}): {message}", kind_name(*kind)),
+            Event::Stale { what, .. } => format!("stale {what} ignored"),
+            Event::ToolCall {
+                frame,
+                tool_use_id,
+                name,
+                input,
+                ..
+            } => format!("{frame} tool {name} {tool_use_id} {input}"),
+            Event::ToolResult {
+                frame,
+                tool_use_id,
+                content,
+                is_error,
+                ..
+            } => {
+                let tag = if *is_error { "error" } else { "ok" };
+                format!("{frame} ← result {tool_use_id} {tag}: {}", quote(content))
+            }
+            Event::Sent { frame, text, .. } => format!("send → user (from {frame}): {}", quote(text)),
+            Event::EmptyReply { frame, .. } => format!("{frame}: empty reply, nothing sent"),
+            Event::Stream { frame, event, .. } => match event {
+                StreamEvent::TextDelta { text } => format!("{frame} stream: text {}", quote(text)),
+                StreamEvent::ToolStart { name, id } => format!("{frame} stream: tool start {name} {id}"),
+                StreamEvent::ToolFinish { name, id, is_error } => {
+                    format!("{frame} stream: tool finish {name} {id} error={is_error}")
+                }
+            },
+            Event::Response { response, .. } => {
+                let calls: Vec<&str> = response.tool_calls.iter().map(|c| &*c.name).collect();
+                format!(
+                    "response: {} iterations, tool calls [{}]",
+                    response.iterations,
+                    calls.join(", ")
+                )
+            }
+            Event::Cancelled { frames, dropped, .. } => format!(
+                "cancelled: {frames} frames unwound, {dropped} queued messages dropped"
+            ),
+        },
+    }
+}
+
+fn kind_name(kind: crate::llm::LlmErrorKind) -> &'static str {
+    use crate::llm::LlmErrorKind::*;
+    match kind {
+        RateLimit => "rate_limit",
+        Overloaded => "overloaded",
+        Network => "network",
+        Other => "other",
+    }
+}
+
+/// The records as text, one line each.
+pub fn records_text(records: &[Record]) -> String {
+    let mut out = String::new();
+    for r in records {
+        let _ = writeln!(out, "{} {}", time(r.t_ms), line(&r.entry));
+    }
+    out
+}
+
+/// The whole transcript of an outcome: a header, the records and the verdict.
+pub fn text(outcome: &Outcome) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}", outcome.name);
+    let _ = writeln!(out, "# seed {}", outcome.seed);
+    out.push_str(&records_text(&outcome.records));
+    let _ = writeln!(out, "{}", verdict(outcome));
+    out
+}
+
+/// `passed`, `reproduced <invariant>`, or `FAILED: <why>`.
+pub fn verdict(outcome: &Outcome) -> String {
+    match (&outcome.failure, &outcome.reproduced) {
+        (None, Some(inv)) => format!("reproduced: invariant {inv} broke, as the scenario expects"),
+        (None, None) => "passed".to_owned(),
+        (Some(f), _) => format!("FAILED: {f}"),
+    }
+}
+
+#[derive(Serialize)]
+struct JsonTranscript<'a> {
+    scenario: &'a str,
+    path: &'a str,
+    seed: u64,
+    passed: bool,
+    failure: Option<String>,
+    reproduced: Option<&'a str>,
+    records: &'a [Record],
+}
+
+/// The transcript as JSON.
+pub fn json(outcome: &Outcome) -> String {
+    let failure = outcome.failure.as_ref().map(Failure::to_string);
+    serde_json::to_string_pretty(&JsonTranscript {
+        scenario: &outcome.name,
+        path: &outcome.path,
+        seed: outcome.seed,
+        passed: outcome.passed(),
+        failure,
+        reproduced: outcome.reproduced.as_deref(),
+        records: &outcome.records,
+    })
+    .expect("records serialise: their maps have string keys")
+}

@@ -1,0 +1,938 @@
+//! The reference runtime: a pure, sans-IO state machine.
+//!
+//! It is fed [`Input`]s (a user message, a model reply or error or stream chunk, a tool outcome, a
+//! timer) and answers with [`Effect`]s as data (call the model, run a tool, send text to the user,
+//! set or cancel a timer, publish a stream event). It never awaits, sleeps, reads a clock, draws
+//! randomness or does IO; ids come from an [`IdSource`] seeded by the driver. Observers read the
+//! [`Event`]s it records (when [`RuntimeConfig::record_events`] is on) and may inspect its state
+//! between inputs.
+//!
+//! The orchestration loop is seed 000's provider loop: it runs the top frame's turn
+//! ([`crate::turn::execute_turn`]) and acts on the [`TurnAction`] it ends with, until a frame
+//! waits for the driver or for the user. Every iteration either returns or cascades; there is no
+//! recursion.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::agent::{AgentDef, AgentKind, AgentResponse, Catalog, ToolCallRecord};
+use crate::ids::IdSource;
+use crate::llm::{Chunk, LlmError, LlmErrorKind, LlmReply, LlmRequest, Usage};
+use crate::messages;
+use crate::stack::{AgentStackManager, CallId, Phase, StackFrame, TurnAction};
+use crate::tools::{ToolError, ToolOutput};
+use crate::transcript::{Block, Session};
+use crate::turn::{execute_turn, frame_info, StreamEvent, TurnCx, TurnInput, CALL_SEQ_BITS};
+
+/// The words that cancel an active stack (DESIGN §3 item 7).
+pub const DEFAULT_CANCEL_WORDS: [&str; 6] =
+    ["cancel", "stop", "abort", "nevermind", "never mind", "quit"];
+
+/// Settings of one external tool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// Virtual-time timeout (DESIGN §3 item 10).
+    pub timeout_ms: Option<u64>,
+}
+
+/// Runtime settings.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// External tools by name; a `tool_use` of any other non-built-in name is "not found".
+    pub tools: BTreeMap<String, ToolSpec>,
+    /// Messages that unwind an active stack, compared trimmed and case-insensitively.
+    pub cancel_words: Vec<String>,
+    /// Record [`Event`]s for observers and transcripts.
+    pub record_events: bool,
+    /// Seed of the id source.
+    pub seed: u64,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> RuntimeConfig {
+        RuntimeConfig {
+            tools: BTreeMap::new(),
+            cancel_words: DEFAULT_CANCEL_WORDS.iter().map(|w| w.to_string()).collect(),
+            record_events: true,
+            seed: 0,
+        }
+    }
+}
+
+/// What the driver feeds the runtime.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A user message for the conversation `key`.
+    User {
+        /// Session key.
+        key: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A complete model reply.
+    LlmReply {
+        /// The call it answers.
+        call: CallId,
+        /// The reply.
+        reply: LlmReply,
+    },
+    /// One chunk of a streamed reply.
+    LlmChunk {
+        /// The call it belongs to.
+        call: CallId,
+        /// The chunk.
+        chunk: Chunk,
+    },
+    /// The end of a streamed reply.
+    LlmEnd {
+        /// The call.
+        call: CallId,
+        /// Token usage.
+        usage: Usage,
+    },
+    /// A failed model call.
+    LlmError {
+        /// The call.
+        call: CallId,
+        /// What went wrong.
+        error: LlmError,
+    },
+    /// An external tool finished: its output, or the error it failed with (which the runtime turns
+    /// into `Tool execution failed: <message>`).
+    ToolDone {
+        /// The run.
+        call: CallId,
+        /// Its outcome.
+        result: Result<ToolOutput, ToolError>,
+    },
+    /// A timer fired.
+    Timer {
+        /// The timer.
+        timer: CallId,
+    },
+}
+
+/// What the runtime asks its driver to do.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Call the model; read the request with [`Runtime::request`].
+    CallLlm {
+        /// Id to answer with.
+        call: CallId,
+        /// Session key.
+        key: Arc<str>,
+        /// The calling agent.
+        agent: Arc<AgentDef>,
+    },
+    /// Run an external tool.
+    RunTool {
+        /// Id to answer with.
+        call: CallId,
+        /// Session key.
+        key: Arc<str>,
+        /// The calling agent.
+        agent: Arc<AgentDef>,
+        /// The `tool_use` id.
+        tool_use_id: Arc<str>,
+        /// Tool name (`skill:<name>` for a passthrough skill).
+        name: Arc<str>,
+        /// JSON input.
+        input: Arc<Value>,
+    },
+    /// Send text to the user.
+    Send {
+        /// Session key.
+        key: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// Feed [`Input::Timer`] after `after_ms`.
+    SetTimer {
+        /// Timer id.
+        timer: CallId,
+        /// Delay in milliseconds.
+        after_ms: u64,
+    },
+    /// Forget a timer.
+    CancelTimer {
+        /// Timer id.
+        timer: CallId,
+    },
+    /// Publish a stream event.
+    Stream {
+        /// Session key.
+        key: Arc<str>,
+        /// The event.
+        event: StreamEvent,
+    },
+}
+
+/// A frame as events describe it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FrameInfo {
+    /// Frame id.
+    pub frame_id: Uuid,
+    /// `main`, `skill:<name>`, `agent:<name>`.
+    pub name: Arc<str>,
+    /// Its kind.
+    pub kind: AgentKind,
+    /// The parent's `tool_use` it answers.
+    pub parent_tool_use_id: Option<Arc<str>>,
+    /// Its session's id.
+    pub session_id: Uuid,
+}
+
+/// Why a frame left the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PopReason {
+    /// The main agent answered the user.
+    Answered,
+    /// The child called `complete`.
+    Completed,
+    /// The frame hit its iteration limit.
+    MaxIterations,
+    /// The frame's model call failed.
+    Error,
+    /// The user cancelled.
+    Cancelled,
+}
+
+/// What happened, for observers and the transcript. Recorded in order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A user message was routed to a frame.
+    UserMessage {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame it went to.
+        frame: Arc<str>,
+        /// That frame's id.
+        frame_id: Uuid,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A user message arrived while a turn was in progress and waits for the top frame.
+    Queued {
+        /// Session key.
+        key: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A frame was pushed.
+    Push {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame.
+        frame: FrameInfo,
+        /// Depth after the push.
+        depth: usize,
+    },
+    /// A frame was popped.
+    Pop {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame.
+        frame: FrameInfo,
+        /// Depth after the pop.
+        depth: usize,
+        /// Why.
+        reason: PopReason,
+        /// Iterations it used.
+        iterations: u32,
+    },
+    /// A model call was made.
+    LlmRequest {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The frame's session.
+        session_id: Uuid,
+        /// Call id.
+        call: CallId,
+        /// Iteration of the frame this call belongs to.
+        iteration: u32,
+        /// The frame's limit.
+        max_iterations: u32,
+        /// Messages in the request.
+        messages: usize,
+    },
+    /// A model reply arrived.
+    LlmReply {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The content.
+        content: Vec<Block>,
+        /// Token usage.
+        usage: Usage,
+    },
+    /// A model call failed.
+    LlmError {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The category.
+        kind: LlmErrorKind,
+        /// The message.
+        message: Arc<str>,
+    },
+    /// An input arrived for a call nobody waits for any more (after a cancel or a timeout).
+    Stale {
+        /// The call or timer.
+        call: CallId,
+        /// What it was.
+        what: &'static str,
+    },
+    /// A tool use is being handled.
+    ToolCall {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The `tool_use` id.
+        tool_use_id: Arc<str>,
+        /// Tool name.
+        name: Arc<str>,
+        /// JSON input.
+        input: Arc<Value>,
+    },
+    /// A `tool_result` was appended to a session.
+    ToolResult {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The session it went into.
+        session_id: Uuid,
+        /// The `tool_use` it answers.
+        tool_use_id: Arc<str>,
+        /// Content.
+        content: Arc<str>,
+        /// Whether it is an error.
+        is_error: bool,
+    },
+    /// Text was sent to the user.
+    Sent {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame that produced it.
+        frame: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A frame's reply was empty: nothing was sent.
+    EmptyReply {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+    },
+    /// A stream event was published.
+    Stream {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// The event.
+        event: StreamEvent,
+    },
+    /// The main agent finished a user turn (seed 002's `AgentResponse`).
+    Response {
+        /// Session key.
+        key: Arc<str>,
+        /// The response.
+        response: AgentResponse,
+    },
+    /// A cancel word unwound the stack.
+    Cancelled {
+        /// Session key.
+        key: Arc<str>,
+        /// Frames removed.
+        frames: usize,
+        /// Queued messages dropped with them.
+        dropped: usize,
+    },
+}
+
+/// The reference runtime.
+pub struct Runtime {
+    config: RuntimeConfig,
+    catalog: Arc<Catalog>,
+    stacks: AgentStackManager,
+    ids: IdSource,
+    seq: u64,
+    effects: VecDeque<Effect>,
+    events: Vec<Event>,
+}
+
+impl Runtime {
+    /// A runtime for these agents and settings.
+    pub fn new(catalog: Arc<Catalog>, config: RuntimeConfig) -> Runtime {
+        Runtime {
+            ids: IdSource::new(config.seed),
+            config,
+            catalog,
+            stacks: AgentStackManager::default(),
+            seq: 0,
+            effects: VecDeque::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// The declared agents.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The stacks, by session key.
+    pub fn stacks(&self) -> &AgentStackManager {
+        &self.stacks
+    }
+
+    /// The next effect for the driver.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// Takes the events recorded since the last call.
+    pub fn take_events(&mut self, into: &mut Vec<Event>) {
+        into.append(&mut self.events);
+    }
+
+    /// Whether no conversation has a turn in progress or a queued message: every stack is empty or
+    /// its top frame waits for the user.
+    pub fn is_idle(&self) -> bool {
+        self.stacks.entries().iter().all(|e| {
+            e.inbox.is_empty() && e.stack.top().is_none_or(|f| f.awaits_user())
+        })
+    }
+
+    /// The request behind a pending [`Effect::CallLlm`], borrowed from the frame's session.
+    pub fn request(&self, call: CallId) -> Option<LlmRequest<'_>> {
+        let frame = self.waiting_frame(call)?;
+        match &frame.phase {
+            Phase::AwaitLlm { call: c, .. } if *c == call => Some(LlmRequest {
+                system: &frame.system_prompt,
+                messages: frame.session.get_messages_for_llm(),
+                model: frame.agent.model.as_deref(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn waiting_frame(&self, call: CallId) -> Option<&StackFrame> {
+        let slot = (call >> CALL_SEQ_BITS) as usize;
+        self.stacks.entries().get(slot)?.stack.top()
+    }
+
+    /// Feeds one input and runs until every frame it woke waits again.
+    pub fn handle(&mut self, input: Input) {
+        match input {
+            Input::User { key, text } => {
+                let slot = self.slot(&key);
+                self.on_user(slot, text);
+            }
+            Input::LlmReply { call, reply } => {
+                self.resume(call, "llm reply", |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call), TurnInput::LlmReply(reply));
+            }
+            Input::LlmError { call, error } => {
+                self.resume(call, "llm error", |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call), TurnInput::LlmError(error));
+            }
+            Input::LlmChunk { call, chunk } => self.on_chunk(call, chunk),
+            Input::LlmEnd { call, usage } => {
+                let slot = (call >> CALL_SEQ_BITS) as usize;
+                let partial = match self.top_phase_mut(slot) {
+                    Some(Phase::AwaitLlm { call: c, partial }) if *c == call => {
+                        std::mem::take(partial)
+                    }
+                    _ => return self.stale(call, "llm end"),
+                };
+                let reply = LlmReply {
+                    content: partial,
+                    usage,
+                };
+                self.drive(slot, TurnInput::LlmReply(reply));
+                self.pump(slot);
+            }
+            Input::ToolDone { call, result } => {
+                let output = result.unwrap_or_else(|e| {
+                    ToolOutput::error(messages::tool_failed(&e.0))
+                });
+                let waits = |p: &Phase| match p {
+                    Phase::AwaitTool { call: c, .. } => *c == call,
+                    Phase::AwaitTools { batch } => {
+                        batch.iter().any(|i| i.call == call && i.output.is_none())
+                    }
+                    _ => false,
+                };
+                self.resume(call, "tool result", waits, TurnInput::ToolDone { call, output });
+            }
+            Input::Timer { timer } => {
+                let waits = |p: &Phase| match p {
+                    Phase::AwaitTool { timer: t, .. } => *t == Some(timer),
+                    Phase::AwaitTools { batch } => batch
+                        .iter()
+                        .any(|i| i.timer == Some(timer) && i.output.is_none()),
+                    _ => false,
+                };
+                self.resume(timer, "timer", waits, TurnInput::ToolTimeout { timer });
+            }
+        }
+    }
+
+    fn slot(&mut self, key: &str) -> usize {
+        let ids = &mut self.ids;
+        self.stacks
+            .get_or_create(key, || ids.next_uuid().to_string())
+    }
+
+    fn top_phase_mut(&mut self, slot: usize) -> Option<&mut Phase> {
+        if slot >= self.stacks.entries().len() {
+            return None;
+        }
+        self.stacks
+            .entry_mut(slot)
+            .stack
+            .top_mut()
+            .map(|f| &mut f.phase)
+    }
+
+    fn stale(&mut self, call: CallId, what: &'static str) {
+        if self.config.record_events {
+            self.events.push(Event::Stale { call, what });
+        }
+    }
+
+    /// Feeds `input` to the top frame of the call's slot if that frame waits for it.
+    fn resume(
+        &mut self,
+        call: CallId,
+        what: &'static str,
+        waits: impl Fn(&Phase) -> bool,
+        input: TurnInput,
+    ) {
+        let slot = (call >> CALL_SEQ_BITS) as usize;
+        match self.top_phase_mut(slot) {
+            Some(phase) if waits(phase) => {
+                self.drive(slot, input);
+                self.pump(slot);
+            }
+            _ => self.stale(call, what),
+        }
+    }
+
+    fn on_chunk(&mut self, call: CallId, chunk: Chunk) {
+        let slot = (call >> CALL_SEQ_BITS) as usize;
+        let record = self.config.record_events;
+        if slot >= self.stacks.entries().len() {
+            return self.stale(call, "llm chunk");
+        }
+        let entry = self.stacks.entry_mut(slot);
+        let key = entry.key.clone();
+        let Some(frame) = entry.stack.top_mut() else {
+            return self.stale(call, "llm chunk");
+        };
+        let Phase::AwaitLlm { call: c, partial } = &mut frame.phase else {
+            return self.stale(call, "llm chunk");
+        };
+        if *c != call {
+            return self.stale(call, "llm chunk");
+        }
+        let delta = match chunk {
+            Chunk::Text(text) => {
+                match partial.last_mut() {
+                    Some(Block::Text { text: acc }) => {
+                        let mut joined = String::with_capacity(acc.len() + text.len());
+                        joined.push_str(acc);
+                        joined.push_str(&text);
+                        *acc = joined.into();
+                    }
+                    _ => partial.push(Block::Text { text: text.clone() }),
+                }
+                Some(text)
+            }
+            Chunk::ToolUse(block) => {
+                partial.push(block);
+                None
+            }
+        };
+        if let (Some(text), true) = (delta, frame.agent.stream) {
+            let frame_name = frame.agent.frame_name.clone();
+            let event = StreamEvent::TextDelta { text };
+            if record {
+                self.events.push(Event::Stream {
+                    key: key.clone(),
+                    frame: frame_name,
+                    event: event.clone(),
+                });
+            }
+            self.effects.push_back(Effect::Stream { key, event });
+        }
+    }
+
+    fn is_cancel(&self, text: &str) -> bool {
+        let t = text.trim();
+        self.config
+            .cancel_words
+            .iter()
+            .any(|w| w.eq_ignore_ascii_case(t))
+    }
+
+    fn on_user(&mut self, slot: usize, text: Arc<str>) {
+        let entry = self.stacks.entry(slot);
+        if !entry.stack.is_empty() && self.is_cancel(&text) {
+            self.unwind(slot);
+            return;
+        }
+        let busy = !entry.inbox.is_empty()
+            || entry.stack.top().is_some_and(|f| !f.awaits_user());
+        if busy {
+            let entry = self.stacks.entry_mut(slot);
+            entry.inbox.push_back(text.clone());
+            if self.config.record_events {
+                let key = entry.key.clone();
+                self.events.push(Event::Queued { key, text });
+            }
+            return;
+        }
+        self.route(slot, text);
+        self.pump(slot);
+    }
+
+    /// Delivers queued messages while the conversation waits for the user.
+    fn pump(&mut self, slot: usize) {
+        loop {
+            let entry = self.stacks.entry_mut(slot);
+            if entry.stack.top().is_some_and(|f| !f.awaits_user()) {
+                return;
+            }
+            let Some(text) = entry.inbox.pop_front() else {
+                return;
+            };
+            if !entry.stack.is_empty() && self.is_cancel(&text) {
+                self.unwind(slot);
+                continue;
+            }
+            self.route(slot, text);
+        }
+    }
+
+    /// Routes a user message by stack state: empty → a new main frame, otherwise the top frame.
+    fn route(&mut self, slot: usize, text: Arc<str>) {
+        let record = self.config.record_events;
+        let entry = self.stacks.entry_mut(slot);
+        if entry.stack.is_empty() {
+            let session = std::mem::take(&mut entry.main_session);
+            let agent = self.catalog.main.clone();
+            let frame = StackFrame {
+                frame_id: self.ids.next_uuid(),
+                agent_session_id: session_uuid(&session),
+                turn_start: session.messages.len(),
+                session,
+                system_prompt: agent.system_prompt.clone(),
+                iteration: 0,
+                max_iterations: agent.max_iterations,
+                agent,
+                parent_tool_use_id: None,
+                usage: Usage::default(),
+                phase: Phase::AwaitUser,
+            };
+            self.push(slot, frame);
+        }
+        let entry = self.stacks.entry_mut(slot);
+        let top = entry.stack.top().expect("a frame was just ensured");
+        if record {
+            self.events.push(Event::UserMessage {
+                key: entry.key.clone(),
+                frame: top.agent.frame_name.clone(),
+                frame_id: top.frame_id,
+                text: text.clone(),
+            });
+        }
+        self.drive(slot, TurnInput::User(text));
+    }
+
+    fn push(&mut self, slot: usize, frame: StackFrame) {
+        let entry = self.stacks.entry_mut(slot);
+        let depth = entry.stack.depth() + 1;
+        tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, "push");
+        if self.config.record_events {
+            self.events.push(Event::Push {
+                key: entry.key.clone(),
+                frame: frame_info(&frame),
+                depth,
+            });
+        }
+        entry.stack.push(frame);
+    }
+
+    fn pop(&mut self, slot: usize, reason: PopReason) -> StackFrame {
+        let entry = self.stacks.entry_mut(slot);
+        let frame = entry.stack.pop().expect("the orchestration loop pops only a frame it ran");
+        let depth = entry.stack.depth();
+        tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");
+        if self.config.record_events {
+            self.events.push(Event::Pop {
+                key: entry.key.clone(),
+                frame: frame_info(&frame),
+                depth,
+                reason,
+                iterations: frame.iteration,
+            });
+        }
+        frame
+    }
+
+    fn send(&mut self, slot: usize, frame: Arc<str>, text: Arc<str>) {
+        let key = self.stacks.entry(slot).key.clone();
+        if text.is_empty() {
+            if self.config.record_events {
+                self.events.push(Event::EmptyReply { key, frame });
+            }
+            return;
+        }
+        if self.config.record_events {
+            self.events.push(Event::Sent {
+                key: key.clone(),
+                frame,
+                text: text.clone(),
+            });
+        }
+        self.effects.push_back(Effect::Send { key, text });
+    }
+
+    /// The orchestration loop (seed 000's provider loop) for one conversation.
+    fn drive(&mut self, slot: usize, mut input: TurnInput) {
+        loop {
+            let result = {
+                let Runtime {
+                    stacks,
+                    catalog,
+                    config,
+                    effects,
+                    events,
+                    ids,
+                    seq,
+                } = self;
+                let entry = stacks.entry_mut(slot);
+                let Some(frame) = entry.stack.top_mut() else {
+                    tracing::warn!(key = %entry.key, "stack empty unexpectedly");
+                    return;
+                };
+                let mut cx = TurnCx {
+                    key: &entry.key,
+                    slot,
+                    catalog,
+                    config,
+                    effects,
+                    events,
+                    ids,
+                    seq,
+                    usage: &mut entry.usage,
+                };
+                match execute_turn(frame, input, &mut cx) {
+                    None => return,
+                    Some(result) => result,
+                }
+            };
+            let top = self.stacks.entry(slot).stack.top().expect("the turn ran on it");
+            let name = top.agent.frame_name.clone();
+            let is_main = top.is_main();
+            input = match result.action {
+                TurnAction::SendText => {
+                    self.send(slot, name, result.text.clone());
+                    if is_main {
+                        self.finish_main(slot, PopReason::Answered, result.text);
+                    }
+                    return;
+                }
+                TurnAction::Interrupt => {
+                    self.send(slot, name, result.text);
+                    return;
+                }
+                TurnAction::ChildActivated => {
+                    let child = result.child_frame.expect("ChildActivated carries the child");
+                    self.push(slot, *child);
+                    TurnInput::Start
+                }
+                TurnAction::Complete => {
+                    // `complete` is never dispatched for the main frame, so there is a parent.
+                    let child = self.pop(slot, PopReason::Completed);
+                    TurnInput::ChildResult {
+                        tool_use_id: child
+                            .parent_tool_use_id
+                            .expect("a child frame names its parent's tool_use"),
+                        content: result.text,
+                        is_error: false,
+                    }
+                }
+                TurnAction::MaxIterations if is_main => {
+                    self.send(slot, name, messages::USER_MAX_STEPS.into());
+                    self.finish_main(slot, PopReason::MaxIterations, messages::USER_MAX_STEPS.into());
+                    return;
+                }
+                TurnAction::Error if is_main => {
+                    let banner: Arc<str> =
+                        format!("{}{}", messages::USER_ERROR_PREFIX, result.text).into();
+                    self.send(slot, name, banner.clone());
+                    self.finish_main(slot, PopReason::Error, banner);
+                    return;
+                }
+                TurnAction::MaxIterations => {
+                    let child = self.pop(slot, PopReason::MaxIterations);
+                    TurnInput::ChildResult {
+                        tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
+                        content: messages::CHILD_MAX_ITERATIONS.into(),
+                        is_error: true,
+                    }
+                }
+                TurnAction::Error => {
+                    let child = self.pop(slot, PopReason::Error);
+                    TurnInput::ChildResult {
+                        tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
+                        content: messages::llm_error(&result.text).into(),
+                        is_error: true,
+                    }
+                }
+            };
+        }
+    }
+
+    /// Pops the main frame after it answered (or failed), keeps its session for the next turn and
+    /// clears the stack (seed 000: "pop main frame, ..., clear stack").
+    fn finish_main(&mut self, slot: usize, reason: PopReason, text: Arc<str>) {
+        let main = self.pop(slot, reason);
+        if self.config.record_events {
+            let response = AgentResponse {
+                text,
+                tool_calls: tool_calls_since(&main.session, main.turn_start),
+                iterations: main.iteration,
+            };
+            let key = self.stacks.entry(slot).key.clone();
+            self.events.push(Event::Response { key, response });
+        }
+        let entry = self.stacks.entry_mut(slot);
+        entry.main_session = main.session;
+        entry.stack.clear();
+    }
+
+    /// A cancel word: every pending `tool_use` on the way down gets "Cancelled by user.", the
+    /// stack is cleared, queued messages are dropped and the user gets "Cancelled.".
+    fn unwind(&mut self, slot: usize) {
+        let frames = self.stacks.entry(slot).stack.depth();
+        while !self.stacks.entry(slot).stack.is_empty() {
+            {
+                let Runtime {
+                    stacks,
+                    catalog,
+                    config,
+                    effects,
+                    events,
+                    ids,
+                    seq,
+                } = self;
+                let entry = stacks.entry_mut(slot);
+                let frame = entry.stack.top_mut().expect("checked non-empty");
+                let mut cx = TurnCx {
+                    key: &entry.key,
+                    slot,
+                    catalog,
+                    config,
+                    effects,
+                    events,
+                    ids,
+                    seq,
+                    usage: &mut entry.usage,
+                };
+                for timer in frame_timers(&frame.phase) {
+                    cx.effects.push_back(Effect::CancelTimer { timer });
+                }
+                cx.resolve_all(frame, messages::CANCELLED_BY_USER);
+                frame.phase = Phase::AwaitUser;
+            }
+            let frame = self.pop(slot, PopReason::Cancelled);
+            if frame.is_main() {
+                let entry = self.stacks.entry_mut(slot);
+                entry.main_session = frame.session;
+            }
+        }
+        let entry = self.stacks.entry_mut(slot);
+        let dropped = entry.inbox.len();
+        entry.inbox.clear();
+        let key = entry.key.clone();
+        if self.config.record_events {
+            self.events.push(Event::Cancelled {
+                key,
+                frames,
+                dropped,
+            });
+        }
+        self.send(slot, "main".into(), messages::USER_CANCELLED.into());
+    }
+}
+
+fn frame_timers(phase: &Phase) -> Vec<CallId> {
+    match phase {
+        Phase::AwaitTool { timer: Some(t), .. } => vec![*t],
+        Phase::AwaitTools { batch } => batch.iter().filter_map(|i| i.timer).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn session_uuid(session: &Session) -> Uuid {
+    Uuid::parse_str(&session.session_id).unwrap_or(Uuid::nil())
+}
+
+/// The tool calls of the main agent's current turn, with their results.
+fn tool_calls_since(session: &Session, start: usize) -> Vec<ToolCallRecord> {
+    let messages = &session.messages[start.min(session.messages.len())..];
+    let mut out = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        for u in message.tool_uses() {
+            let (result, is_error) = messages[i + 1..]
+                .iter()
+                .flat_map(|m| m.content.iter())
+                .find_map(|b| match b {
+                    Block::ToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    } if tool_use_id == u.id => Some((content.clone(), *is_error)),
+                    _ => None,
+                })
+                .unwrap_or_else(|| ("".into(), false));
+            out.push(ToolCallRecord {
+                id: u.id.clone(),
+                name: u.name.clone(),
+                input: u.input.clone(),
+                result,
+                is_error,
+            });
+        }
+    }
+    out
+}

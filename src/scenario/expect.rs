@@ -1,0 +1,214 @@
+//! Checking an `expect` step against the run: what happened since the previous `expect` (texts
+//! sent, results received, the main agent's response, stream events) and the state now (stack,
+//! iterations, time, usage).
+
+use std::fmt;
+
+use crate::runtime::Event;
+use crate::sim::{Entry, Record, Sim};
+use crate::turn::StreamEvent;
+
+use super::format::ExpectSpec;
+use super::DEFAULT_KEY;
+
+/// One expectation that did not hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Which key of the `expect` (e.g. `sent`, `tool_result.content`).
+    pub what: String,
+    /// What the scenario expected.
+    pub expected: String,
+    /// What the run did.
+    pub actual: String,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:\n      expected: {}\n      actual:   {}",
+            self.what, self.expected, self.actual
+        )
+    }
+}
+
+fn events<'a>(records: &'a [Record]) -> impl DoubleEndedIterator<Item = &'a Event> + 'a {
+    records.iter().filter_map(|r| match &r.entry {
+        Entry::Runtime(e) => Some(e),
+        Entry::Sim(_) => None,
+    })
+}
+
+fn show_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// Checks `e` against the simulation now and the records since the previous `expect` (`window`).
+pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    let mut expect = |what: &str, expected: String, actual: String| {
+        if expected != actual {
+            out.push(Mismatch {
+                what: what.to_owned(),
+                expected,
+                actual,
+            });
+        }
+    };
+    let key = e.key.as_deref().unwrap_or(DEFAULT_KEY);
+    let in_key = |k: &str| k == key;
+    let rt = sim.runtime();
+    let entry = rt.stacks().get(key);
+    let frames = entry.map(|e| e.stack.frames()).unwrap_or_default();
+
+    if let Some(sent) = &e.sent {
+        let actual: Vec<String> = events(window)
+            .filter_map(|ev| match ev {
+                Event::Sent { key: k, text, .. } if in_key(k) => Some(text.to_string()),
+                _ => None,
+            })
+            .collect();
+        expect("sent", show_list(sent), show_list(&actual));
+    }
+    if let Some(depth) = e.depth {
+        expect("depth", depth.to_string(), frames.len().to_string());
+    }
+    if let Some(top) = &e.top {
+        let actual = frames.last().map_or("none".to_owned(), |f| f.agent.frame_name.to_string());
+        expect("top", top.clone(), actual);
+    }
+    if let Some(stack) = &e.stack {
+        let actual: Vec<String> = frames.iter().map(|f| f.agent.frame_name.to_string()).collect();
+        expect("stack", show_list(stack), show_list(&actual));
+    }
+    if let Some(tr) = &e.tool_result {
+        let agent = tr.agent.as_deref().unwrap_or("main");
+        let found = events(window).rev().find_map(|ev| match ev {
+            Event::ToolResult {
+                key: k,
+                frame,
+                content,
+                is_error,
+                ..
+            } if in_key(k) && &**frame == agent => Some((content.clone(), *is_error)),
+            _ => None,
+        });
+        match found {
+            None => expect(
+                "tool_result",
+                format!("a tool_result in {agent}'s session"),
+                "none since the previous expect".to_owned(),
+            ),
+            Some((content, is_error)) => {
+                if let Some(c) = &tr.content {
+                    expect("tool_result.content", format!("{c:?}"), format!("{content:?}"));
+                }
+                if let Some(sub) = &tr.contains {
+                    if !content.contains(sub.as_str()) {
+                        expect(
+                            "tool_result.contains",
+                            format!("content containing {sub:?}"),
+                            format!("{content:?}"),
+                        );
+                    }
+                }
+                if let Some(err) = tr.is_error {
+                    expect("tool_result.is_error", err.to_string(), is_error.to_string());
+                }
+            }
+        }
+    }
+    if let Some(iterations) = &e.iterations {
+        for (name, n) in iterations {
+            let live = frames
+                .iter()
+                .rev()
+                .find(|f| &*f.agent.frame_name == name)
+                .map(|f| f.iteration);
+            let ended = || {
+                events(sim.records()).rev().find_map(|ev| match ev {
+                    Event::Pop {
+                        key: k,
+                        frame,
+                        iterations,
+                        ..
+                    } if in_key(k) && &*frame.name == name => Some(*iterations),
+                    _ => None,
+                })
+            };
+            let actual = live
+                .or_else(ended)
+                .map_or("no such frame".to_owned(), |i| i.to_string());
+            expect(&format!("iterations.{name}"), n.to_string(), actual);
+        }
+    }
+    if let Some(calls) = &e.llm_calls {
+        for (agent, n) in calls {
+            expect(
+                &format!("llm_calls.{agent}"),
+                n.to_string(),
+                sim.llm().calls(agent).to_string(),
+            );
+        }
+    }
+    if let Some(resp) = &e.response {
+        let found = events(window).rev().find_map(|ev| match ev {
+            Event::Response { key: k, response } if in_key(k) => Some(response),
+            _ => None,
+        });
+        match found {
+            None => expect(
+                "response",
+                "a response from the main agent".to_owned(),
+                "none since the previous expect".to_owned(),
+            ),
+            Some(r) => {
+                if let Some(text) = &resp.text {
+                    expect("response.text", format!("{text:?}"), format!("{:?}", r.text));
+                }
+                if let Some(n) = resp.iterations {
+                    expect("response.iterations", n.to_string(), r.iterations.to_string());
+                }
+                if let Some(names) = &resp.tool_calls {
+                    let actual: Vec<String> =
+                        r.tool_calls.iter().map(|c| c.name.to_string()).collect();
+                    expect("response.tool_calls", show_list(names), show_list(&actual));
+                }
+            }
+        }
+    }
+    if let Some(stream) = &e.stream {
+        let actual: Vec<String> = events(window)
+            .filter_map(|ev| match ev {
+                Event::Stream { key: k, event, .. } if in_key(k) => Some(match event {
+                    StreamEvent::TextDelta { text } => format!("text: {text}"),
+                    StreamEvent::ToolStart { name, .. } => format!("tool_start: {name}"),
+                    StreamEvent::ToolFinish {
+                        name,
+                        is_error: false,
+                        ..
+                    } => format!("tool_finish: {name}"),
+                    StreamEvent::ToolFinish { name, .. } => format!("tool_error: {name}"),
+                }),
+                _ => None,
+            })
+            .collect();
+        expect("stream", show_list(stream), show_list(&actual));
+    }
+    if let Some(idle) = e.idle {
+        expect("idle", idle.to_string(), rt.is_idle().to_string());
+    }
+    if let Some(time) = e.time {
+        expect("time", format!("{}ms", time.0), format!("{}ms", sim.now()));
+    }
+    if let Some(u) = e.usage {
+        let actual = entry.map(|e| e.usage).unwrap_or_default();
+        expect(
+            "usage",
+            format!("{} in / {} out", u.input_tokens, u.output_tokens),
+            format!("{} in / {} out", actual.input_tokens, actual.output_tokens),
+        );
+    }
+    out
+}

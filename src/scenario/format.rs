@@ -1,0 +1,677 @@
+//! The scenario file format: the types a YAML (or JSON) scenario deserialises into, and the JSON
+//! Schema generated from them (`agentsim schema`).
+//!
+//! Every struct denies unknown keys, so a typo is an error with its line and column, never a
+//! silently ignored setting. Shorthands (a string for a text reply or a fixed tool result, a list
+//! for per-call tool results) have hand-written visitors so that their errors stay precise too.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+/// A duration in virtual time: an integer of milliseconds, or a string such as `150ms`, `2s`,
+/// `1.5s`, `2m`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Millis(pub u64);
+
+/// Parses `150ms`, `2s`, `1.5s`, `2m`, `1h` or a bare number of milliseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1000.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60_000.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3_600_000.0)
+    } else {
+        (s, 1.0)
+    };
+    let value: f64 = number.trim().parse().map_err(|_| {
+        format!("invalid duration `{s}`: expected a number of milliseconds or a string like 150ms, 2s, 1.5s, 2m")
+    })?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("invalid duration `{s}`: must be a non-negative number"));
+    }
+    let ms = value * scale;
+    if ms > 1e15 {
+        return Err(format!("invalid duration `{s}`: too long"));
+    }
+    Ok(ms.round() as u64)
+}
+
+impl<'de> Deserialize<'de> for Millis {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Millis, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Millis;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration: milliseconds, or a string like 150ms, 2s, 1.5s, 2m")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Millis, E> {
+                Ok(Millis(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Millis, E> {
+                u64::try_from(v)
+                    .map(Millis)
+                    .map_err(|_| E::custom("a duration cannot be negative"))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Millis, E> {
+                parse_duration(&v.to_string()).map(Millis).map_err(E::custom)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Millis, E> {
+                parse_duration(v).map(Millis).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Millis {
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "Virtual time: milliseconds, or a string like 150ms, 2s, 1.5s, 2m",
+            "oneOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^[0-9.]+(ms|s|m|h)?$"}
+            ]
+        })
+    }
+}
+
+/// A whole scenario file.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// What the scenario shows.
+    pub name: String,
+    /// Longer explanation.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Seed of the run (ids, tie-breaks). `--seed` and `AGENTSIM_SEED` override it.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// The run must break this invariant (a reproduced bug); the scenario passes if it does.
+    #[serde(default)]
+    pub expect_violation: Option<String>,
+    /// Runtime and simulator settings.
+    #[serde(default)]
+    pub settings: SettingsSpec,
+    /// The main agent (`main`), skills and agents, by name.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, AgentSpec>")]
+    pub agents: BTreeMap<String, Spanned<AgentSpec>>,
+    /// Scripted model replies per agent, consumed in order.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, Vec<ReplyEntry>>")]
+    pub llm: BTreeMap<String, Spanned<Vec<Spanned<ReplyEntry>>>>,
+    /// External tools and their scripted outcomes.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, ToolDef>")]
+    pub tools: BTreeMap<String, Spanned<ToolDef>>,
+    /// What the user does and what must hold.
+    #[schemars(with = "Vec<StepSpec>")]
+    pub steps: Vec<Spanned<StepSpec>>,
+}
+
+/// Settings of the run.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsSpec {
+    /// Words that unwind an active stack (default: cancel, stop, abort, nevermind, never mind, quit).
+    #[serde(default)]
+    pub cancel_words: Option<Vec<String>>,
+    /// Maximum steps before the run fails (default 100000).
+    #[serde(default)]
+    pub max_steps: Option<u64>,
+    /// Maximum stack depth (default 256).
+    #[serde(default)]
+    pub max_depth: Option<usize>,
+    /// Maximum model calls (default 10000).
+    #[serde(default)]
+    pub max_llm_calls: Option<u64>,
+}
+
+/// Kind of a declared agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KindSpec {
+    /// The main agent (only for the entry named `main`).
+    Main,
+    /// A skill (`use_skill`).
+    Skill,
+    /// An agent (`use_agent`).
+    Agent,
+}
+
+/// A declared agent.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// `skill` or `agent`; required except for `main`.
+    #[serde(default)]
+    pub kind: Option<KindSpec>,
+    /// One-line description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// System prompt (default: "You are <frame name>.").
+    #[serde(default)]
+    pub system: Option<String>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Iteration limit (default 10 for main, 25 for skills and agents).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// Whitelist of external tools (default: all declared tools).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Publish stream events.
+    #[serde(default)]
+    pub stream: bool,
+    /// Run the external tools of one reply concurrently.
+    #[serde(default)]
+    pub parallel_tools: bool,
+    /// A passthrough skill: no frame, one external execution with this scripted outcome.
+    #[serde(default)]
+    pub passthrough: Option<ToolDef>,
+}
+
+/// One scripted model reply: a string is a text reply; a map states the reply in full.
+#[derive(Debug)]
+pub enum ReplyEntry {
+    /// `- Hello` : a text reply.
+    Text(String),
+    /// The full form.
+    Full(Box<ReplySpec>),
+}
+
+impl<'de> Deserialize<'de> for ReplyEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ReplyEntry, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ReplyEntry;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a reply: a text string, or a map with text, tool_use, use_skill, use_agent, complete, ask_user, empty, error, stall or chunks")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ReplyEntry, E> {
+                Ok(ReplyEntry::Text(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ReplyEntry, A::Error> {
+                ReplySpec::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|r| ReplyEntry::Full(Box::new(r)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for ReplyEntry {
+    fn schema_name() -> Cow<'static, str> {
+        "ReplyEntry".into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let full = g.subschema_for::<ReplySpec>();
+        json_schema!({
+            "description": "A scripted model reply: a string is a text reply",
+            "oneOf": [{"type": "string"}, full]
+        })
+    }
+}
+
+/// The full form of a scripted reply. Content keys (`text`, `tool_use`, `use_skill`, `use_agent`,
+/// `ask_user`, `complete`) combine into one reply, text first, then tool uses in that key order;
+/// `empty`, `error`, `stall` and `chunks` stand alone.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplySpec {
+    /// Text.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// One tool use or a list of them.
+    #[serde(default)]
+    pub tool_use: Option<OneOrMany<ToolUseSpec>>,
+    /// Shorthand for `tool_use: {name: use_skill, input: ...}`.
+    #[serde(default)]
+    pub use_skill: Option<Value>,
+    /// Shorthand for `tool_use: {name: use_agent, input: ...}`.
+    #[serde(default)]
+    pub use_agent: Option<Value>,
+    /// Shorthand for `ask_user`: a question string or `{question, options}`.
+    #[serde(default)]
+    pub ask_user: Option<Value>,
+    /// Shorthand for `tool_use: {name: complete, input: {result: ...}}`.
+    #[serde(default)]
+    pub complete: Option<String>,
+    /// An empty reply (`empty: true`).
+    #[serde(default)]
+    pub empty: Option<bool>,
+    /// A failed call: `rate_limit`, `overloaded`, `network`, `other`, or `{kind, message}`.
+    #[serde(default)]
+    pub error: Option<ErrorSpec>,
+    /// The call never answers (`stall: true`).
+    #[serde(default)]
+    pub stall: Option<bool>,
+    /// A streamed reply: text strings, or `{text, after}` / `{tool_use, after}` pieces.
+    #[serde(default)]
+    pub chunks: Option<Vec<ChunkSpec>>,
+    /// Latency before the reply (or its first chunk).
+    #[serde(default)]
+    pub after: Option<Millis>,
+    /// Token usage reported with the reply.
+    #[serde(default)]
+    pub usage: Option<UsageSpec>,
+}
+
+/// Token usage of a scripted reply.
+#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageSpec {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+/// One value (a map) or a list of them.
+#[derive(Debug)]
+pub enum OneOrMany<T> {
+    /// A list.
+    Many(Vec<T>),
+    /// One value.
+    One(T),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<OneOrMany<T>, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("one map or a list of maps")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<OneOrMany<T>, A::Error> {
+                Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(OneOrMany::Many)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<OneOrMany<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(OneOrMany::One)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for OneOrMany<T> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("OneOrMany_{}", T::schema_name()).into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let one = g.subschema_for::<T>();
+        let many = g.subschema_for::<Vec<T>>();
+        json_schema!({"oneOf": [one, many]})
+    }
+}
+
+impl<T> OneOrMany<T> {
+    /// The values, in order.
+    pub fn into_vec(self) -> Vec<T> {
+        match self {
+            OneOrMany::One(t) => vec![t],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// A scripted `tool_use`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolUseSpec {
+    /// Tool name.
+    pub name: String,
+    /// JSON input (default `{}`).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Explicit id (default: generated `toolu_NN`).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// A scripted model error.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[serde(expecting = "an error kind (rate_limit, overloaded, network, other) or {kind, message}")]
+pub enum ErrorSpec {
+    /// Just the kind, with its usual message.
+    Kind(ErrorKindSpec),
+    /// Kind and message.
+    Full {
+        /// The kind.
+        kind: ErrorKindSpec,
+        /// The message.
+        message: String,
+    },
+}
+
+/// Kinds of model errors.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKindSpec {
+    /// HTTP 429.
+    RateLimit,
+    /// HTTP 529.
+    Overloaded,
+    /// Network failure.
+    Network,
+    /// Anything else.
+    Other,
+}
+
+/// One piece of a streamed reply.
+#[derive(Debug)]
+pub enum ChunkSpec {
+    /// A text delta with no delay.
+    Text(String),
+    /// The full form.
+    Full(ChunkFull),
+}
+
+/// The full form of a stream piece.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkFull {
+    /// A text delta.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// A whole tool use.
+    #[serde(default)]
+    pub tool_use: Option<ToolUseSpec>,
+    /// Delay after the previous piece.
+    #[serde(default)]
+    pub after: Option<Millis>,
+}
+
+impl<'de> Deserialize<'de> for ChunkSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ChunkSpec, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ChunkSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a stream piece: a text string, or {text, after} or {tool_use, after}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ChunkSpec, E> {
+                Ok(ChunkSpec::Text(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ChunkSpec, A::Error> {
+                ChunkFull::deserialize(de::value::MapAccessDeserializer::new(map)).map(ChunkSpec::Full)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for ChunkSpec {
+    fn schema_name() -> Cow<'static, str> {
+        "ChunkSpec".into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let full = g.subschema_for::<ChunkFull>();
+        json_schema!({"oneOf": [{"type": "string"}, full]})
+    }
+}
+
+/// An external tool: a string is a fixed result, a list gives one outcome per call, a map gives a
+/// fixed outcome (or `calls:`) plus settings such as `timeout`.
+#[derive(Debug)]
+pub enum ToolDef {
+    /// Every call returns this text.
+    Fixed(String),
+    /// One outcome per call.
+    PerCall(Vec<ToolCallSpec>),
+    /// The full form.
+    Table(Box<ToolTable>),
+}
+
+/// The full form of a tool.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolTable {
+    /// Fixed result text (default: the tool echoes its input).
+    #[serde(default)]
+    pub result: Option<String>,
+    /// The result is an error result.
+    #[serde(default)]
+    pub is_error: bool,
+    /// The tool fails with this message.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The tool never finishes.
+    #[serde(default)]
+    pub hang: bool,
+    /// Latency.
+    #[serde(default)]
+    pub after: Option<Millis>,
+    /// One outcome per call (instead of a fixed one).
+    #[serde(default)]
+    pub calls: Option<Vec<ToolCallSpec>>,
+    /// Virtual-time timeout (DESIGN §3 item 10).
+    #[serde(default)]
+    pub timeout: Option<Millis>,
+}
+
+/// One call's outcome: a string is a result.
+#[derive(Debug)]
+pub enum ToolCallSpec {
+    /// This result, at once.
+    Text(String),
+    /// The full form.
+    Full(ToolCallFull),
+}
+
+/// The full form of one call's outcome.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallFull {
+    /// Result text.
+    #[serde(default)]
+    pub result: Option<String>,
+    /// The result is an error result.
+    #[serde(default)]
+    pub is_error: bool,
+    /// The tool fails with this message.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The tool never finishes.
+    #[serde(default)]
+    pub hang: bool,
+    /// Latency.
+    #[serde(default)]
+    pub after: Option<Millis>,
+}
+
+impl<'de> Deserialize<'de> for ToolCallSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ToolCallSpec, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ToolCallSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tool outcome: a result string, or {result, is_error, error, hang, after}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ToolCallSpec, E> {
+                Ok(ToolCallSpec::Text(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ToolCallSpec, A::Error> {
+                ToolCallFull::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(ToolCallSpec::Full)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for ToolCallSpec {
+    fn schema_name() -> Cow<'static, str> {
+        "ToolCallSpec".into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let full = g.subschema_for::<ToolCallFull>();
+        json_schema!({"oneOf": [{"type": "string"}, full]})
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolDef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ToolDef, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ToolDef;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tool: a result string, a list of per-call outcomes, or a map with result, is_error, error, hang, after, calls, timeout")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ToolDef, E> {
+                Ok(ToolDef::Fixed(v.to_owned()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<ToolDef, E> {
+                Ok(ToolDef::Table(Box::default()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ToolDef, A::Error> {
+                Vec::<ToolCallSpec>::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(ToolDef::PerCall)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ToolDef, A::Error> {
+                ToolTable::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|t| ToolDef::Table(Box::new(t)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for ToolDef {
+    fn schema_name() -> Cow<'static, str> {
+        "ToolDef".into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let calls = g.subschema_for::<Vec<ToolCallSpec>>();
+        let table = g.subschema_for::<ToolTable>();
+        json_schema!({
+            "description": "A tool: a fixed result string, a list of per-call outcomes, or a map",
+            "oneOf": [{"type": "string"}, {"type": "null"}, calls, table]
+        })
+    }
+}
+
+/// One step: exactly one of `user`, `expect`, `advance`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// A user message.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Session key of the conversation (default `default`).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// After a `user` step, run until every conversation waits for the user (default true).
+    #[serde(default)]
+    pub wait: Option<bool>,
+    /// Expectations about what happened since the previous `expect`, and the current state.
+    #[serde(default)]
+    pub expect: Option<ExpectSpec>,
+    /// Let virtual time pass, running whatever comes due.
+    #[serde(default)]
+    pub advance: Option<Millis>,
+}
+
+/// What must hold at an `expect` step. Every key is optional; each one given is checked.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSpec {
+    /// Session key (default `default`).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Texts sent to the user since the previous `expect`, in order.
+    #[serde(default)]
+    pub sent: Option<Vec<String>>,
+    /// Stack depth now.
+    #[serde(default)]
+    pub depth: Option<usize>,
+    /// Frame on top now (`main`, `skill:<name>`, `agent:<name>`, or `none`).
+    #[serde(default)]
+    pub top: Option<String>,
+    /// The whole stack now, bottom first.
+    #[serde(default)]
+    pub stack: Option<Vec<String>>,
+    /// The last `tool_result` an agent's session received since the previous `expect`.
+    #[serde(default)]
+    pub tool_result: Option<ToolResultExpect>,
+    /// Iterations of frames by name (the live frame, or the last one that ended).
+    #[serde(default)]
+    pub iterations: Option<BTreeMap<String, u32>>,
+    /// Model calls made so far, by agent script name.
+    #[serde(default)]
+    pub llm_calls: Option<BTreeMap<String, usize>>,
+    /// The main agent's last response since the previous `expect`.
+    #[serde(default)]
+    pub response: Option<ResponseExpect>,
+    /// Stream events since the previous `expect`: `text: <delta>`, `tool_start: <name>`,
+    /// `tool_finish: <name>` or `tool_error: <name>`.
+    #[serde(default)]
+    pub stream: Option<Vec<String>>,
+    /// Whether every conversation waits for the user.
+    #[serde(default)]
+    pub idle: Option<bool>,
+    /// Virtual time now.
+    #[serde(default)]
+    pub time: Option<Millis>,
+    /// Token usage of the conversation so far.
+    #[serde(default)]
+    pub usage: Option<UsageSpec>,
+}
+
+/// Expected `tool_result`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResultExpect {
+    /// Frame name whose session received it (default `main`).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Exact content.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// A substring of the content.
+    #[serde(default)]
+    pub contains: Option<String>,
+    /// Whether it is an error.
+    #[serde(default)]
+    pub is_error: Option<bool>,
+}
+
+/// Expected `AgentResponse`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResponseExpect {
+    /// The text.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Iterations used.
+    #[serde(default)]
+    pub iterations: Option<u32>,
+    /// Names of the tool calls, in order.
+    #[serde(default)]
+    pub tool_calls: Option<Vec<String>>,
+}
+
+/// The JSON Schema of scenario files.
+pub fn schema() -> Schema {
+    schemars::schema_for!(ScenarioFile)
+}

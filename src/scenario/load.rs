@@ -1,0 +1,533 @@
+//! Loading: parse a scenario file and check what the parser cannot (an agent's kind, a reply with
+//! two behaviours, a step with no action), every error located at a line and column.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use serde_saphyr::{Location, Spanned};
+
+use crate::agent::{AgentDef, AgentKind, Catalog};
+use crate::invariants::names;
+use crate::llm::{LlmErrorKind, Usage};
+use crate::runtime::{RuntimeConfig, ToolSpec};
+use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
+use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
+use crate::sim::Limits;
+
+use super::format::*;
+use super::{Scenario, Step, StepKind};
+
+/// A scenario file could not be loaded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ScenarioError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line (0 when the file could not be read at all).
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+    /// What was wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.path.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.path.display(),
+                self.line,
+                self.column,
+                self.message
+            )
+        }
+    }
+}
+
+/// Invariant names a scenario may expect to see broken.
+pub fn known_invariants() -> impl Iterator<Item = &'static str> {
+    names::ALL.into_iter()
+}
+
+/// Reads and validates a scenario file (YAML, or JSON, which YAML includes).
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        path: path.to_owned(),
+        line: 0,
+        column: 0,
+        message: format!("cannot read the file: {e}"),
+    })?;
+    parse(&src, path)
+}
+
+/// Parses and validates scenario text; `path` is used in errors and reports.
+pub fn parse(src: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+    let file: ScenarioFile = serde_saphyr::from_str(src).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((1, 1));
+        ScenarioError {
+            path: path.to_owned(),
+            line: clamp(line),
+            column: clamp(column),
+            message: plain_message(&e),
+        }
+    })?;
+    Builder { path }.scenario(file)
+}
+
+/// The parser's message without its rendered source snippet (we print the location ourselves).
+fn plain_message(e: &serde_saphyr::Error) -> String {
+    let full = e.without_snippet().to_string();
+    // Drop a trailing " at line X, column Y" that repeats our own location prefix.
+    let trimmed = match full.rfind(" at line ") {
+        Some(i) => full[..i].to_owned(),
+        None => full,
+    };
+    trimmed.trim().to_owned()
+}
+
+struct Builder<'a> {
+    path: &'a Path,
+}
+
+impl Builder<'_> {
+    fn error(&self, at: Location, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            path: self.path.to_owned(),
+            line: clamp(at.line()),
+            column: clamp(at.column()),
+            message: message.into(),
+        }
+    }
+
+    fn scenario(&self, file: ScenarioFile) -> Result<Scenario, ScenarioError> {
+        let ScenarioFile {
+            name,
+            description,
+            seed,
+            expect_violation,
+            settings,
+            agents,
+            llm,
+            tools,
+            steps: step_specs,
+        } = file;
+        let mut catalog = Catalog::default();
+        for (name, spec) in &agents {
+            catalog.add(self.agent(name, spec, &tools)?);
+        }
+
+        let mut config = RuntimeConfig::default();
+        if let Some(words) = &settings.cancel_words {
+            config.cancel_words = words.clone();
+        }
+        let mut tool_scripts = BTreeMap::new();
+        for (name, def) in &tools {
+            let (script, timeout) = self.tool(&def.value, def.referenced)?;
+            config
+                .tools
+                .insert(name.clone(), ToolSpec { timeout_ms: timeout });
+            if let Some(script) = script {
+                tool_scripts.insert(name.clone(), script);
+            }
+        }
+        for (name, spec) in &agents {
+            if let Some(pass) = &spec.value.passthrough {
+                let (script, _) = self.tool(pass, spec.referenced)?;
+                let def = &catalog.skills[name];
+                if let Some(script) = script {
+                    tool_scripts.insert(def.frame_name.to_string(), script);
+                }
+            }
+        }
+
+        let mut scripts = BTreeMap::new();
+        for (agent, entries) in &llm {
+            let known = agent == "main"
+                || catalog.skills.contains_key(agent)
+                || catalog.agents.contains_key(agent);
+            if !known {
+                let mut declared: Vec<&str> = vec!["main"];
+                declared.extend(catalog.skills.keys().map(String::as_str));
+                declared.extend(catalog.agents.keys().map(String::as_str));
+                return Err(self.error(
+                    entries.referenced,
+                    format!(
+                        "llm script for '{agent}', which is not a declared agent (declared: {})",
+                        declared.join(", ")
+                    ),
+                ));
+            }
+            let mut replies = Vec::new();
+            for entry in &entries.value {
+                replies.push(self.reply(&entry.value, entry.referenced)?);
+            }
+            scripts.insert(agent.clone(), replies);
+        }
+
+        let mut steps = Vec::new();
+        for step in step_specs {
+            steps.push(self.step(step.value, step.referenced)?);
+        }
+
+        let expect_violation = match &expect_violation {
+            None => None,
+            Some(name) if known_invariants().any(|k| k == name) => Some(name.clone()),
+            Some(name) => {
+                return Err(ScenarioError {
+                    path: self.path.to_owned(),
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "expect_violation: unknown invariant '{name}' (known: {})",
+                        known_invariants().collect::<Vec<_>>().join(", ")
+                    ),
+                })
+            }
+        };
+
+        let defaults = Limits::default();
+        let limits = Limits {
+            max_steps: settings.max_steps.unwrap_or(defaults.max_steps),
+            max_depth: settings.max_depth.unwrap_or(defaults.max_depth),
+            max_llm_calls: settings.max_llm_calls.unwrap_or(defaults.max_llm_calls),
+        };
+
+        Ok(Scenario {
+            path: self.path.to_owned(),
+            name,
+            description,
+            seed: seed.unwrap_or(0),
+            catalog,
+            config,
+            scripts,
+            tools: tool_scripts,
+            steps,
+            limits,
+            expect_violation,
+        })
+    }
+
+    fn agent(
+        &self,
+        name: &str,
+        spec: &Spanned<AgentSpec>,
+        tools: &BTreeMap<String, Spanned<ToolDef>>,
+    ) -> Result<AgentDef, ScenarioError> {
+        let at = spec.referenced;
+        let s = &spec.value;
+        let kind = match (name, s.kind) {
+            ("main", None | Some(KindSpec::Main)) => AgentKind::Main,
+            ("main", Some(_)) => {
+                return Err(self.error(at, "the agent named 'main' is the main agent: leave out `kind` or write `kind: main`"))
+            }
+            (_, Some(KindSpec::Skill)) => AgentKind::Skill,
+            (_, Some(KindSpec::Agent)) => AgentKind::Agent,
+            (_, Some(KindSpec::Main)) => {
+                return Err(self.error(at, format!("'{name}' cannot be `kind: main`: only the agent named 'main' is")))
+            }
+            (_, None) => {
+                return Err(self.error(at, format!("agent '{name}' needs `kind: skill` or `kind: agent`")))
+            }
+        };
+        if s.passthrough.is_some() && kind != AgentKind::Skill {
+            return Err(self.error(at, format!("'{name}': only a skill can be `passthrough`")));
+        }
+        let mut def = AgentDef::new(name, kind);
+        if let Some(d) = &s.description {
+            def.description = d.clone();
+        }
+        if let Some(p) = &s.system {
+            def.system_prompt = p.as_str().into();
+        }
+        def.model = s.model.clone();
+        if let Some(n) = s.max_iterations {
+            def.max_iterations = n;
+        }
+        if let Some(list) = &s.tools {
+            for tool in list {
+                if !tools.contains_key(tool) && !crate::tools::builtin::is_builtin(tool) {
+                    return Err(self.error(
+                        at,
+                        format!("agent '{name}' lists tool '{tool}', which is not declared under `tools`"),
+                    ));
+                }
+            }
+            def.tools = Some(list.clone());
+        }
+        def.stream = s.stream;
+        def.parallel_tools = s.parallel_tools;
+        def.passthrough = s.passthrough.is_some();
+        Ok(def)
+    }
+
+    fn tool(&self, def: &ToolDef, at: Location) -> Result<(Option<ToolScript>, Option<u64>), ScenarioError> {
+        Ok(match def {
+            ToolDef::Fixed(text) => (Some(ToolScript::Fixed(result_step(text, false, 0))), None),
+            ToolDef::PerCall(calls) => (Some(ToolScript::PerCall(self.calls(calls, at)?)), None),
+            ToolDef::Table(t) => {
+                let timeout = t.timeout.map(|m| m.0);
+                let fixed = t.result.is_some() || t.error.is_some() || t.hang || t.is_error;
+                let script = match (&t.calls, fixed) {
+                    (Some(_), true) => {
+                        return Err(self.error(
+                            at,
+                            "a tool has either `calls:` or a fixed outcome (result/error/hang), not both",
+                        ))
+                    }
+                    (Some(calls), false) => Some(ToolScript::PerCall(self.calls(calls, at)?)),
+                    (None, true) => Some(ToolScript::Fixed(self.call(
+                        &ToolCallFull {
+                            result: t.result.clone(),
+                            is_error: t.is_error,
+                            error: t.error.clone(),
+                            hang: t.hang,
+                            after: t.after,
+                        },
+                        at,
+                    )?)),
+                    // Only settings: the tool echoes its input, after its latency if one is set.
+                    (None, false) => t.after.map(|after| {
+                        ToolScript::Fixed(ToolStep {
+                            behavior: ToolBehavior::Result {
+                                content: "".into(),
+                                is_error: false,
+                            },
+                            after_ms: after.0,
+                        })
+                    }),
+                };
+                (script, timeout)
+            }
+        })
+    }
+
+    fn calls(&self, calls: &[ToolCallSpec], at: Location) -> Result<Vec<ToolStep>, ScenarioError> {
+        calls
+            .iter()
+            .map(|c| match c {
+                ToolCallSpec::Text(t) => Ok(result_step(t, false, 0)),
+                ToolCallSpec::Full(full) => self.call(full, at),
+            })
+            .collect()
+    }
+
+    fn call(&self, c: &ToolCallFull, at: Location) -> Result<ToolStep, ScenarioError> {
+        let after_ms = c.after.map_or(0, |m| m.0);
+        let behavior = match (&c.result, &c.error, c.hang) {
+            (_, Some(_), true) | (Some(_), Some(_), _) | (Some(_), _, true) => {
+                return Err(self.error(at, "a tool outcome has one of `result`, `error` or `hang`"))
+            }
+            (_, Some(message), false) => ToolBehavior::Fail(message.as_str().into()),
+            (None, None, true) => ToolBehavior::Hang,
+            (result, None, false) => ToolBehavior::Result {
+                content: result.as_deref().unwrap_or("").into(),
+                is_error: c.is_error,
+            },
+        };
+        Ok(ToolStep { behavior, after_ms })
+    }
+
+    fn reply(&self, entry: &ReplyEntry, at: Location) -> Result<ScriptedReply, ScenarioError> {
+        let r = match entry {
+            ReplyEntry::Text(text) => {
+                return Ok(ScriptedReply {
+                    kind: ReplyKind::Content(vec![ScriptBlock::Text(text.as_str().into())]),
+                    after_ms: 0,
+                    usage: Usage::default(),
+                })
+            }
+            ReplyEntry::Full(r) => r,
+        };
+        let content_keys = [
+            ("text", r.text.is_some()),
+            ("tool_use", r.tool_use.is_some()),
+            ("use_skill", r.use_skill.is_some()),
+            ("use_agent", r.use_agent.is_some()),
+            ("ask_user", r.ask_user.is_some()),
+            ("complete", r.complete.is_some()),
+        ];
+        let has_content = content_keys.iter().any(|(_, on)| *on);
+        let mut kinds: Vec<&str> = Vec::new();
+        if has_content {
+            kinds.push("content");
+        }
+        for (key, on) in [
+            ("empty", r.empty.is_some()),
+            ("error", r.error.is_some()),
+            ("stall", r.stall.is_some()),
+            ("chunks", r.chunks.is_some()),
+        ] {
+            if on {
+                kinds.push(key);
+            }
+        }
+        if kinds.len() != 1 {
+            let found = if kinds.is_empty() {
+                "nothing".to_owned()
+            } else {
+                kinds.join(" and ")
+            };
+            return Err(self.error(
+                at,
+                format!("a reply needs exactly one of: content (text, tool_use, use_skill, use_agent, ask_user, complete), empty, error, stall, chunks; found {found}"),
+            ));
+        }
+        let kind = if has_content {
+            let mut blocks = Vec::new();
+            if let Some(text) = &r.text {
+                blocks.push(ScriptBlock::Text(text.as_str().into()));
+            }
+            if let Some(uses) = &r.tool_use {
+                for u in uses_of(uses) {
+                    blocks.push(script_tool_use(u));
+                }
+            }
+            let shorthand = |name: &str, input: Value| ScriptBlock::ToolUse {
+                id: None,
+                name: name.into(),
+                input: Arc::new(input),
+            };
+            if let Some(input) = &r.use_skill {
+                blocks.push(shorthand("use_skill", input.clone()));
+            }
+            if let Some(input) = &r.use_agent {
+                blocks.push(shorthand("use_agent", input.clone()));
+            }
+            if let Some(q) = &r.ask_user {
+                let input = match q {
+                    Value::String(s) => json!({ "question": s }),
+                    other => other.clone(),
+                };
+                blocks.push(shorthand("ask_user", input));
+            }
+            if let Some(result) = &r.complete {
+                blocks.push(shorthand("complete", json!({ "result": result })));
+            }
+            ReplyKind::Content(blocks)
+        } else if r.empty.is_some() {
+            ReplyKind::Content(Vec::new())
+        } else if let Some(e) = &r.error {
+            let (kind, message) = match e {
+                ErrorSpec::Kind(k) => (error_kind(*k), None),
+                ErrorSpec::Full { kind, message } => (error_kind(*kind), Some(message.clone())),
+            };
+            let message = message.unwrap_or_else(|| kind.default_message().to_owned());
+            ReplyKind::Error {
+                kind,
+                message: message.into(),
+            }
+        } else if r.stall.is_some() {
+            ReplyKind::Stall
+        } else {
+            let chunks = r.chunks.as_deref().unwrap_or_default();
+            let mut out = Vec::new();
+            for c in chunks {
+                out.push(match c {
+                    ChunkSpec::Text(t) => ScriptChunk {
+                        block: ScriptBlock::Text(t.as_str().into()),
+                        after_ms: 0,
+                    },
+                    ChunkSpec::Full(full) => {
+                        let block = match (&full.text, &full.tool_use) {
+                            (Some(t), None) => ScriptBlock::Text(t.as_str().into()),
+                            (None, Some(u)) => script_tool_use(u),
+                            _ => {
+                                return Err(self.error(
+                                    at,
+                                    "a stream piece has exactly one of `text` or `tool_use`",
+                                ))
+                            }
+                        };
+                        ScriptChunk {
+                            block,
+                            after_ms: full.after.map_or(0, |m| m.0),
+                        }
+                    }
+                });
+            }
+            ReplyKind::Stream(out)
+        };
+        let usage = r.usage.map_or(Usage::default(), |u| Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        });
+        Ok(ScriptedReply {
+            kind,
+            after_ms: r.after.map_or(0, |m| m.0),
+            usage,
+        })
+    }
+
+    fn step(&self, s: StepSpec, at: Location) -> Result<Step, ScenarioError> {
+        let actions = [s.user.is_some(), s.expect.is_some(), s.advance.is_some()];
+        if actions.iter().filter(|a| **a).count() != 1 {
+            return Err(self.error(at, "a step has exactly one of `user`, `expect` or `advance`"));
+        }
+        if s.user.is_none() && (s.key.is_some() || s.wait.is_some()) {
+            return Err(self.error(at, "`key` and `wait` go with a `user` step (an `expect` takes its own `key`)"));
+        }
+        let kind = if let Some(text) = s.user {
+            StepKind::User {
+                key: s.key.unwrap_or_else(|| super::DEFAULT_KEY.to_owned()),
+                text,
+                wait: s.wait.unwrap_or(true),
+            }
+        } else if let Some(ms) = s.advance {
+            StepKind::Advance(ms.0)
+        } else {
+            StepKind::Expect(Box::new(s.expect.expect("counted above")))
+        };
+        Ok(Step {
+            line: clamp(at.line()),
+            column: clamp(at.column()),
+            kind,
+        })
+    }
+}
+
+fn clamp(n: u64) -> u32 {
+    u32::try_from(n.max(1)).unwrap_or(u32::MAX)
+}
+
+fn uses_of(u: &OneOrMany<ToolUseSpec>) -> Vec<&ToolUseSpec> {
+    match u {
+        OneOrMany::One(one) => vec![one],
+        OneOrMany::Many(many) => many.iter().collect(),
+    }
+}
+
+fn script_tool_use(u: &ToolUseSpec) -> ScriptBlock {
+    ScriptBlock::ToolUse {
+        id: u.id.as_deref().map(Into::into),
+        name: u.name.as_str().into(),
+        input: Arc::new(u.input.clone().unwrap_or_else(|| json!({}))),
+    }
+}
+
+fn result_step(text: &str, is_error: bool, after_ms: u64) -> ToolStep {
+    ToolStep {
+        behavior: ToolBehavior::Result {
+            content: text.into(),
+            is_error,
+        },
+        after_ms,
+    }
+}
+
+fn error_kind(k: ErrorKindSpec) -> LlmErrorKind {
+    match k {
+        ErrorKindSpec::RateLimit => LlmErrorKind::RateLimit,
+        ErrorKindSpec::Overloaded => LlmErrorKind::Overloaded,
+        ErrorKindSpec::Network => LlmErrorKind::Network,
+        ErrorKindSpec::Other => LlmErrorKind::Other,
+    }
+}

@@ -1,0 +1,94 @@
+//! Scenario files: one file is one test. [`format`] is the file format, [`load`] reads and checks
+//! a file with located errors, [`run`] plays its steps against a [`Sim`] and [`expect`] checks its
+//! expectations.
+
+pub mod expect;
+pub mod format;
+pub mod load;
+pub mod run;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::agent::Catalog;
+use crate::runtime::RuntimeConfig;
+use crate::sim::mock_llm::{MockLlm, ScriptedReply};
+use crate::sim::mock_tools::{MockTools, ToolScript};
+use crate::sim::{Limits, Sim};
+
+pub use load::{load, parse, ScenarioError};
+pub use run::{run, Failure, Outcome, RunOptions};
+
+/// Session key of steps and expectations that name none.
+pub const DEFAULT_KEY: &str = "default";
+
+/// A loaded, checked scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// What it shows.
+    pub name: String,
+    /// Longer explanation.
+    pub description: Option<String>,
+    /// Its seed (overridden by `--seed` or `AGENTSIM_SEED`).
+    pub seed: u64,
+    /// Declared agents.
+    pub catalog: Catalog,
+    /// Runtime settings (tools, cancel words).
+    pub config: RuntimeConfig,
+    /// Model scripts by agent name.
+    pub scripts: BTreeMap<String, Vec<ScriptedReply>>,
+    /// Tool scripts by tool name.
+    pub tools: BTreeMap<String, ToolScript>,
+    /// The steps.
+    pub steps: Vec<Step>,
+    /// Run limits.
+    pub limits: Limits,
+    /// The invariant this scenario must break, if it reproduces a bug.
+    pub expect_violation: Option<String>,
+}
+
+/// One step of a scenario.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// Line of the step in the file.
+    pub line: u32,
+    /// Column.
+    pub column: u32,
+    /// What it does.
+    pub kind: StepKind,
+}
+
+/// What a step does.
+#[derive(Clone, Debug)]
+pub enum StepKind {
+    /// A user message; with `wait`, run until idle afterwards.
+    User {
+        /// Session key.
+        key: String,
+        /// The text.
+        text: String,
+        /// Run until idle.
+        wait: bool,
+    },
+    /// Let time pass.
+    Advance(u64),
+    /// Check expectations.
+    Expect(Box<format::ExpectSpec>),
+}
+
+impl Scenario {
+    /// A simulation of this scenario with the given seed.
+    pub fn sim(&self, seed: u64, observe: bool, record: bool) -> Sim {
+        Sim::builder(self.catalog.clone())
+            .config(self.config.clone())
+            .llm(MockLlm::new(self.scripts.clone()))
+            .tools(MockTools::new(self.tools.clone()))
+            .seed(seed)
+            .limits(self.limits)
+            .observe(observe)
+            .record(record)
+            .build()
+    }
+}

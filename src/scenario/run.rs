@@ -1,0 +1,179 @@
+//! Running a scenario: play its steps against a [`Sim`], check its expectations, and report the
+//! outcome with the exact command that reruns it.
+
+use std::fmt;
+
+use crate::sim::{Record, RunError};
+
+use super::expect::{check, Mismatch};
+use super::{Scenario, StepKind};
+
+/// How to run a scenario.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Seed override (`--seed`, `AGENTSIM_SEED`); `None` uses the scenario's.
+    pub seed: Option<u64>,
+    /// Check invariants after every step.
+    pub observe: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> RunOptions {
+        RunOptions {
+            seed: None,
+            observe: true,
+        }
+    }
+}
+
+/// Why a scenario failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Failure {
+    /// An `expect` step did not hold.
+    Expectation {
+        /// 1-based step number.
+        step: usize,
+        /// Line of the step.
+        line: u32,
+        /// Column of the step.
+        column: u32,
+        /// What differed.
+        mismatches: Vec<Mismatch>,
+    },
+    /// The run stopped: a broken invariant, a limit, an exhausted script.
+    Run {
+        /// 1-based step number.
+        step: usize,
+        /// Line of the step.
+        line: u32,
+        /// The error.
+        error: RunError,
+    },
+    /// The scenario expects an invariant to break and it did not.
+    ExpectedViolation {
+        /// The invariant that should have broken.
+        invariant: String,
+    },
+}
+
+/// The result of running one scenario.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The scenario's name.
+    pub name: String,
+    /// Its file, as given.
+    pub path: String,
+    /// The seed used.
+    pub seed: u64,
+    /// The recorded run.
+    pub records: Vec<Record>,
+    /// Why it failed, if it did.
+    pub failure: Option<Failure>,
+    /// The invariant the scenario expected to break, and did (a reproduced bug).
+    pub reproduced: Option<String>,
+    /// Steps the simulator took.
+    pub sim_steps: u64,
+    /// Virtual time at the end, in ms.
+    pub end_ms: u64,
+}
+
+impl Outcome {
+    /// Whether the scenario passed.
+    pub fn passed(&self) -> bool {
+        self.failure.is_none()
+    }
+
+    /// The command that reruns exactly this run.
+    pub fn rerun_command(&self) -> String {
+        format!("agentsim run {} --seed {}", self.path, self.seed)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Expectation {
+                step,
+                line,
+                column,
+                mismatches,
+            } => {
+                write!(f, "step {step} (line {line}, column {column}): expectation failed")?;
+                for m in mismatches {
+                    write!(f, "\n    {m}")?;
+                }
+                Ok(())
+            }
+            Failure::Run { step, line, error } => {
+                write!(f, "step {step} (line {line}): {error}")
+            }
+            Failure::ExpectedViolation { invariant } => write!(
+                f,
+                "expected invariant {invariant} to break, but the run kept it"
+            ),
+        }
+    }
+}
+
+/// Runs a scenario.
+pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
+    let seed = options.seed.unwrap_or(scenario.seed);
+    let mut sim = scenario.sim(seed, options.observe, true);
+    let mut window = 0;
+    let mut failure = None;
+    for (i, step) in scenario.steps.iter().enumerate() {
+        let result = match &step.kind {
+            StepKind::User { key, text, wait } => sim
+                .user(key, text)
+                .and_then(|()| if *wait { sim.run_until_idle() } else { Ok(()) }),
+            StepKind::Advance(ms) => sim.advance(*ms),
+            StepKind::Expect(e) => {
+                let mismatches = check(e, &sim, &sim.records()[window..]);
+                window = sim.records().len();
+                if mismatches.is_empty() {
+                    continue;
+                }
+                failure = Some(Failure::Expectation {
+                    step: i + 1,
+                    line: step.line,
+                    column: step.column,
+                    mismatches,
+                });
+                break;
+            }
+        };
+        if let Err(error) = result {
+            failure = Some(Failure::Run {
+                step: i + 1,
+                line: step.line,
+                error,
+            });
+            break;
+        }
+    }
+    let mut reproduced = None;
+    if let Some(expected) = &scenario.expect_violation {
+        let broke = matches!(
+            &failure,
+            Some(Failure::Run { error, .. }) if error.violation().is_some_and(|v| v.invariant == expected)
+        );
+        if broke {
+            reproduced = Some(expected.clone());
+            failure = None;
+        } else if failure.is_none() {
+            failure = Some(Failure::ExpectedViolation {
+                invariant: expected.clone(),
+            });
+        }
+    }
+    Outcome {
+        name: scenario.name.clone(),
+        path: scenario.path.display().to_string(),
+        seed,
+        sim_steps: sim.steps(),
+        end_ms: sim.now(),
+        records: sim.records().to_vec(),
+        failure,
+        reproduced,
+    }
+}

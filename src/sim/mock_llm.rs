@@ -1,0 +1,163 @@
+//! The scripted model: one script per agent, consumed in order across every frame of that agent.
+//!
+//! A script that runs out is an error naming the agent and the call number, never a silent
+//! default reply. `tool_use` ids that the script leaves out are numbered per run (`toolu_01`,
+//! `toolu_02`, ...), so transcripts stay readable and identical for a given scenario.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::llm::{LlmErrorKind, Usage};
+use crate::transcript::Block;
+
+/// A content block as a script states it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScriptBlock {
+    /// Text.
+    Text(Arc<str>),
+    /// A tool use; `id: None` gets the next generated id.
+    ToolUse {
+        /// Explicit id (to script duplicates or pin one).
+        id: Option<Arc<str>>,
+        /// Tool name.
+        name: Arc<str>,
+        /// JSON input.
+        input: Arc<Value>,
+    },
+}
+
+/// One piece of a streamed reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScriptChunk {
+    /// The piece.
+    pub block: ScriptBlock,
+    /// Delay after the previous piece, in ms.
+    pub after_ms: u64,
+}
+
+/// What one model call does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReplyKind {
+    /// Replies with these blocks (none: an empty reply).
+    Content(Vec<ScriptBlock>),
+    /// Replies in pieces.
+    Stream(Vec<ScriptChunk>),
+    /// Fails.
+    Error {
+        /// Category.
+        kind: LlmErrorKind,
+        /// Message.
+        message: Arc<str>,
+    },
+    /// Never answers.
+    Stall,
+}
+
+/// One scripted model call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScriptedReply {
+    /// The behaviour.
+    pub kind: ReplyKind,
+    /// Latency before the reply (or its first chunk), in ms.
+    pub after_ms: u64,
+    /// Token usage reported with the reply.
+    pub usage: Usage,
+}
+
+/// A model call that the script could answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer<'a> {
+    /// The scripted reply.
+    pub reply: &'a ScriptedReply,
+    /// Its blocks with ids filled in (for `Content` and `Stream`, in order).
+    pub blocks: Vec<Block>,
+    /// 1-based number of this call for its agent.
+    pub call: usize,
+}
+
+/// The script ran out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exhausted {
+    /// The agent.
+    pub agent: String,
+    /// 1-based number of the call that found no entry.
+    pub call: usize,
+}
+
+/// Scripts for every agent.
+#[derive(Clone, Debug, Default)]
+pub struct MockLlm {
+    scripts: BTreeMap<String, Vec<ScriptedReply>>,
+    cursor: BTreeMap<String, usize>,
+    next_id: u64,
+}
+
+impl MockLlm {
+    /// Scripts keyed by agent name (`main`, or a skill's or agent's name).
+    pub fn new(scripts: BTreeMap<String, Vec<ScriptedReply>>) -> MockLlm {
+        MockLlm {
+            scripts,
+            cursor: BTreeMap::new(),
+            next_id: 0,
+        }
+    }
+
+    /// The next reply for `agent`.
+    pub fn next(&mut self, agent: &str) -> Result<Answer<'_>, Exhausted> {
+        let used = self.cursor.entry(agent.to_owned()).or_insert(0);
+        *used += 1;
+        let call = *used;
+        let reply = self
+            .scripts
+            .get(agent)
+            .and_then(|s| s.get(call - 1))
+            .ok_or_else(|| Exhausted {
+                agent: agent.to_owned(),
+                call,
+            })?;
+        let mut blocks = Vec::new();
+        let mut make = |b: &ScriptBlock| match b {
+            ScriptBlock::Text(t) => Block::Text { text: t.clone() },
+            ScriptBlock::ToolUse { id, name, input } => {
+                let id = match id {
+                    Some(id) => id.clone(),
+                    None => {
+                        self.next_id += 1;
+                        format!("toolu_{:02}", self.next_id).into()
+                    }
+                };
+                Block::ToolUse {
+                    id,
+                    name: name.clone(),
+                    input: input.clone(),
+                }
+            }
+        };
+        match &reply.kind {
+            ReplyKind::Content(content) => blocks.extend(content.iter().map(&mut make)),
+            ReplyKind::Stream(chunks) => blocks.extend(chunks.iter().map(|c| make(&c.block))),
+            ReplyKind::Error { .. } | ReplyKind::Stall => {}
+        }
+        Ok(Answer {
+            reply,
+            blocks,
+            call,
+        })
+    }
+
+    /// Calls made so far for `agent`.
+    pub fn calls(&self, agent: &str) -> usize {
+        self.cursor.get(agent).copied().unwrap_or(0)
+    }
+
+    /// Script entries left unused, by agent.
+    pub fn unused(&self) -> BTreeMap<&str, usize> {
+        self.scripts
+            .iter()
+            .map(|(a, s)| (a.as_str(), s.len().saturating_sub(self.calls(a))))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+}

@@ -1,0 +1,91 @@
+//! Scripted tools: a fixed outcome, or one outcome per call, each with a latency.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What one tool call does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolBehavior {
+    /// Returns this content (an error result if `is_error`).
+    Result {
+        /// Content.
+        content: Arc<str>,
+        /// Whether the tool reports an error result.
+        is_error: bool,
+    },
+    /// Fails with this message (the runtime writes `Tool execution failed: <message>`).
+    Fail(Arc<str>),
+    /// Never finishes (only a timeout or a cancel ends the wait).
+    Hang,
+}
+
+/// One scripted tool call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolStep {
+    /// The behaviour.
+    pub behavior: ToolBehavior,
+    /// Latency in ms.
+    pub after_ms: u64,
+}
+
+/// A tool's script.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolScript {
+    /// Every call behaves the same.
+    Fixed(ToolStep),
+    /// Call n behaves like entry n.
+    PerCall(Vec<ToolStep>),
+}
+
+/// A tool's per-call script ran out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolExhausted {
+    /// The tool.
+    pub tool: String,
+    /// 1-based call number.
+    pub call: usize,
+}
+
+/// Every scripted tool.
+#[derive(Clone, Debug, Default)]
+pub struct MockTools {
+    scripts: BTreeMap<String, ToolScript>,
+    calls: BTreeMap<String, usize>,
+}
+
+impl MockTools {
+    /// Scripts by tool name (`skill:<name>` for a passthrough skill).
+    pub fn new(scripts: BTreeMap<String, ToolScript>) -> MockTools {
+        MockTools {
+            scripts,
+            calls: BTreeMap::new(),
+        }
+    }
+
+    /// The next step of `tool`. A tool without a script echoes its input, so that a scenario
+    /// only scripts the tools whose results matter.
+    pub fn next(&mut self, tool: &str, input: &serde_json::Value) -> Result<ToolStep, ToolExhausted> {
+        let n = self.calls.entry(tool.to_owned()).or_insert(0);
+        *n += 1;
+        let call = *n;
+        match self.scripts.get(tool) {
+            None => Ok(ToolStep {
+                behavior: ToolBehavior::Result {
+                    content: input.to_string().into(),
+                    is_error: false,
+                },
+                after_ms: 0,
+            }),
+            Some(ToolScript::Fixed(step)) => Ok(step.clone()),
+            Some(ToolScript::PerCall(steps)) => steps.get(call - 1).cloned().ok_or(ToolExhausted {
+                tool: tool.to_owned(),
+                call,
+            }),
+        }
+    }
+
+    /// Calls made so far to `tool`.
+    pub fn calls(&self, tool: &str) -> usize {
+        self.calls.get(tool).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,402 @@
+//! The conversation model: roles, content blocks, messages and the [`Session`] that seed 002 calls
+//! `SessionState`.
+//!
+//! Text and ids are `Arc<str>` so that a message can be shared between a session, the events the
+//! runtime records and the transcript without copying its bytes (architecture invariant 3: a turn's
+//! cost does not grow with the session's length).
+//!
+//! Two rules keep every session valid under the Anthropic Messages API and OpenAI Chat Completions
+//! (architecture invariant 4):
+//! - roles alternate: a user text or a `tool_result` that follows a user message is merged into that
+//!   message instead of starting a new one;
+//! - inside a user message, `tool_result` blocks come before text blocks.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The user, or the runtime speaking for tools (`tool_result` blocks).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One content block of a message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: Arc<str>,
+    },
+    /// The model asks for a tool to run.
+    ToolUse {
+        /// Id that the matching `tool_result` names.
+        id: Arc<str>,
+        /// Tool name.
+        name: Arc<str>,
+        /// JSON input.
+        input: Arc<Value>,
+    },
+    /// The answer to a `tool_use`.
+    ToolResult {
+        /// Id of the `tool_use` this answers.
+        tool_use_id: Arc<str>,
+        /// Result text.
+        content: Arc<str>,
+        /// Whether the tool failed.
+        is_error: bool,
+    },
+}
+
+impl Block {
+    /// A text block.
+    pub fn text(text: impl Into<Arc<str>>) -> Block {
+        Block::Text { text: text.into() }
+    }
+
+    /// A `tool_use` block.
+    pub fn tool_use(id: impl Into<Arc<str>>, name: impl Into<Arc<str>>, input: Value) -> Block {
+        Block::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input: Arc::new(input),
+        }
+    }
+
+    /// A `tool_result` block.
+    pub fn tool_result(
+        tool_use_id: impl Into<Arc<str>>,
+        content: impl Into<Arc<str>>,
+        is_error: bool,
+    ) -> Block {
+        Block::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    /// The `tool_use` fields, if this is one.
+    pub fn as_tool_use(&self) -> Option<ToolUse<'_>> {
+        match self {
+            Block::ToolUse { id, name, input } => Some(ToolUse { id, name, input }),
+            _ => None,
+        }
+    }
+}
+
+/// A borrowed view of a `tool_use` block.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ToolUse<'a> {
+    /// The id.
+    pub id: &'a Arc<str>,
+    /// The tool name.
+    pub name: &'a Arc<str>,
+    /// The JSON input.
+    pub input: &'a Arc<Value>,
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Author.
+    pub role: Role,
+    /// Content blocks, in order.
+    pub content: Vec<Block>,
+}
+
+impl Message {
+    /// The concatenated text blocks.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for block in &self.content {
+            if let Block::Text { text } = block {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// The `tool_use` blocks, in order.
+    pub fn tool_uses(&self) -> impl Iterator<Item = ToolUse<'_>> {
+        self.content.iter().filter_map(Block::as_tool_use)
+    }
+
+    /// Whether any block is a `tool_use`.
+    pub fn has_tool_use(&self) -> bool {
+        self.content
+            .iter()
+            .any(|b| matches!(b, Block::ToolUse { .. }))
+    }
+
+    /// Whether this message answers `tool_use_id`.
+    pub fn answers(&self, tool_use_id: &str) -> bool {
+        self.content.iter().any(
+            |b| matches!(b, Block::ToolResult { tool_use_id: id, .. } if &**id == tool_use_id),
+        )
+    }
+}
+
+/// The state of one conversation (seed 002's `SessionState`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// Session id.
+    pub session_id: String,
+    /// Provider that owns the conversation (e.g. `telegram`).
+    pub provider: String,
+    /// Chat id within the provider.
+    pub chat_id: String,
+    /// User id within the provider.
+    pub user_id: String,
+    /// The messages, oldest first.
+    pub messages: Vec<Message>,
+    /// Free-form metadata, ordered so that its serialisation is stable.
+    pub metadata: BTreeMap<String, Value>,
+    /// Every `tool_use` id of the session, for the duplicate check; derived from `messages`, never
+    /// iterated into output.
+    #[serde(skip)]
+    tool_use_ids: HashSet<Arc<str>>,
+}
+
+/// A `Session` could not be read back from JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid session JSON: {0}")]
+pub struct SessionJsonError(#[from] serde_json::Error);
+
+impl Session {
+    /// An empty session with this id.
+    pub fn new(session_id: impl Into<String>) -> Session {
+        Session {
+            session_id: session_id.into(),
+            ..Session::default()
+        }
+    }
+
+    /// Appends user text. If the last message is already a user message (a tool result, or a user
+    /// message the model never answered), the text joins it so that roles keep alternating.
+    pub fn add_user_message(&mut self, content: impl Into<Arc<str>>) -> &Message {
+        let block = Block::text(content);
+        match self.messages.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(block),
+            _ => self.messages.push(Message {
+                role: Role::User,
+                content: vec![block],
+            }),
+        }
+        self.messages.last().expect("a message was just added")
+    }
+
+    /// Appends an assistant message.
+    pub fn add_assistant_message(&mut self, content: Vec<Block>) -> &Message {
+        for block in &content {
+            if let Block::ToolUse { id, .. } = block {
+                self.tool_use_ids.insert(id.clone());
+            }
+        }
+        self.messages.push(Message {
+            role: Role::Assistant,
+            content,
+        });
+        self.messages.last().expect("a message was just added")
+    }
+
+    /// Appends a `tool_result`. Results of one reply share one user message, placed before any text
+    /// of that message.
+    pub fn add_tool_result(
+        &mut self,
+        tool_use_id: impl Into<Arc<str>>,
+        content: impl Into<Arc<str>>,
+        is_error: bool,
+    ) -> &Message {
+        let block = Block::tool_result(tool_use_id, content, is_error);
+        match self.messages.last_mut() {
+            Some(last) if last.role == Role::User => {
+                let at = last
+                    .content
+                    .iter()
+                    .position(|b| matches!(b, Block::Text { .. }))
+                    .unwrap_or(last.content.len());
+                last.content.insert(at, block);
+            }
+            _ => self.messages.push(Message {
+                role: Role::User,
+                content: vec![block],
+            }),
+        }
+        self.messages.last().expect("a message was just added")
+    }
+
+    /// The messages to send to the model. A borrow: nothing is copied.
+    pub fn get_messages_for_llm(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Index of the last assistant message.
+    fn last_assistant(&self) -> Option<usize> {
+        self.messages.iter().rposition(|m| m.role == Role::Assistant)
+    }
+
+    /// The `tool_use` blocks of the last assistant message that have no `tool_result` yet, in the
+    /// reply's order (seed 000's `_get_unresolved_tool_uses`).
+    ///
+    /// After a child completes, the parent's last message is a user message holding some results;
+    /// this walks back to the last assistant message and keeps the uses that nothing answered.
+    pub fn unresolved_tool_uses(&self) -> Vec<ToolUse<'_>> {
+        let Some(at) = self.last_assistant() else {
+            return Vec::new();
+        };
+        let later = &self.messages[at + 1..];
+        self.messages[at]
+            .tool_uses()
+            .filter(|u| !later.iter().any(|m| m.answers(u.id)))
+            .collect()
+    }
+
+    /// The first unresolved `tool_use`, without allocating.
+    pub fn next_unresolved_tool_use(&self) -> Option<ToolUse<'_>> {
+        let at = self.last_assistant()?;
+        let later = &self.messages[at + 1..];
+        self.messages[at]
+            .tool_uses()
+            .find(|u| !later.iter().any(|m| m.answers(u.id)))
+    }
+
+    /// Whether `tool_use_id` is a `tool_use` of the last assistant message that has no result yet.
+    pub fn is_unresolved(&self, tool_use_id: &str) -> bool {
+        let Some(at) = self.last_assistant() else {
+            return false;
+        };
+        let later = &self.messages[at + 1..];
+        self.messages[at]
+            .tool_uses()
+            .any(|u| &**u.id == tool_use_id && !later.iter().any(|m| m.answers(u.id)))
+    }
+
+    /// Seed 002's name for [`Session::unresolved_tool_uses`].
+    pub fn get_pending_tool_uses(&self) -> Vec<ToolUse<'_>> {
+        self.unresolved_tool_uses()
+    }
+
+    /// Serialises the session.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a session always serialises: its keys are strings")
+    }
+
+    /// Reads a session back.
+    pub fn from_json(json: &str) -> Result<Session, SessionJsonError> {
+        let mut session: Session = serde_json::from_str(json)?;
+        session.reindex();
+        Ok(session)
+    }
+
+    /// Rebuilds the derived `tool_use` id index after `messages` was replaced wholesale.
+    pub fn reindex(&mut self) {
+        self.tool_use_ids = self
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_uses().map(|u| u.id.clone()))
+            .collect();
+    }
+
+    /// Whether some assistant message of this session already used `id`.
+    pub fn has_tool_use_id(&self, id: &str) -> bool {
+        self.tool_use_ids.contains(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn reply_with_three_tools(s: &mut Session) {
+        s.add_user_message("do three things");
+        s.add_assistant_message(vec![
+            Block::text("on it"),
+            Block::tool_use("t1", "echo", json!({"x": 1})),
+            Block::tool_use("t2", "use_skill", json!({"skill": "r"})),
+            Block::tool_use("t3", "echo", json!({"x": 3})),
+        ]);
+    }
+
+    #[test]
+    fn unresolved_after_a_child_result_keeps_the_rest_in_reply_order() {
+        let mut s = Session::new("s");
+        reply_with_three_tools(&mut s);
+        let ids = |s: &Session| -> Vec<String> {
+            s.unresolved_tool_uses()
+                .iter()
+                .map(|u| u.id.to_string())
+                .collect()
+        };
+        assert_eq!(ids(&s), ["t1", "t2", "t3"]);
+        s.add_tool_result("t1", "1", false);
+        // t2 spawned a child; the child's result is injected later.
+        s.add_tool_result("t2", "child says hi", false);
+        assert_eq!(ids(&s), ["t3"]);
+        assert_eq!(&**s.next_unresolved_tool_use().unwrap().id, "t3");
+        assert!(s.is_unresolved("t3"));
+        assert!(!s.is_unresolved("t2"));
+        s.add_tool_result("t3", "3", false);
+        assert!(s.unresolved_tool_uses().is_empty());
+        assert!(s.next_unresolved_tool_use().is_none());
+        // All three results share the one user message that follows the reply.
+        assert_eq!(s.messages.len(), 3);
+        assert_eq!(s.messages[2].content.len(), 3);
+    }
+
+    #[test]
+    fn unresolved_is_empty_without_an_assistant_message_or_tool_uses() {
+        let mut s = Session::new("s");
+        assert!(s.unresolved_tool_uses().is_empty());
+        s.add_user_message("hi");
+        assert!(s.unresolved_tool_uses().is_empty());
+        s.add_assistant_message(vec![Block::text("hello")]);
+        assert!(s.unresolved_tool_uses().is_empty());
+        assert!(s.get_pending_tool_uses().is_empty());
+    }
+
+    #[test]
+    fn user_text_after_a_user_message_merges_and_results_go_first() {
+        let mut s = Session::new("s");
+        s.add_user_message("one");
+        s.add_user_message("two");
+        assert_eq!(s.messages.len(), 1);
+        assert_eq!(s.messages[0].text(), "onetwo");
+        s.add_assistant_message(vec![Block::tool_use("a", "ask_user", json!({}))]);
+        s.add_user_message("typed while waiting");
+        s.add_tool_result("a", "answer", false);
+        let m = &s.messages[2];
+        assert!(matches!(m.content[0], Block::ToolResult { .. }));
+        assert!(matches!(m.content[1], Block::Text { .. }));
+    }
+
+    #[test]
+    fn json_round_trip_preserves_everything() {
+        let mut s = Session::new("sess-1");
+        s.provider = "telegram".into();
+        s.chat_id = "42".into();
+        s.user_id = "7".into();
+        s.metadata.insert("k".into(), json!({"nested": [1, 2]}));
+        reply_with_three_tools(&mut s);
+        s.add_tool_result("t1", "ok", false);
+        s.add_tool_result("t2", "boom", true);
+        let back = Session::from_json(&s.to_json()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.get_messages_for_llm().len(), 3);
+    }
+
+    #[test]
+    fn corrupt_json_is_an_error_not_a_panic() {
+        let err = Session::from_json("{\"session_id\": 3").unwrap_err();
+        assert!(err.to_string().starts_with("invalid session JSON"));
+    }
+}
