@@ -165,9 +165,7 @@ impl Pairing {
                                 ));
                             }
                             if answered.contains(&tool_use_id) {
-                                return Err(format!(
-                                    "{at}: tool_use {tool_use_id} answered twice"
-                                ));
+                                return Err(format!("{at}: tool_use {tool_use_id} answered twice"));
                             }
                             answered.push(tool_use_id);
                         }
@@ -268,7 +266,10 @@ impl Observer {
                 if *depth != model.len() {
                     return Err(violation(
                         STACK_LINKAGE,
-                        format!("push reported depth {depth}, the stack holds {}", model.len()),
+                        format!(
+                            "push reported depth {depth}, the stack holds {}",
+                            model.len()
+                        ),
                     ));
                 }
                 self.pushed.push((key.clone(), frame.frame_id));
@@ -457,8 +458,14 @@ impl Observer {
                 continue;
             }
             let child = model[i].clone();
-            let link = child.parent_tool_use_id.clone().unwrap_or_else(|| "".into());
-            let below = rt.stacks().get(&key).and_then(|e| e.stack.frames().get(i - 1));
+            let link = child
+                .parent_tool_use_id
+                .clone()
+                .unwrap_or_else(|| "".into());
+            let below = rt
+                .stacks()
+                .get(&key)
+                .and_then(|e| e.stack.frames().get(i - 1));
             match below {
                 Some(parent) if parent.session.is_unresolved(&link) => {}
                 Some(parent) => {

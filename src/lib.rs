@@ -24,14 +24,14 @@
 
 pub mod agent;
 pub mod ids;
+pub mod invariants;
 pub mod llm;
 pub mod messages;
+pub mod render;
 pub mod runtime;
+pub mod scenario;
+pub mod sim;
 pub mod stack;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
-pub mod invariants;
-pub mod sim;
-pub mod scenario;
-pub mod render;

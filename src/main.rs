@@ -165,7 +165,13 @@ fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
                 continue;
             }
         };
-        let outcome = scenario::run(&scenario, RunOptions { seed, observe: true });
+        let outcome = scenario::run(
+            &scenario,
+            RunOptions {
+                seed,
+                observe: true,
+            },
+        );
         match &outcome.failure {
             None => {
                 passed += 1;

@@ -46,7 +46,10 @@ pub fn tool_timed_out(name: &str, timeout_ms: u64) -> String {
     if timeout_ms % 1000 == 0 {
         format!("Tool '{name}' timed out after {}s", timeout_ms / 1000)
     } else {
-        format!("Tool '{name}' timed out after {}s", timeout_ms as f64 / 1000.0)
+        format!(
+            "Tool '{name}' timed out after {}s",
+            timeout_ms as f64 / 1000.0
+        )
     }
 }
 

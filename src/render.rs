@@ -32,7 +32,10 @@ fn block(b: &Block) -> String {
             tool_use_id,
             content,
             is_error,
-        } => format!("tool_result {tool_use_id} {} error={is_error}", quote(content)),
+        } => format!(
+            "tool_result {tool_use_id} {} error={is_error}",
+            quote(content)
+        ),
     }
 }
 
@@ -50,7 +53,9 @@ fn reason(r: PopReason) -> &'static str {
 pub fn line(entry: &Entry) -> String {
     match entry {
         Entry::Sim(note) => match note {
-            Note::LlmStall { agent } => format!("sim: the model stalls for {agent} (no reply will come)"),
+            Note::LlmStall { agent } => {
+                format!("sim: the model stalls for {agent} (no reply will come)")
+            }
             Note::ToolHang { tool } => format!("sim: tool {tool} hangs (no result will come)"),
             Note::Advance { to_ms } => format!("sim: time advanced to {}ms", to_ms),
         },
@@ -125,11 +130,15 @@ pub fn line(entry: &Entry) -> String {
                 let tag = if *is_error { "error" } else { "ok" };
                 format!("{frame} ← result {tool_use_id} {tag}: {}", quote(content))
             }
-            Event::Sent { frame, text, .. } => format!("send → user (from {frame}): {}", quote(text)),
+            Event::Sent { frame, text, .. } => {
+                format!("send → user (from {frame}): {}", quote(text))
+            }
             Event::EmptyReply { frame, .. } => format!("{frame}: empty reply, nothing sent"),
             Event::Stream { frame, event, .. } => match event {
                 StreamEvent::TextDelta { text } => format!("{frame} stream: text {}", quote(text)),
-                StreamEvent::ToolStart { name, id } => format!("{frame} stream: tool start {name} {id}"),
+                StreamEvent::ToolStart { name, id } => {
+                    format!("{frame} stream: tool start {name} {id}")
+                }
                 StreamEvent::ToolFinish { name, id, is_error } => {
                     format!("{frame} stream: tool finish {name} {id} error={is_error}")
                 }
@@ -142,9 +151,9 @@ pub fn line(entry: &Entry) -> String {
                     calls.join(", ")
                 )
             }
-            Event::Cancelled { frames, dropped, .. } => format!(
-                "cancelled: {frames} frames unwound, {dropped} queued messages dropped"
-            ),
+            Event::Cancelled {
+                frames, dropped, ..
+            } => format!("cancelled: {frames} frames unwound, {dropped} queued messages dropped"),
         },
     }
 }

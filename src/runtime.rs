@@ -426,9 +426,10 @@ impl Runtime {
     /// Whether no conversation has a turn in progress or a queued message: every stack is empty or
     /// its top frame waits for the user.
     pub fn is_idle(&self) -> bool {
-        self.stacks.entries().iter().all(|e| {
-            e.inbox.is_empty() && e.stack.top().is_none_or(|f| f.awaits_user())
-        })
+        self.stacks
+            .entries()
+            .iter()
+            .all(|e| e.inbox.is_empty() && e.stack.top().is_none_or(|f| f.awaits_user()))
     }
 
     /// The request behind a pending [`Effect::CallLlm`], borrowed from the frame's session.
@@ -457,10 +458,20 @@ impl Runtime {
                 self.on_user(slot, text);
             }
             Input::LlmReply { call, reply } => {
-                self.resume(call, "llm reply", |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call), TurnInput::LlmReply(reply));
+                self.resume(
+                    call,
+                    "llm reply",
+                    |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call),
+                    TurnInput::LlmReply(reply),
+                );
             }
             Input::LlmError { call, error } => {
-                self.resume(call, "llm error", |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call), TurnInput::LlmError(error));
+                self.resume(
+                    call,
+                    "llm error",
+                    |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call),
+                    TurnInput::LlmError(error),
+                );
             }
             Input::LlmChunk { call, chunk } => self.on_chunk(call, chunk),
             Input::LlmEnd { call, usage } => {
@@ -479,9 +490,8 @@ impl Runtime {
                 self.pump(slot);
             }
             Input::ToolDone { call, result } => {
-                let output = result.unwrap_or_else(|e| {
-                    ToolOutput::error(messages::tool_failed(&e.0))
-                });
+                let output =
+                    result.unwrap_or_else(|e| ToolOutput::error(messages::tool_failed(&e.0)));
                 let waits = |p: &Phase| match p {
                     Phase::AwaitTool { call: c, .. } => *c == call,
                     Phase::AwaitTools { batch } => {
@@ -489,7 +499,12 @@ impl Runtime {
                     }
                     _ => false,
                 };
-                self.resume(call, "tool result", waits, TurnInput::ToolDone { call, output });
+                self.resume(
+                    call,
+                    "tool result",
+                    waits,
+                    TurnInput::ToolDone { call, output },
+                );
             }
             Input::Timer { timer } => {
                 let waits = |p: &Phase| match p {
@@ -608,8 +623,7 @@ impl Runtime {
             self.unwind(slot);
             return;
         }
-        let busy = !entry.inbox.is_empty()
-            || entry.stack.top().is_some_and(|f| !f.awaits_user());
+        let busy = !entry.inbox.is_empty() || entry.stack.top().is_some_and(|f| !f.awaits_user());
         if busy {
             let entry = self.stacks.entry_mut(slot);
             entry.inbox.push_back(text.clone());
@@ -692,7 +706,10 @@ impl Runtime {
 
     fn pop(&mut self, slot: usize, reason: PopReason) -> StackFrame {
         let entry = self.stacks.entry_mut(slot);
-        let frame = entry.stack.pop().expect("the orchestration loop pops only a frame it ran");
+        let frame = entry
+            .stack
+            .pop()
+            .expect("the orchestration loop pops only a frame it ran");
         let depth = entry.stack.depth();
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");
         if self.config.record_events {
@@ -759,7 +776,12 @@ impl Runtime {
                     Some(result) => result,
                 }
             };
-            let top = self.stacks.entry(slot).stack.top().expect("the turn ran on it");
+            let top = self
+                .stacks
+                .entry(slot)
+                .stack
+                .top()
+                .expect("the turn ran on it");
             let name = top.agent.frame_name.clone();
             let is_main = top.is_main();
             input = match result.action {
@@ -775,7 +797,9 @@ impl Runtime {
                     return;
                 }
                 TurnAction::ChildActivated => {
-                    let child = result.child_frame.expect("ChildActivated carries the child");
+                    let child = result
+                        .child_frame
+                        .expect("ChildActivated carries the child");
                     self.push(slot, *child);
                     TurnInput::Start
                 }
@@ -792,7 +816,11 @@ impl Runtime {
                 }
                 TurnAction::MaxIterations if is_main => {
                     self.send(slot, name, messages::USER_MAX_STEPS.into());
-                    self.finish_main(slot, PopReason::MaxIterations, messages::USER_MAX_STEPS.into());
+                    self.finish_main(
+                        slot,
+                        PopReason::MaxIterations,
+                        messages::USER_MAX_STEPS.into(),
+                    );
                     return;
                 }
                 TurnAction::Error if is_main => {

@@ -186,9 +186,9 @@ impl<T: Tool> Tool for CatchAll<T> {
     fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> Result<ToolOutcome, ToolError> {
         match self.0.call(input, ctx) {
             Ok(outcome) => Ok(outcome),
-            Err(e) => Ok(ToolOutcome::Output(ToolOutput::error(messages::tool_failed(
-                &e.0,
-            )))),
+            Err(e) => Ok(ToolOutcome::Output(ToolOutput::error(
+                messages::tool_failed(&e.0),
+            ))),
         }
     }
 }
@@ -293,10 +293,18 @@ mod tests {
     #[test]
     fn skills_cannot_use_skill_and_agents_cannot_invoke_themselves() {
         let skill = AgentDef::new("research", AgentKind::Skill);
-        let o = output(&UseSkill, &skill, json!({"skill": "writer", "message": "m"}));
+        let o = output(
+            &UseSkill,
+            &skill,
+            json!({"skill": "writer", "message": "m"}),
+        );
         assert_eq!(&*o.content, "Skills cannot call use_skill");
         let agent = AgentDef::new("explore", AgentKind::Agent);
-        let o = output(&UseAgent, &agent, json!({"agent": "explore", "message": "m"}));
+        let o = output(
+            &UseAgent,
+            &agent,
+            json!({"agent": "explore", "message": "m"}),
+        );
         assert_eq!(&*o.content, "Agent 'explore' cannot invoke itself");
     }
 

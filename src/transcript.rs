@@ -139,9 +139,9 @@ impl Message {
 
     /// Whether this message answers `tool_use_id`.
     pub fn answers(&self, tool_use_id: &str) -> bool {
-        self.content.iter().any(
-            |b| matches!(b, Block::ToolResult { tool_use_id: id, .. } if &**id == tool_use_id),
-        )
+        self.content
+            .iter()
+            .any(|b| matches!(b, Block::ToolResult { tool_use_id: id, .. } if &**id == tool_use_id))
     }
 }
 
@@ -241,7 +241,9 @@ impl Session {
 
     /// Index of the last assistant message.
     fn last_assistant(&self) -> Option<usize> {
-        self.messages.iter().rposition(|m| m.role == Role::Assistant)
+        self.messages
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
     }
 
     /// The `tool_use` blocks of the last assistant message that have no `tool_result` yet, in the

@@ -153,7 +153,9 @@ impl TurnCx<'_> {
             content: content.clone(),
             is_error,
         });
-        frame.session.add_tool_result(tool_use_id, content, is_error);
+        frame
+            .session
+            .add_tool_result(tool_use_id, content, is_error);
     }
 
     /// Appends a result of a tool this frame dispatched, with its stream indicator.
@@ -199,7 +201,9 @@ enum Dispatch {
 
 fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch {
     match name {
-        builtin::COMPLETE if frame.is_main() => Dispatch::Refused(messages::tool_not_available(name)),
+        builtin::COMPLETE if frame.is_main() => {
+            Dispatch::Refused(messages::tool_not_available(name))
+        }
         builtin::COMPLETE => Dispatch::Complete,
         builtin::USE_SKILL => Dispatch::Spawner(&UseSkill),
         builtin::USE_AGENT => Dispatch::Spawner(&UseAgent),
@@ -371,7 +375,13 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
         }
         Dispatch::AskUser => {
             let Some(question) = input.get("question").and_then(|q| q.as_str()) else {
-                cx.finish_tool(frame, id, name, messages::missing_field("question").into(), true);
+                cx.finish_tool(
+                    frame,
+                    id,
+                    name,
+                    messages::missing_field("question").into(),
+                    true,
+                );
                 return None;
             };
             let mut text = question.to_owned();
@@ -645,7 +655,11 @@ fn on_reply(frame: &mut StackFrame, reply: LlmReply, cx: &mut TurnCx<'_>) -> Opt
     }
 }
 
-fn reject_reply(frame: &mut StackFrame, message: String, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
+fn reject_reply(
+    frame: &mut StackFrame,
+    message: String,
+    cx: &mut TurnCx<'_>,
+) -> Option<TurnResult> {
     cx.record(|| Event::LlmError {
         key: cx.key.clone(),
         frame: frame.agent.frame_name.clone(),

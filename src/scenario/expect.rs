@@ -75,11 +75,16 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
         expect("depth", depth.to_string(), frames.len().to_string());
     }
     if let Some(top) = &e.top {
-        let actual = frames.last().map_or("none".to_owned(), |f| f.agent.frame_name.to_string());
+        let actual = frames
+            .last()
+            .map_or("none".to_owned(), |f| f.agent.frame_name.to_string());
         expect("top", top.clone(), actual);
     }
     if let Some(stack) = &e.stack {
-        let actual: Vec<String> = frames.iter().map(|f| f.agent.frame_name.to_string()).collect();
+        let actual: Vec<String> = frames
+            .iter()
+            .map(|f| f.agent.frame_name.to_string())
+            .collect();
         expect("stack", show_list(stack), show_list(&actual));
     }
     if let Some(tr) = &e.tool_result {
@@ -102,7 +107,11 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             ),
             Some((content, is_error)) => {
                 if let Some(c) = &tr.content {
-                    expect("tool_result.content", format!("{c:?}"), format!("{content:?}"));
+                    expect(
+                        "tool_result.content",
+                        format!("{c:?}"),
+                        format!("{content:?}"),
+                    );
                 }
                 if let Some(sub) = &tr.contains {
                     if !content.contains(sub.as_str()) {
@@ -114,7 +123,11 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
                     }
                 }
                 if let Some(err) = tr.is_error {
-                    expect("tool_result.is_error", err.to_string(), is_error.to_string());
+                    expect(
+                        "tool_result.is_error",
+                        err.to_string(),
+                        is_error.to_string(),
+                    );
                 }
             }
         }
@@ -165,10 +178,18 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             ),
             Some(r) => {
                 if let Some(text) = &resp.text {
-                    expect("response.text", format!("{text:?}"), format!("{:?}", r.text));
+                    expect(
+                        "response.text",
+                        format!("{text:?}"),
+                        format!("{:?}", r.text),
+                    );
                 }
                 if let Some(n) = resp.iterations {
-                    expect("response.iterations", n.to_string(), r.iterations.to_string());
+                    expect(
+                        "response.iterations",
+                        n.to_string(),
+                        r.iterations.to_string(),
+                    );
                 }
                 if let Some(names) = &resp.tool_calls {
                     let actual: Vec<String> =

@@ -38,7 +38,9 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         format!("invalid duration `{s}`: expected a number of milliseconds or a string like 150ms, 2s, 1.5s, 2m")
     })?;
     if !value.is_finite() || value < 0.0 {
-        return Err(format!("invalid duration `{s}`: must be a non-negative number"));
+        return Err(format!(
+            "invalid duration `{s}`: must be a non-negative number"
+        ));
     }
     let ms = value * scale;
     if ms > 1e15 {
@@ -64,7 +66,9 @@ impl<'de> Deserialize<'de> for Millis {
                     .map_err(|_| E::custom("a duration cannot be negative"))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Millis, E> {
-                parse_duration(&v.to_string()).map(Millis).map_err(E::custom)
+                parse_duration(&v.to_string())
+                    .map(Millis)
+                    .map_err(E::custom)
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Millis, E> {
                 parse_duration(v).map(Millis).map_err(E::custom)
@@ -303,7 +307,8 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
                 f.write_str("one map or a list of maps")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<OneOrMany<T>, A::Error> {
-                Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(OneOrMany::Many)
+                Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(OneOrMany::Many)
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<OneOrMany<T>, A::Error> {
                 T::deserialize(de::value::MapAccessDeserializer::new(map)).map(OneOrMany::One)
@@ -414,7 +419,8 @@ impl<'de> Deserialize<'de> for ChunkSpec {
                 Ok(ChunkSpec::Text(v.to_owned()))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ChunkSpec, A::Error> {
-                ChunkFull::deserialize(de::value::MapAccessDeserializer::new(map)).map(ChunkSpec::Full)
+                ChunkFull::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(ChunkSpec::Full)
             }
         }
         d.deserialize_any(V)
@@ -506,7 +512,9 @@ impl<'de> Deserialize<'de> for ToolCallSpec {
         impl<'de> Visitor<'de> for V {
             type Value = ToolCallSpec;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a tool outcome: a result string, or {result, is_error, error, hang, after}")
+                f.write_str(
+                    "a tool outcome: a result string, or {result, is_error, error, hang, after}",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ToolCallSpec, E> {
                 Ok(ToolCallSpec::Text(v.to_owned()))

@@ -132,9 +132,12 @@ impl Builder<'_> {
         let mut tool_scripts = BTreeMap::new();
         for (name, def) in &tools {
             let (script, timeout) = self.tool(&def.value, def.referenced)?;
-            config
-                .tools
-                .insert(name.clone(), ToolSpec { timeout_ms: timeout });
+            config.tools.insert(
+                name.clone(),
+                ToolSpec {
+                    timeout_ms: timeout,
+                },
+            );
             if let Some(script) = script {
                 tool_scripts.insert(name.clone(), script);
             }
@@ -226,16 +229,23 @@ impl Builder<'_> {
         let s = &spec.value;
         let kind = match (name, s.kind) {
             ("main", None | Some(KindSpec::Main)) => AgentKind::Main,
-            ("main", Some(_)) => {
-                return Err(self.error(at, "the agent named 'main' is the main agent: leave out `kind` or write `kind: main`"))
-            }
+            ("main", Some(_)) => return Err(self.error(
+                at,
+                "the agent named 'main' is the main agent: leave out `kind` or write `kind: main`",
+            )),
             (_, Some(KindSpec::Skill)) => AgentKind::Skill,
             (_, Some(KindSpec::Agent)) => AgentKind::Agent,
             (_, Some(KindSpec::Main)) => {
-                return Err(self.error(at, format!("'{name}' cannot be `kind: main`: only the agent named 'main' is")))
+                return Err(self.error(
+                    at,
+                    format!("'{name}' cannot be `kind: main`: only the agent named 'main' is"),
+                ))
             }
             (_, None) => {
-                return Err(self.error(at, format!("agent '{name}' needs `kind: skill` or `kind: agent`")))
+                return Err(self.error(
+                    at,
+                    format!("agent '{name}' needs `kind: skill` or `kind: agent`"),
+                ))
             }
         };
         if s.passthrough.is_some() && kind != AgentKind::Skill {
@@ -269,7 +279,11 @@ impl Builder<'_> {
         Ok(def)
     }
 
-    fn tool(&self, def: &ToolDef, at: Location) -> Result<(Option<ToolScript>, Option<u64>), ScenarioError> {
+    fn tool(
+        &self,
+        def: &ToolDef,
+        at: Location,
+    ) -> Result<(Option<ToolScript>, Option<u64>), ScenarioError> {
         Ok(match def {
             ToolDef::Fixed(text) => (Some(ToolScript::Fixed(result_step(text, false, 0))), None),
             ToolDef::PerCall(calls) => (Some(ToolScript::PerCall(self.calls(calls, at)?)), None),
@@ -470,10 +484,16 @@ impl Builder<'_> {
     fn step(&self, s: StepSpec, at: Location) -> Result<Step, ScenarioError> {
         let actions = [s.user.is_some(), s.expect.is_some(), s.advance.is_some()];
         if actions.iter().filter(|a| **a).count() != 1 {
-            return Err(self.error(at, "a step has exactly one of `user`, `expect` or `advance`"));
+            return Err(self.error(
+                at,
+                "a step has exactly one of `user`, `expect` or `advance`",
+            ));
         }
         if s.user.is_none() && (s.key.is_some() || s.wait.is_some()) {
-            return Err(self.error(at, "`key` and `wait` go with a `user` step (an `expect` takes its own `key`)"));
+            return Err(self.error(
+                at,
+                "`key` and `wait` go with a `user` step (an `expect` takes its own `key`)",
+            ));
         }
         let kind = if let Some(text) = s.user {
             StepKind::User {

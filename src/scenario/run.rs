@@ -98,7 +98,10 @@ impl fmt::Display for Failure {
                 column,
                 mismatches,
             } => {
-                write!(f, "step {step} (line {line}, column {column}): expectation failed")?;
+                write!(
+                    f,
+                    "step {step} (line {line}, column {column}): expectation failed"
+                )?;
                 for m in mismatches {
                     write!(f, "\n    {m}")?;
                 }
@@ -123,9 +126,10 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
     let mut failure = None;
     for (i, step) in scenario.steps.iter().enumerate() {
         let result = match &step.kind {
-            StepKind::User { key, text, wait } => sim
-                .user(key, text)
-                .and_then(|()| if *wait { sim.run_until_idle() } else { Ok(()) }),
+            StepKind::User { key, text, wait } => {
+                sim.user(key, text)
+                    .and_then(|()| if *wait { sim.run_until_idle() } else { Ok(()) })
+            }
             StepKind::Advance(ms) => sim.advance(*ms),
             StepKind::Expect(e) => {
                 let mismatches = check(e, &sim, &sim.records()[window..]);

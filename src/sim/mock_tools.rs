@@ -64,7 +64,11 @@ impl MockTools {
 
     /// The next step of `tool`. A tool without a script echoes its input, so that a scenario
     /// only scripts the tools whose results matter.
-    pub fn next(&mut self, tool: &str, input: &serde_json::Value) -> Result<ToolStep, ToolExhausted> {
+    pub fn next(
+        &mut self,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Result<ToolStep, ToolExhausted> {
         let n = self.calls.entry(tool.to_owned()).or_insert(0);
         *n += 1;
         let call = *n;

@@ -429,11 +429,12 @@ impl Sim {
     fn flush_events(&mut self) {
         if self.record {
             let (t_ms, step) = (self.clock.now(), self.steps);
-            self.records.extend(self.scratch.drain(..).map(|event| Record {
-                t_ms,
-                step,
-                entry: Entry::Runtime(event),
-            }));
+            self.records
+                .extend(self.scratch.drain(..).map(|event| Record {
+                    t_ms,
+                    step,
+                    entry: Entry::Runtime(event),
+                }));
         } else {
             self.scratch.clear();
         }
@@ -490,9 +491,11 @@ impl Sim {
                                 Block::Text { text } => Chunk::Text(text),
                                 other => Chunk::ToolUse(other),
                             };
-                            self.clock.schedule(at, order, Input::LlmChunk { call, chunk });
+                            self.clock
+                                .schedule(at, order, Input::LlmChunk { call, chunk });
                         }
-                        self.clock.schedule(at, order, Input::LlmEnd { call, usage });
+                        self.clock
+                            .schedule(at, order, Input::LlmEnd { call, usage });
                     }
                     ReplyKind::Error { kind, message } => {
                         let error = LlmError {
@@ -511,20 +514,21 @@ impl Sim {
             Effect::RunTool {
                 call, name, input, ..
             } => {
-                let step = self
-                    .tools
-                    .next(&name, &input)
-                    .map_err(|e| RunError::ToolScriptExhausted {
-                        tool: e.tool,
-                        call: e.call,
-                    })?;
+                let step =
+                    self.tools
+                        .next(&name, &input)
+                        .map_err(|e| RunError::ToolScriptExhausted {
+                            tool: e.tool,
+                            call: e.call,
+                        })?;
                 let order = self.rng.next_u64();
                 let result = match step.behavior {
-                    ToolBehavior::Result { content, is_error } => Ok(crate::tools::ToolOutput {
-                        content,
-                        is_error,
-                    }),
-                    ToolBehavior::Fail(message) => Err(crate::tools::ToolError(message.to_string())),
+                    ToolBehavior::Result { content, is_error } => {
+                        Ok(crate::tools::ToolOutput { content, is_error })
+                    }
+                    ToolBehavior::Fail(message) => {
+                        Err(crate::tools::ToolError(message.to_string()))
+                    }
                     ToolBehavior::Hang => {
                         self.note(Note::ToolHang { tool: name });
                         return Ok(());

@@ -1,0 +1,164 @@
+//! The `agentsim` binary as a user runs it: exit codes, what goes to stdout and stderr, located
+//! load errors, and byte-identical transcripts across two separate processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn agentsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("AGENTSIM_SEED")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A scratch file under the target directory.
+fn scratch(name: &str, contents: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+const EXAMPLE: &str = "scenarios/examples/stack-diagram.yaml";
+
+#[test]
+fn run_prints_the_transcript_and_exits_zero() {
+    let o = agentsim(&["run", EXAMPLE]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("push skill:research depth=2 parent=toolu_01"), "{out}");
+    assert!(out.contains("pop skill:research depth=1 (completed, 3 iterations)"), "{out}");
+    assert!(out.trim_end().ends_with("passed"), "{out}");
+}
+
+#[test]
+fn two_processes_give_byte_identical_transcripts() {
+    for format in ["text", "json"] {
+        let a = agentsim(&["run", EXAMPLE, "--seed", "7", "--format", format]);
+        let b = agentsim(&["run", EXAMPLE, "--seed", "7", "--format", format]);
+        assert!(a.status.success() && b.status.success());
+        assert_eq!(a.stdout, b.stdout, "format {format}");
+    }
+}
+
+#[test]
+fn json_format_is_valid_json_with_the_records() {
+    let o = agentsim(&["run", EXAMPLE, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["seed"], 0);
+    let records = v["records"].as_array().unwrap();
+    assert!(records.iter().any(|r| r["entry"]["type"] == "push"));
+}
+
+#[test]
+fn a_wrong_expectation_exits_one_with_expected_and_actual() {
+    let path = scratch(
+        "wrong.yaml",
+        "name: wrong\nllm:\n  main: [hello]\nsteps:\n  - user: hi\n  - expect: { sent: [goodbye], depth: 0 }\n",
+    );
+    let o = agentsim(&["run", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("expected: [\"goodbye\"]"), "{err}");
+    assert!(err.contains("actual:   [\"hello\"]"), "{err}");
+    assert!(err.contains("step 2 (line 6, column 5)"), "{err}");
+    assert!(err.contains(&format!("rerun: agentsim run {} --seed 0", path.display())), "{err}");
+}
+
+#[test]
+fn a_malformed_file_is_a_located_error_and_exit_two() {
+    let path = scratch("typo.yaml", "name: typo\nagents:\n  main: { max_iteration: 3 }\nsteps: []\n");
+    let o = agentsim(&["run", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{}:3:", path.display())), "{err}");
+    assert!(err.contains("unknown field `max_iteration`"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_missing_file_is_an_error_not_a_panic() {
+    let o = agentsim(&["run", "does/not/exist.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot read the file"));
+}
+
+#[test]
+fn check_prints_one_line_per_scenario_and_a_total() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("check-corpus");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a-pass.yaml"), "name: a\nllm:\n  main: [hi]\nsteps:\n  - user: x\n  - expect: { sent: [hi] }\n").unwrap();
+    std::fs::write(dir.join("b-fail.yaml"), "name: b\nllm:\n  main: [hi]\nsteps:\n  - user: x\n  - expect: { sent: [bye] }\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a scenario").unwrap();
+    let o = agentsim(&["check", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("ok   "), "{out}");
+    assert!(out.contains("FAIL "), "{out}");
+    assert!(out.contains("2 scenarios: 1 passed, 1 failed"), "{out}");
+
+    std::fs::remove_file(dir.join("b-fail.yaml")).unwrap();
+    let o = agentsim(&["check", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
+}
+
+#[test]
+fn check_defaults_to_the_scenarios_directory() {
+    let o = agentsim(&["check"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains("examples/stack-diagram.yaml"));
+}
+
+#[test]
+fn the_seed_comes_from_the_flag_or_the_environment() {
+    let o = agentsim(&["run", EXAMPLE, "--seed", "42"]);
+    assert!(stdout(&o).contains("# seed 42"));
+    let o = Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(["run", EXAMPLE])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("AGENTSIM_SEED", "9")
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains("# seed 9"));
+}
+
+#[test]
+fn schema_is_json_schema_naming_the_top_level_keys() {
+    let o = agentsim(&["schema"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    let props = v["properties"].as_object().expect("properties");
+    for key in ["name", "agents", "llm", "tools", "steps", "settings", "expect_violation"] {
+        assert!(props.contains_key(key), "missing {key}");
+    }
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let o = agentsim(&["--help"]);
+    let out = stdout(&o);
+    for cmd in ["run", "check", "schema"] {
+        assert!(out.contains(cmd), "{out}");
+    }
+    let o = agentsim(&["run", "--help"]);
+    assert!(stdout(&o).contains("--seed"));
+}
+
+#[test]
+fn a_bad_argument_is_a_usage_error() {
+    let o = agentsim(&["run", EXAMPLE, "--seed", "minus-one"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid value"));
+}

@@ -1,0 +1,68 @@
+//! The scenario loader on bad input: every mutation of a valid file loads or fails with a located
+//! error, and never panics.
+
+use std::path::Path;
+
+use agentsim::scenario;
+
+const VALID: &str = include_str!("../scenarios/examples/stack-diagram.yaml");
+
+#[test]
+fn every_truncation_and_byte_edit_of_a_valid_file_is_handled_without_panic() {
+    let path = Path::new("mutated.yaml");
+    let bytes = VALID.as_bytes();
+    let mut errors = 0;
+    let mut edits = 0;
+    let replacements: [&[u8]; 6] = [b"", b":", b"[", b"\t", b" ", b"{"];
+    for i in (0..bytes.len()).step_by(3) {
+        for r in replacements {
+            let mut v = bytes[..i].to_vec();
+            v.extend_from_slice(r);
+            v.extend_from_slice(&bytes[(i + 1).min(bytes.len())..]);
+            let text = String::from_utf8_lossy(&v);
+            edits += 1;
+            if let Err(e) = scenario::parse(&text, path) {
+                errors += 1;
+                assert!(e.line >= 1 && e.column >= 1, "unlocated error: {e}");
+                assert!(e.to_string().starts_with("mutated.yaml:"), "{e}");
+            }
+        }
+        let truncated = String::from_utf8_lossy(&bytes[..i]);
+        let _ = scenario::parse(&truncated, path);
+    }
+    assert!(errors > edits / 10, "the mutations should mostly break the file");
+}
+
+#[test]
+fn semantic_errors_point_at_the_offending_entry() {
+    let src = "name: x\nagents:\n  main: {}\n  helper: { tools: [nope] }\nsteps: []\n";
+    let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
+    assert_eq!((e.line, e.column), (4, 11), "{e}");
+    assert!(e.message.contains("needs `kind: skill` or `kind: agent`"), "{e}");
+
+    let src = "name: x\nagents:\n  main: { tools: [nope] }\nsteps: []\n";
+    let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
+    assert!(e.message.contains("lists tool 'nope'"), "{e}");
+
+    let src = "name: x\nllm:\n  ghost: [hi]\nsteps: []\n";
+    let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("not a declared agent"), "{e}");
+
+    let src = "name: x\nsteps:\n  - advance: soon\n";
+    let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("invalid duration"), "{e}");
+
+    let src = "name: x\nexpect_violation: tool-pairingg\nsteps: []\n";
+    let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
+    assert!(e.message.contains("unknown invariant"), "{e}");
+}
+
+#[test]
+fn json_scenarios_load_too() {
+    let src = r#"{"name": "j", "llm": {"main": ["hello"]}, "steps": [{"user": "hi"}, {"expect": {"sent": ["hello"]}}]}"#;
+    let s = scenario::parse(src, Path::new("j.json")).unwrap();
+    let outcome = scenario::run(&s, Default::default());
+    assert!(outcome.passed(), "{:?}", outcome.failure);
+}
