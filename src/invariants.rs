@@ -505,3 +505,261 @@ impl Observer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Catalog;
+    use crate::runtime::{PopReason, RuntimeConfig};
+    use crate::transcript::Session;
+    use serde_json::json;
+
+    fn rt() -> Runtime {
+        Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default())
+    }
+
+    fn frame(name: &str, kind: AgentKind, n: u128, parent: Option<&str>) -> FrameInfo {
+        FrameInfo {
+            frame_id: Uuid::from_u128(n),
+            name: name.into(),
+            kind,
+            parent_tool_use_id: parent.map(Into::into),
+            session_id: Uuid::from_u128(1000 + n),
+        }
+    }
+
+    fn key() -> Arc<str> {
+        "k".into()
+    }
+
+    fn push(f: &FrameInfo, depth: usize) -> Event {
+        Event::Push {
+            key: key(),
+            frame: f.clone(),
+            depth,
+        }
+    }
+
+    fn pop(f: &FrameInfo, depth: usize) -> Event {
+        Event::Pop {
+            key: key(),
+            frame: f.clone(),
+            depth,
+            reason: PopReason::Completed,
+            iterations: 1,
+        }
+    }
+
+    fn result(session: &FrameInfo, id: &str) -> Event {
+        Event::ToolResult {
+            key: key(),
+            frame: session.name.clone(),
+            frame_id: session.frame_id,
+            session_id: session.session_id,
+            tool_use_id: id.into(),
+            content: "r".into(),
+            is_error: false,
+        }
+    }
+
+    fn first_violation(events: &[Event]) -> Option<&'static str> {
+        let rt = rt();
+        let mut o = Observer::new();
+        for e in events {
+            if let Err(v) = o.on_event(&rt, e) {
+                return Some(v.invariant);
+            }
+        }
+        o.end_of_step(&rt).err().map(|v| v.invariant)
+    }
+
+    #[test]
+    fn a_child_on_an_empty_stack_or_a_second_main_breaks_main_at_bottom() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let child = frame("skill:r", AgentKind::Skill, 2, Some("t1"));
+        assert_eq!(
+            first_violation(&[push(&child, 1)]),
+            Some(names::MAIN_AT_BOTTOM)
+        );
+        let main2 = frame("main", AgentKind::Main, 3, None);
+        assert_eq!(
+            first_violation(&[push(&main, 1), push(&main2, 2)]),
+            Some(names::MAIN_AT_BOTTOM)
+        );
+    }
+
+    #[test]
+    fn a_popped_child_must_deliver_exactly_once_to_its_parent() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let child = frame("skill:r", AgentKind::Skill, 2, Some("t1"));
+        let other = frame("agent:x", AgentKind::Agent, 3, None);
+        // No delivery at all.
+        let events = [push(&main, 1), push(&child, 2), pop(&child, 1)];
+        assert_eq!(first_violation(&events), Some(names::SINGLE_DELIVERY));
+        // Two deliveries.
+        let events = [
+            push(&main, 1),
+            push(&child, 2),
+            pop(&child, 1),
+            result(&main, "t1"),
+            result(&main, "t1"),
+        ];
+        assert_eq!(first_violation(&events), Some(names::SINGLE_DELIVERY));
+        // Delivered to the wrong session.
+        let events = [
+            push(&main, 1),
+            push(&child, 2),
+            pop(&child, 1),
+            result(&other, "t1"),
+        ];
+        assert_eq!(first_violation(&events), Some(names::SINGLE_DELIVERY));
+    }
+
+    #[test]
+    fn popping_a_frame_that_is_not_on_top_breaks_stack_linkage() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let child = frame("skill:r", AgentKind::Skill, 2, Some("t1"));
+        let events = [push(&main, 1), push(&child, 2), pop(&main, 1)];
+        assert_eq!(first_violation(&events), Some(names::STACK_LINKAGE));
+        // A result for the link while the child is still active.
+        let events = [push(&main, 1), push(&child, 2), result(&main, "t1")];
+        assert_eq!(first_violation(&events), Some(names::STACK_LINKAGE));
+    }
+
+    #[test]
+    fn a_message_to_a_frame_below_the_top_breaks_routing() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let child = frame("skill:r", AgentKind::Skill, 2, Some("t1"));
+        let to_main = Event::UserMessage {
+            key: key(),
+            frame: "main".into(),
+            frame_id: main.frame_id,
+            text: "hi".into(),
+        };
+        assert_eq!(
+            first_violation(&[push(&main, 1), push(&child, 2), to_main.clone()]),
+            Some(names::ROUTING)
+        );
+        assert_eq!(first_violation(&[to_main]), Some(names::ROUTING));
+    }
+
+    #[test]
+    fn an_answer_with_frames_left_breaks_cleanup() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let cancelled = Event::Cancelled {
+            key: key(),
+            frames: 1,
+            dropped: 0,
+        };
+        assert_eq!(
+            first_violation(&[push(&main, 1), cancelled]),
+            Some(names::CLEANUP)
+        );
+    }
+
+    #[test]
+    fn one_call_over_the_limit_breaks_iteration_bound() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let request = |i: u32| Event::LlmRequest {
+            key: key(),
+            frame: "main".into(),
+            frame_id: main.frame_id,
+            session_id: main.session_id,
+            call: 99,
+            iteration: i,
+            max_iterations: 2,
+            messages: 1,
+        };
+        assert_eq!(first_violation(&[request(1), request(2)]), None);
+        // The observer counts calls itself: a runtime that forgets to count is still caught.
+        assert_eq!(
+            first_violation(&[request(1), request(1), request(1)]),
+            Some(names::ITERATION_BOUND)
+        );
+    }
+
+    fn check(messages: &[Message]) -> Result<(), String> {
+        Pairing::default().check_request(messages)
+    }
+
+    fn session() -> Session {
+        let mut s = Session::new("s");
+        s.add_user_message("go");
+        s.add_assistant_message(vec![
+            Block::tool_use("a", "echo", json!({})),
+            Block::tool_use("b", "echo", json!({})),
+        ]);
+        s
+    }
+
+    #[test]
+    fn pairing_accepts_a_well_formed_session_incrementally() {
+        let mut s = session();
+        s.add_tool_result("a", "1", false);
+        s.add_tool_result("b", "2", false);
+        let mut p = Pairing::default();
+        assert_eq!(p.check_request(&s.messages), Ok(()));
+        s.add_assistant_message(vec![Block::text("done")]);
+        s.add_user_message("next");
+        assert_eq!(p.check_request(&s.messages), Ok(()));
+        // Everything but the trailing user message is committed.
+        assert_eq!(p.checked, 4);
+    }
+
+    #[test]
+    fn pairing_rejects_what_the_apis_reject() {
+        // A missing result.
+        let mut s = session();
+        s.add_tool_result("a", "1", false);
+        assert!(check(&s.messages)
+            .unwrap_err()
+            .contains("tool_use b has no tool_result"));
+        // A result for an unknown id.
+        let mut s = session();
+        s.add_tool_result("a", "1", false);
+        s.add_tool_result("b", "2", false);
+        s.add_tool_result("zzz", "3", false);
+        assert!(check(&s.messages)
+            .unwrap_err()
+            .contains("tool_result zzz has no tool_use"));
+        // A result twice.
+        let mut s = session();
+        s.add_tool_result("a", "1", false);
+        s.add_tool_result("a", "1", false);
+        s.add_tool_result("b", "2", false);
+        assert!(check(&s.messages).unwrap_err().contains("answered twice"));
+        // Ending with the assistant.
+        let s = session();
+        assert!(check(&s.messages)
+            .unwrap_err()
+            .contains("does not end with a user message"));
+        // Two user messages in a row, built by hand.
+        let user = Message {
+            role: Role::User,
+            content: vec![Block::text("x")],
+        };
+        assert!(check(&[user.clone(), user.clone()])
+            .unwrap_err()
+            .contains("roles must alternate"));
+        // A reused id in a later reply.
+        let mut s = session();
+        s.add_tool_result("a", "1", false);
+        s.add_tool_result("b", "2", false);
+        s.messages.push(Message {
+            role: Role::Assistant,
+            content: vec![Block::tool_use("a", "echo", json!({}))],
+        });
+        s.add_tool_result("a", "again", false);
+        assert!(check(&s.messages)
+            .unwrap_err()
+            .contains("duplicate tool_use id a"));
+        // An empty assistant message.
+        let empty = Message {
+            role: Role::Assistant,
+            content: vec![],
+        };
+        assert!(check(&[user.clone(), empty, user])
+            .unwrap_err()
+            .contains("empty content"));
+    }
+}

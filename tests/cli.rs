@@ -37,8 +37,14 @@ fn run_prints_the_transcript_and_exits_zero() {
     let o = agentsim(&["run", EXAMPLE]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("push skill:research depth=2 parent=toolu_01"), "{out}");
-    assert!(out.contains("pop skill:research depth=1 (completed, 3 iterations)"), "{out}");
+    assert!(
+        out.contains("push skill:research depth=2 parent=toolu_01"),
+        "{out}"
+    );
+    assert!(
+        out.contains("pop skill:research depth=1 (completed, 3 iterations)"),
+        "{out}"
+    );
     assert!(out.trim_end().ends_with("passed"), "{out}");
 }
 
@@ -74,12 +80,18 @@ fn a_wrong_expectation_exits_one_with_expected_and_actual() {
     assert!(err.contains("expected: [\"goodbye\"]"), "{err}");
     assert!(err.contains("actual:   [\"hello\"]"), "{err}");
     assert!(err.contains("step 2 (line 6, column 5)"), "{err}");
-    assert!(err.contains(&format!("rerun: agentsim run {} --seed 0", path.display())), "{err}");
+    assert!(
+        err.contains(&format!("rerun: agentsim run {} --seed 0", path.display())),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_malformed_file_is_a_located_error_and_exit_two() {
-    let path = scratch("typo.yaml", "name: typo\nagents:\n  main: { max_iteration: 3 }\nsteps: []\n");
+    let path = scratch(
+        "typo.yaml",
+        "name: typo\nagents:\n  main: { max_iteration: 3 }\nsteps: []\n",
+    );
     let o = agentsim(&["run", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
@@ -99,8 +111,16 @@ fn a_missing_file_is_an_error_not_a_panic() {
 fn check_prints_one_line_per_scenario_and_a_total() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("check-corpus");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("a-pass.yaml"), "name: a\nllm:\n  main: [hi]\nsteps:\n  - user: x\n  - expect: { sent: [hi] }\n").unwrap();
-    std::fs::write(dir.join("b-fail.yaml"), "name: b\nllm:\n  main: [hi]\nsteps:\n  - user: x\n  - expect: { sent: [bye] }\n").unwrap();
+    std::fs::write(
+        dir.join("a-pass.yaml"),
+        "name: a\nllm:\n  main: [hi]\nsteps:\n  - user: x\n  - expect: { sent: [hi] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b-fail.yaml"),
+        "name: b\nllm:\n  main: [hi]\nsteps:\n  - user: x\n  - expect: { sent: [bye] }\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("notes.txt"), "not a scenario").unwrap();
     let o = agentsim(&["check", dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
@@ -140,7 +160,15 @@ fn schema_is_json_schema_naming_the_top_level_keys() {
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
     let props = v["properties"].as_object().expect("properties");
-    for key in ["name", "agents", "llm", "tools", "steps", "settings", "expect_violation"] {
+    for key in [
+        "name",
+        "agents",
+        "llm",
+        "tools",
+        "steps",
+        "settings",
+        "expect_violation",
+    ] {
         assert!(props.contains_key(key), "missing {key}");
     }
 }

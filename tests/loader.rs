@@ -30,7 +30,10 @@ fn every_truncation_and_byte_edit_of_a_valid_file_is_handled_without_panic() {
         let truncated = String::from_utf8_lossy(&bytes[..i]);
         let _ = scenario::parse(&truncated, path);
     }
-    assert!(errors > edits / 10, "the mutations should mostly break the file");
+    assert!(
+        errors > edits / 10,
+        "the mutations should mostly break the file"
+    );
 }
 
 #[test]
@@ -38,7 +41,10 @@ fn semantic_errors_point_at_the_offending_entry() {
     let src = "name: x\nagents:\n  main: {}\n  helper: { tools: [nope] }\nsteps: []\n";
     let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
     assert_eq!((e.line, e.column), (4, 11), "{e}");
-    assert!(e.message.contains("needs `kind: skill` or `kind: agent`"), "{e}");
+    assert!(
+        e.message.contains("needs `kind: skill` or `kind: agent`"),
+        "{e}"
+    );
 
     let src = "name: x\nagents:\n  main: { tools: [nope] }\nsteps: []\n";
     let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
