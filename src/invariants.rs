@@ -67,7 +67,7 @@ fn violation(invariant: &'static str, message: impl Into<String>) -> Violation {
 }
 
 /// Incremental validation state of one session's requests.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Pairing {
     /// Messages validated for good (every message but a trailing user message, which may still
     /// grow).
@@ -128,6 +128,13 @@ impl Pairing {
         if message.content.is_empty() {
             return Err(format!("{at}: empty content"));
         }
+        if message
+            .content
+            .iter()
+            .any(|b| matches!(b, Block::Text { text } if text.is_empty()))
+        {
+            return Err(format!("{at}: an empty text block"));
+        }
         match message.role {
             Role::Assistant => {
                 let mut ids: Vec<&Arc<str>> = Vec::new();
@@ -187,7 +194,7 @@ impl Pairing {
 }
 
 /// A child popped in this step, waiting for its one delivery.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Delivery {
     child: FrameInfo,
     parent_session: Uuid,
@@ -196,7 +203,7 @@ struct Delivery {
 }
 
 /// Checks the invariants. Feed it every step's events with [`Observer::after_step`].
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Observer {
     stacks: BTreeMap<Arc<str>, Vec<FrameInfo>>,
     pairing: HashMap<Uuid, Pairing>,

@@ -35,3 +35,4 @@ pub mod stack;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
+pub mod workloads;

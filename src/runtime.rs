@@ -374,6 +374,7 @@ pub enum Event {
 }
 
 /// The reference runtime.
+#[derive(Clone, Debug)]
 pub struct Runtime {
     config: RuntimeConfig,
     catalog: Arc<Catalog>,
@@ -486,7 +487,7 @@ impl Runtime {
                     content: partial,
                     usage,
                 };
-                self.drive(slot, TurnInput::LlmReply(reply));
+                self.drive(slot, TurnInput::LlmStreamEnd(reply));
                 self.pump(slot);
             }
             Input::ToolDone { call, result } => {
@@ -595,6 +596,7 @@ impl Runtime {
                 None
             }
         };
+        let delta = delta.filter(|t| !t.is_empty());
         if let (Some(text), true) = (delta, frame.agent.stream) {
             let frame_name = frame.agent.frame_name.clone();
             let event = StreamEvent::TextDelta { text };

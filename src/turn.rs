@@ -41,6 +41,8 @@ pub enum TurnInput {
     },
     /// The model replied.
     LlmReply(LlmReply),
+    /// A streamed reply ended; its text was already published chunk by chunk.
+    LlmStreamEnd(LlmReply),
     /// The model call failed.
     LlmError(LlmError),
     /// An external tool finished.
@@ -275,7 +277,8 @@ pub fn execute_turn(
             cx.add_result(frame, tool_use_id, content, is_error);
             frame.phase = Phase::Loop;
         }
-        TurnInput::LlmReply(reply) => return on_reply(frame, reply, cx),
+        TurnInput::LlmReply(reply) => return on_reply(frame, reply, false, cx),
+        TurnInput::LlmStreamEnd(reply) => return on_reply(frame, reply, true, cx),
         TurnInput::LlmError(error) => {
             cx.record(|| Event::LlmError {
                 key: cx.key.clone(),
@@ -599,7 +602,16 @@ fn on_tool_timeout(frame: &mut StackFrame, timer: CallId, cx: &mut TurnCx<'_>) -
     on_tool_outcome(frame, timer, text, true, cx)
 }
 
-fn on_reply(frame: &mut StackFrame, reply: LlmReply, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
+fn on_reply(
+    frame: &mut StackFrame,
+    mut reply: LlmReply,
+    streamed: bool,
+    cx: &mut TurnCx<'_>,
+) -> Option<TurnResult> {
+    // Both APIs reject empty text blocks: a reply of nothing but empty text is an empty reply.
+    reply
+        .content
+        .retain(|b| !matches!(b, Block::Text { text } if text.is_empty()));
     frame.usage += reply.usage;
     *cx.usage += reply.usage;
     cx.record(|| Event::LlmReply {
@@ -609,7 +621,6 @@ fn on_reply(frame: &mut StackFrame, reply: LlmReply, cx: &mut TurnCx<'_>) -> Opt
         content: reply.content.clone(),
         usage: reply.usage,
     });
-    let streamed = matches!(&frame.phase, Phase::AwaitLlm { partial, .. } if !partial.is_empty());
     if reply.content.is_empty() {
         // An empty reply sends nothing; it is not added to the session either, since the APIs
         // reject an empty assistant message.

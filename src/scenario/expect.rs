@@ -132,6 +132,55 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             }
         }
     }
+    if let Some(list) = &e.tool_results {
+        let actual: Vec<(String, String, bool)> = events(window)
+            .filter_map(|ev| match ev {
+                Event::ToolResult {
+                    key: k,
+                    frame,
+                    content,
+                    is_error,
+                    ..
+                } if in_key(k) => Some((frame.to_string(), content.to_string(), *is_error)),
+                _ => None,
+            })
+            .collect();
+        let show = |(agent, content, is_error): &(String, String, bool)| {
+            format!("{agent}: {content:?} error={is_error}")
+        };
+        let matches = list.len() == actual.len()
+            && list
+                .iter()
+                .zip(&actual)
+                .all(|(want, (agent, content, is_error))| {
+                    want.agent.as_ref().is_none_or(|a| a == agent)
+                        && want.content.as_ref().is_none_or(|c| c == content)
+                        && want
+                            .contains
+                            .as_ref()
+                            .is_none_or(|c| content.contains(c.as_str()))
+                        && want.is_error.is_none_or(|e| e == *is_error)
+                });
+        if !matches {
+            let wanted: Vec<String> = list
+                .iter()
+                .map(|w| {
+                    format!(
+                        "{}: {} error={}",
+                        w.agent.as_deref().unwrap_or("*"),
+                        match (&w.content, &w.contains) {
+                            (Some(c), _) => format!("{c:?}"),
+                            (None, Some(c)) => format!("containing {c:?}"),
+                            (None, None) => "*".to_owned(),
+                        },
+                        w.is_error.map_or("*".to_owned(), |e| e.to_string())
+                    )
+                })
+                .collect();
+            let got: Vec<String> = actual.iter().map(show).collect();
+            expect("tool_results", wanted.join("; "), got.join("; "));
+        }
+    }
     if let Some(iterations) = &e.iterations {
         for (name, n) in iterations {
             let live = frames

@@ -622,6 +622,10 @@ pub struct ExpectSpec {
     /// The last `tool_result` an agent's session received since the previous `expect`.
     #[serde(default)]
     pub tool_result: Option<ToolResultExpect>,
+    /// Every `tool_result` of the conversation since the previous `expect`, in order; each entry
+    /// checks the keys it gives (`agent` included).
+    #[serde(default)]
+    pub tool_results: Option<Vec<ToolResultExpect>>,
     /// Iterations of frames by name (the live frame, or the last one that ended).
     #[serde(default)]
     pub iterations: Option<BTreeMap<String, u32>>,

@@ -495,6 +495,9 @@ impl Builder<'_> {
                 "`key` and `wait` go with a `user` step (an `expect` takes its own `key`)",
             ));
         }
+        if s.user.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(self.error(at, "a user message cannot be empty"));
+        }
         let kind = if let Some(text) = s.user {
             StepKind::User {
                 key: s.key.unwrap_or_else(|| super::DEFAULT_KEY.to_owned()),

@@ -49,6 +49,11 @@ pub enum Failure {
         /// The error.
         error: RunError,
     },
+    /// The run passed but left scripted replies unused: the script and the steps disagree.
+    UnusedReplies {
+        /// Unused replies by agent.
+        unused: Vec<(String, usize)>,
+    },
     /// The scenario expects an invariant to break and it did not.
     ExpectedViolation {
         /// The invariant that should have broken.
@@ -110,6 +115,17 @@ impl fmt::Display for Failure {
             Failure::Run { step, line, error } => {
                 write!(f, "step {step} (line {line}): {error}")
             }
+            Failure::UnusedReplies { unused } => {
+                let list: Vec<String> = unused
+                    .iter()
+                    .map(|(agent, n)| format!("{agent}: {n}"))
+                    .collect();
+                write!(
+                    f,
+                    "the run ended with scripted replies never used ({}); remove them or add the steps that use them",
+                    list.join(", ")
+                )
+            }
             Failure::ExpectedViolation { invariant } => write!(
                 f,
                 "expected invariant {invariant} to break, but the run kept it"
@@ -153,6 +169,17 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
                 error,
             });
             break;
+        }
+    }
+    if failure.is_none() && scenario.expect_violation.is_none() {
+        let unused: Vec<(String, usize)> = sim
+            .llm()
+            .unused()
+            .into_iter()
+            .map(|(a, n)| (a.to_owned(), n))
+            .collect();
+        if !unused.is_empty() {
+            failure = Some(Failure::UnusedReplies { unused });
         }
     }
     let mut reproduced = None;

@@ -12,7 +12,7 @@ use crate::runtime::Input;
 use crate::stack::CallId;
 
 /// One scheduled input.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Scheduled {
     /// Due time in ms.
     pub at: u64,
@@ -42,7 +42,7 @@ impl Ord for Scheduled {
 }
 
 /// The virtual clock and its queue.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Clock {
     now: u64,
     seq: u64,

@@ -253,6 +253,7 @@ impl SimBuilder {
 }
 
 /// The simulation.
+#[derive(Clone)]
 pub struct Sim {
     rt: Runtime,
     clock: Clock,
@@ -322,6 +323,11 @@ impl Sim {
     /// The recorded run.
     pub fn records(&self) -> &[Record] {
         &self.records
+    }
+
+    /// Replaces the scripted model (to continue a prepared run with a new script).
+    pub fn replace_llm(&mut self, llm: MockLlm) {
+        self.llm = llm;
     }
 
     /// The scripted model (to see what was used).
