@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use agentsim::render;
 use agentsim::scenario::{self, RunOptions};
+use agentsim::workloads::Workload;
 
 /// Deterministic simulation and test harness for interactive LLM agent runtimes.
 ///
@@ -60,6 +61,27 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Measure turn throughput of the benchmark workloads: turns/s, ns/turn and peak memory.
+    ///
+    /// w1 flat (8 tool calls then text), w2 nested (use_skill, 3 calls, complete), w3 deep (100
+    /// nested use_agent frames), w4 long (100 turns on a 10,000-message session), w5 wide (10
+    /// parallel tools in one reply). Each workload runs with the invariant observer on and off.
+    Bench {
+        /// Workloads to run (default: all).
+        #[arg(long = "workload", value_name = "W", value_parser = parse_workload)]
+        workloads: Vec<Workload>,
+        /// Seconds to measure each workload and observer setting.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_workload(s: &str) -> Result<Workload, String> {
+    Workload::parse(s)
+        .ok_or_else(|| format!("unknown workload `{s}` (expected w1, w2, w3, w4 or w5)"))
 }
 
 fn main() -> ExitCode {
@@ -79,6 +101,11 @@ fn main() -> ExitCode {
             no_invariants,
         } => run(&file, seed, format, !no_invariants),
         Command::Check { paths, seed } => check(&paths, seed),
+        Command::Bench {
+            workloads,
+            seconds,
+            json,
+        } => bench(workloads, seconds, json),
         Command::Schema => {
             let schema = scenario::format::schema();
             println!(
@@ -198,4 +225,92 @@ fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// One measured workload and observer setting.
+#[derive(serde::Serialize)]
+struct BenchRow {
+    workload: &'static str,
+    observer: bool,
+    turns_per_sec: f64,
+    ns_per_turn: f64,
+    peak_rss_bytes: Option<u64>,
+    turns: u64,
+    runs: u64,
+}
+
+/// Resets the kernel's peak-RSS mark for this process (Linux; a no-op elsewhere).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peak resident set size since the last reset, from `/proc/self/status`.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn bench(mut workloads: Vec<Workload>, seconds: f64, json: bool) -> ExitCode {
+    if workloads.is_empty() {
+        workloads = Workload::ALL.to_vec();
+    }
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        eprintln!("error: --seconds must be a positive number");
+        return ExitCode::from(2);
+    }
+    let mut rows = Vec::new();
+    for workload in workloads {
+        for observer in [true, false] {
+            let prepared = workload.prepare(observer);
+            reset_peak_rss();
+            // Runs are timed in batches of fresh copies made outside the timer, so neither the
+            // copy nor the clock read is counted per run.
+            let batch = if workload == Workload::W4 { 4 } else { 256 };
+            let (mut elapsed, mut turns, mut runs) = (0.0f64, 0u64, 0u64);
+            while elapsed < seconds {
+                let mut sims: Vec<_> = (0..batch).map(|_| prepared.fresh()).collect();
+                let start = Instant::now();
+                for sim in &mut sims {
+                    match prepared.run(sim) {
+                        Ok(n) => turns += n,
+                        Err(e) => {
+                            eprintln!("error: workload {} failed: {e}", workload.name());
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                }
+                elapsed += start.elapsed().as_secs_f64();
+                runs += batch;
+                drop(sims);
+            }
+            rows.push(BenchRow {
+                workload: workload.name(),
+                observer,
+                turns_per_sec: turns as f64 / elapsed,
+                ns_per_turn: elapsed * 1e9 / turns as f64,
+                peak_rss_bytes: peak_rss(),
+                turns,
+                runs,
+            });
+            if !json {
+                let r = rows.last().expect("just pushed");
+                println!(
+                    "{:<3} observer {:<3}  {:>12.0} turns/s  {:>8.1} ns/turn  peak RSS {:>7.1} MiB   {}",
+                    r.workload,
+                    if observer { "on" } else { "off" },
+                    r.turns_per_sec,
+                    r.ns_per_turn,
+                    r.peak_rss_bytes.map_or(f64::NAN, |b| b as f64 / 1048576.0),
+                    workload.description()
+                );
+            }
+        }
+    }
+    if json {
+        let out = serde_json::json!({ "workloads": rows });
+        println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+    }
+    ExitCode::SUCCESS
 }

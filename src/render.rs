@@ -168,11 +168,43 @@ fn kind_name(kind: crate::llm::LlmErrorKind) -> &'static str {
     }
 }
 
-/// The records as text, one line each.
+/// The conversation an event belongs to, if it names one.
+fn key_of(entry: &Entry) -> Option<&str> {
+    let Entry::Runtime(event) = entry else {
+        return None;
+    };
+    Some(match event {
+        Event::UserMessage { key, .. }
+        | Event::Queued { key, .. }
+        | Event::Push { key, .. }
+        | Event::Pop { key, .. }
+        | Event::LlmRequest { key, .. }
+        | Event::LlmReply { key, .. }
+        | Event::LlmError { key, .. }
+        | Event::ToolCall { key, .. }
+        | Event::ToolResult { key, .. }
+        | Event::Sent { key, .. }
+        | Event::EmptyReply { key, .. }
+        | Event::Stream { key, .. }
+        | Event::Response { key, .. }
+        | Event::Cancelled { key, .. } => key,
+        Event::Stale { .. } => return None,
+    })
+}
+
+/// The records as text, one line each. Lines of a conversation other than `default` start with
+/// its key, so scenarios with several conversations stay readable.
 pub fn records_text(records: &[Record]) -> String {
     let mut out = String::new();
     for r in records {
-        let _ = writeln!(out, "{} {}", time(r.t_ms), line(&r.entry));
+        match key_of(&r.entry) {
+            Some(key) if key != crate::scenario::DEFAULT_KEY => {
+                let _ = writeln!(out, "{} <{key}> {}", time(r.t_ms), line(&r.entry));
+            }
+            _ => {
+                let _ = writeln!(out, "{} {}", time(r.t_ms), line(&r.entry));
+            }
+        }
     }
     out
 }
