@@ -5,6 +5,39 @@
 //! errors and limits), a simulator that drives it against scripted models and tools in virtual
 //! time from one seed, named invariants checked after every step, and YAML scenario files.
 //!
+//! Scenario files are the usual way in (`agentsim run FILE`, one test per file under
+//! `scenarios/`), but the simulator is a library too:
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::sync::Arc;
+//! use agentsim::agent::{AgentDef, AgentKind, Catalog};
+//! use agentsim::llm::Usage;
+//! use agentsim::sim::mock_llm::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};
+//! use agentsim::sim::Sim;
+//!
+//! let reply = |blocks| ScriptedReply { kind: ReplyKind::Content(blocks), after_ms: 0, usage: Usage::default() };
+//! let mut catalog = Catalog::default();
+//! catalog.add(AgentDef::new("research", AgentKind::Skill));
+//! let scripts = BTreeMap::from([
+//!     ("main".to_string(), vec![
+//!         reply(vec![ScriptBlock::ToolUse {
+//!             id: None,
+//!             name: "use_skill".into(),
+//!             input: Arc::new(serde_json::json!({"skill": "research", "message": "find APIs"})),
+//!         }]),
+//!         reply(vec![ScriptBlock::Text("Found them.".into())]),
+//!     ]),
+//!     ("research".to_string(), vec![reply(vec![ScriptBlock::Text("Which version?".into())])]),
+//! ]);
+//! let mut sim = Sim::builder(catalog).llm(MockLlm::new(scripts)).seed(7).build();
+//! sim.user("default", "research async APIs").unwrap();
+//! sim.run_until_idle().unwrap();
+//! // The skill took over the conversation: the stack is [main, skill:research].
+//! let stack = &sim.runtime().stacks().get("default").unwrap().stack;
+//! assert_eq!(stack.describe(), "[main, skill:research]");
+//! ```
+//!
 //! Modules, in reading order:
 //!
 //! - [`transcript`]: messages, content blocks and the [`transcript::Session`].
@@ -20,6 +53,7 @@
 //! - [`invariants`]: the observer that checks the named invariants after every step.
 //! - [`scenario`]: scenario files: format, loading with located errors, running, expectations.
 //! - [`render`]: the transcript's text and JSON renderings.
+//! - [`workloads`]: the benchmark workloads shared by `cargo bench` and `agentsim bench`.
 #![deny(missing_docs)]
 
 pub mod agent;
