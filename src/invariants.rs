@@ -5,13 +5,14 @@
 //! divergence, not trusted. Every check is incremental: a step costs time proportional to what the
 //! step did, not to the length of the sessions or the depth of the stacks (DESIGN §7).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use uuid::Uuid;
 
 use crate::agent::AgentKind;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::runtime::{Event, FrameInfo, Runtime};
 use crate::transcript::{Block, Message, Role};
 
@@ -66,6 +67,16 @@ fn violation(invariant: &'static str, message: impl Into<String>) -> Violation {
     }
 }
 
+/// `message N`, formatted lazily.
+#[derive(Clone, Copy)]
+struct At(usize);
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "message {}", self.0)
+    }
+}
+
 /// Incremental validation state of one session's requests.
 #[derive(Clone, Debug, Default)]
 struct Pairing {
@@ -74,10 +85,11 @@ struct Pairing {
     checked: usize,
     /// Role of message `checked - 1`.
     last_role: Option<Role>,
-    /// `tool_use` ids of the last committed assistant message, in order.
-    open: Vec<Arc<str>>,
+    /// Index of the last committed message if it is an assistant message: its `tool_use` blocks
+    /// are the ones the next user message must answer.
+    open: Option<usize>,
     /// Every `tool_use` id of the session.
-    seen: HashSet<Arc<str>>,
+    seen: FxHashSet<Arc<str>>,
 }
 
 impl Pairing {
@@ -97,25 +109,38 @@ impl Pairing {
         }
         let end = messages.len() - 1;
         for (i, message) in messages.iter().enumerate().take(end).skip(self.checked) {
-            self.check_message(i, message)?;
+            self.check_message(messages, i, message)?;
             match message.role {
                 Role::Assistant => {
-                    self.open = message.tool_uses().map(|u| u.id.clone()).collect();
-                    for id in &self.open {
-                        self.seen.insert(id.clone());
+                    for u in message.tool_uses() {
+                        self.seen.insert(u.id.clone());
                     }
+                    self.open = Some(i);
                 }
-                Role::User => self.open.clear(),
+                Role::User => self.open = None,
             }
             self.last_role = Some(message.role);
             self.checked = i + 1;
         }
         // The trailing user message is checked but not committed: it may still receive text.
-        self.check_message(end, last)
+        self.check_message(messages, end, last)
     }
 
-    fn check_message(&self, index: usize, message: &Message) -> Result<(), String> {
-        let at = format!("message {}", index + 1);
+    /// Checks one message. Nothing here allocates unless something is wrong: it runs for every
+    /// message of every session.
+    fn check_message(
+        &self,
+        messages: &[Message],
+        index: usize,
+        message: &Message,
+    ) -> Result<(), String> {
+        let open = self.open.map_or(&[][..], |i| &messages[i].content[..]);
+        let is_open = |id: &Arc<str>| {
+            open.iter()
+                .any(|b| matches!(b, Block::ToolUse { id: o, .. } if o == id))
+        };
+        // The location is formatted only when something is wrong: this runs for every message.
+        let at = At(index + 1);
         if index == 0 && message.role != Role::User {
             return Err(format!("{at}: the first message must be from the user"));
         }
@@ -137,8 +162,7 @@ impl Pairing {
         }
         match message.role {
             Role::Assistant => {
-                let mut ids: Vec<&Arc<str>> = Vec::new();
-                for block in &message.content {
+                for (i, block) in message.content.iter().enumerate() {
                     match block {
                         Block::ToolResult { tool_use_id, .. } => {
                             return Err(format!(
@@ -146,19 +170,25 @@ impl Pairing {
                             ));
                         }
                         Block::ToolUse { id, .. } => {
-                            if self.seen.contains(id) || ids.contains(&id) {
+                            let earlier = message.content[..i]
+                                .iter()
+                                .any(|b| matches!(b, Block::ToolUse { id: o, .. } if o == id));
+                            if self.seen.contains(id) || earlier {
                                 return Err(format!("{at}: duplicate tool_use id {id}"));
                             }
-                            ids.push(id);
                         }
                         Block::Text { .. } => {}
                     }
                 }
             }
             Role::User => {
-                let mut answered: Vec<&Arc<str>> = Vec::new();
+                let answers = |id: &Arc<str>, blocks: &[Block]| {
+                    blocks.iter().any(
+                        |b| matches!(b, Block::ToolResult { tool_use_id, .. } if tool_use_id == id),
+                    )
+                };
                 let mut text_seen = false;
-                for block in &message.content {
+                for (i, block) in message.content.iter().enumerate() {
                     match block {
                         Block::ToolResult { tool_use_id, .. } => {
                             if text_seen {
@@ -166,15 +196,14 @@ impl Pairing {
                                     "{at}: tool_result {tool_use_id} after text (results come first)"
                                 ));
                             }
-                            if !self.open.contains(tool_use_id) {
+                            if !is_open(tool_use_id) {
                                 return Err(format!(
                                     "{at}: tool_result {tool_use_id} has no tool_use in the previous assistant message"
                                 ));
                             }
-                            if answered.contains(&tool_use_id) {
+                            if answers(tool_use_id, &message.content[..i]) {
                                 return Err(format!("{at}: tool_use {tool_use_id} answered twice"));
                             }
-                            answered.push(tool_use_id);
                         }
                         Block::ToolUse { id, .. } => {
                             return Err(format!("{at}: a user message holds tool_use {id}"));
@@ -182,7 +211,11 @@ impl Pairing {
                         Block::Text { .. } => text_seen = true,
                     }
                 }
-                if let Some(missing) = self.open.iter().find(|id| !answered.contains(id)) {
+                let missing = open.iter().find_map(|b| match b {
+                    Block::ToolUse { id, .. } if !answers(id, &message.content) => Some(id),
+                    _ => None,
+                });
+                if let Some(missing) = missing {
                     return Err(format!(
                         "{at}: tool_use {missing} has no tool_result in the next user message"
                     ));
@@ -206,10 +239,10 @@ struct Delivery {
 #[derive(Clone, Debug, Default)]
 pub struct Observer {
     stacks: BTreeMap<Arc<str>, Vec<FrameInfo>>,
-    pairing: HashMap<Uuid, Pairing>,
-    llm_calls: HashMap<Uuid, u32>,
+    pairing: FxHashMap<Uuid, Pairing>,
+    llm_calls: FxHashMap<Uuid, u32>,
     deliveries: Vec<Delivery>,
-    delivered: HashSet<(Uuid, Arc<str>)>,
+    delivered: FxHashSet<(Uuid, Arc<str>)>,
     pushed: Vec<(Arc<str>, Uuid)>,
     touched: Vec<Arc<str>>,
 }

@@ -49,6 +49,7 @@
 //! - [`turn`]: `execute_turn`, the agent core loop as a resumable state machine.
 //! - [`runtime`]: the sans-IO runtime: inputs, effects, events, the orchestration loop.
 //! - [`ids`]: seeded id source.
+//! - [`hash`]: the fast fixed hasher for lookup-only sets.
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, mock model and tools.
 //! - [`invariants`]: the observer that checks the named invariants after every step.
 //! - [`scenario`]: scenario files: format, loading with located errors, running, expectations.
@@ -57,6 +58,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod hash;
 pub mod ids;
 pub mod invariants;
 pub mod llm;

@@ -33,6 +33,16 @@ enum Format {
     Json,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ObserverSetting {
+    /// Invariants checked after every step (what scenario runs do).
+    On,
+    /// No invariant checks.
+    Off,
+    /// Both, one after the other.
+    Both,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run one scenario and print its transcript; exit 1 if it fails, showing expected and actual.
@@ -76,6 +86,9 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Which observer settings to measure.
+        #[arg(long, value_enum, default_value_t = ObserverSetting::Both)]
+        observer: ObserverSetting,
     },
 }
 
@@ -105,7 +118,8 @@ fn main() -> ExitCode {
             workloads,
             seconds,
             json,
-        } => bench(workloads, seconds, json),
+            observer,
+        } => bench(workloads, seconds, json, observer),
         Command::Schema => {
             let schema = scenario::format::schema();
             println!(
@@ -252,7 +266,12 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-fn bench(mut workloads: Vec<Workload>, seconds: f64, json: bool) -> ExitCode {
+fn bench(
+    mut workloads: Vec<Workload>,
+    seconds: f64,
+    json: bool,
+    setting: ObserverSetting,
+) -> ExitCode {
     if workloads.is_empty() {
         workloads = Workload::ALL.to_vec();
     }
@@ -262,7 +281,12 @@ fn bench(mut workloads: Vec<Workload>, seconds: f64, json: bool) -> ExitCode {
     }
     let mut rows = Vec::new();
     for workload in workloads {
-        for observer in [true, false] {
+        let settings: &[bool] = match setting {
+            ObserverSetting::On => &[true],
+            ObserverSetting::Off => &[false],
+            ObserverSetting::Both => &[true, false],
+        };
+        for &observer in settings {
             let prepared = workload.prepare(observer);
             reset_peak_rss();
             // Runs are timed in batches of fresh copies made outside the timer, so neither the

@@ -48,6 +48,9 @@ pub struct RuntimeConfig {
     pub cancel_words: Vec<String>,
     /// Record [`Event`]s for observers and transcripts.
     pub record_events: bool,
+    /// Also record the events only a transcript reads (reply contents, tool calls, stream events,
+    /// the response's tool-call history). Observers need only the lean ones.
+    pub detailed_events: bool,
     /// Seed of the id source.
     pub seed: u64,
 }
@@ -58,6 +61,7 @@ impl Default for RuntimeConfig {
             tools: BTreeMap::new(),
             cancel_words: DEFAULT_CANCEL_WORDS.iter().map(|w| w.to_string()).collect(),
             record_events: true,
+            detailed_events: true,
             seed: 0,
         }
     }
@@ -600,7 +604,7 @@ impl Runtime {
         if let (Some(text), true) = (delta, frame.agent.stream) {
             let frame_name = frame.agent.frame_name.clone();
             let event = StreamEvent::TextDelta { text };
-            if record {
+            if record && self.config.detailed_events {
                 self.events.push(Event::Stream {
                     key: key.clone(),
                     frame: frame_name,
@@ -857,9 +861,14 @@ impl Runtime {
     fn finish_main(&mut self, slot: usize, reason: PopReason, text: Arc<str>) {
         let main = self.pop(slot, reason);
         if self.config.record_events {
+            let tool_calls = if self.config.detailed_events {
+                tool_calls_since(&main.session, main.turn_start)
+            } else {
+                Vec::new()
+            };
             let response = AgentResponse {
                 text,
-                tool_calls: tool_calls_since(&main.session, main.turn_start),
+                tool_calls,
                 iterations: main.iteration,
             };
             let key = self.stacks.entry(slot).key.clone();

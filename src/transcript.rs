@@ -11,11 +11,13 @@
 //!   message instead of starting a new one;
 //! - inside a user message, `tool_result` blocks come before text blocks.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::hash::FxHashSet;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,7 +165,7 @@ pub struct Session {
     /// Every `tool_use` id of the session, for the duplicate check; derived from `messages`, never
     /// iterated into output.
     #[serde(skip)]
-    tool_use_ids: HashSet<Arc<str>>,
+    tool_use_ids: FxHashSet<Arc<str>>,
 }
 
 /// A `Session` could not be read back from JSON.

@@ -123,10 +123,17 @@ impl TurnCx<'_> {
         }
     }
 
+    /// Records an event that only a transcript reads.
+    fn detail(&mut self, event: impl FnOnce() -> Event) {
+        if self.config.record_events && self.config.detailed_events {
+            self.events.push(event());
+        }
+    }
+
     fn stream(&mut self, frame: &StackFrame, event: impl FnOnce() -> StreamEvent) {
         if frame.agent.stream {
             let event = event();
-            self.record(|| Event::Stream {
+            self.detail(|| Event::Stream {
                 key: self.key.clone(),
                 frame: frame.agent.frame_name.clone(),
                 event: event.clone(),
@@ -357,7 +364,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
         return None;
     };
     let (id, name, input) = (next.id.clone(), next.name.clone(), next.input.clone());
-    cx.record(|| Event::ToolCall {
+    cx.detail(|| Event::ToolCall {
         key: cx.key.clone(),
         frame: frame.agent.frame_name.clone(),
         frame_id: frame.frame_id,
@@ -509,7 +516,7 @@ fn start_batch(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
         }
         if i > 0 {
             // The first was recorded by the caller.
-            cx.record(|| Event::ToolCall {
+            cx.detail(|| Event::ToolCall {
                 key: cx.key.clone(),
                 frame: frame.agent.frame_name.clone(),
                 frame_id: frame.frame_id,
@@ -614,7 +621,7 @@ fn on_reply(
         .retain(|b| !matches!(b, Block::Text { text } if text.is_empty()));
     frame.usage += reply.usage;
     *cx.usage += reply.usage;
-    cx.record(|| Event::LlmReply {
+    cx.detail(|| Event::LlmReply {
         key: cx.key.clone(),
         frame: frame.agent.frame_name.clone(),
         frame_id: frame.frame_id,

@@ -106,9 +106,16 @@ impl MockLlm {
 
     /// The next reply for `agent`.
     pub fn next(&mut self, agent: &str) -> Result<Answer<'_>, Exhausted> {
-        let used = self.cursor.entry(agent.to_owned()).or_insert(0);
-        *used += 1;
-        let call = *used;
+        let call = match self.cursor.get_mut(agent) {
+            Some(used) => {
+                *used += 1;
+                *used
+            }
+            None => {
+                self.cursor.insert(agent.to_owned(), 1);
+                1
+            }
+        };
         let reply = self
             .scripts
             .get(agent)
@@ -125,7 +132,7 @@ impl MockLlm {
                     Some(id) => id.clone(),
                     None => {
                         self.next_id += 1;
-                        format!("toolu_{:02}", self.next_id).into()
+                        tool_use_id(self.next_id)
                     }
                 };
                 Block::ToolUse {
@@ -159,5 +166,39 @@ impl MockLlm {
             .map(|(a, s)| (a.as_str(), s.len().saturating_sub(self.calls(a))))
             .filter(|(_, n)| *n > 0)
             .collect()
+    }
+}
+
+/// `toolu_01`, `toolu_02`, ... `toolu_100`: at least two digits. Written by hand because
+/// `format!` was a visible share of a turn's cost.
+fn tool_use_id(n: u64) -> Arc<str> {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if digits.len() - i < 2 {
+        i -= 1;
+        digits[i] = b'0';
+    }
+    let mut s = String::with_capacity(6 + digits.len() - i);
+    s.push_str("toolu_");
+    s.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
+    s.into()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tool_use_ids_have_at_least_two_digits() {
+        assert_eq!(&*super::tool_use_id(1), "toolu_01");
+        assert_eq!(&*super::tool_use_id(42), "toolu_42");
+        assert_eq!(&*super::tool_use_id(100), "toolu_100");
     }
 }

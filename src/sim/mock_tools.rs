@@ -69,9 +69,16 @@ impl MockTools {
         tool: &str,
         input: &serde_json::Value,
     ) -> Result<ToolStep, ToolExhausted> {
-        let n = self.calls.entry(tool.to_owned()).or_insert(0);
-        *n += 1;
-        let call = *n;
+        let call = match self.calls.get_mut(tool) {
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                self.calls.insert(tool.to_owned(), 1);
+                1
+            }
+        };
         match self.scripts.get(tool) {
             None => Ok(ToolStep {
                 behavior: ToolBehavior::Result {

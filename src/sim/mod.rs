@@ -234,6 +234,7 @@ impl SimBuilder {
         let mut config = self.config;
         config.seed = self.seed;
         config.record_events = self.observe || self.record;
+        config.detailed_events = self.record;
         Sim {
             rt: Runtime::new(Arc::new(self.catalog), config),
             clock: Clock::default(),
