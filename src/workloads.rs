@@ -241,3 +241,20 @@ impl Prepared {
         Ok(sim.llm_calls() - before)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_workload_makes_its_stated_turns_and_keeps_every_invariant() {
+        for workload in Workload::ALL {
+            let prepared = workload.prepare(true);
+            let mut sim = prepared.fresh();
+            let turns = prepared.run(&mut sim).expect("the workload runs cleanly");
+            assert_eq!(turns, prepared.turns(), "{}", workload.name());
+            assert!(sim.runtime().is_idle());
+            assert_eq!(Workload::parse(workload.name()), Some(workload));
+        }
+    }
+}
