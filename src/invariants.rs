@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::agent::AgentKind;
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::runtime::{Event, FrameInfo, Runtime};
+use crate::runtime::{Event, FrameInfo, PopReason, Runtime};
 use crate::transcript::{Block, Message, Role};
 
 /// Names of the invariants, as printed when one breaks.
@@ -32,9 +32,11 @@ pub mod names {
     pub const ROUTING: &str = "routing";
     /// After the main agent answers, or after an unwind, no frame of that session remains.
     pub const CLEANUP: &str = "cleanup";
+    /// No user-facing or display-only string enters a conversation as model-visible content.
+    pub const NO_DISPLAY_LEAK: &str = "no-display-leak";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 7] = [
+    pub const ALL: [&str; 8] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -42,6 +44,7 @@ pub mod names {
         SINGLE_DELIVERY,
         ROUTING,
         CLEANUP,
+        NO_DISPLAY_LEAK,
     ];
 }
 
@@ -220,6 +223,22 @@ impl Pairing {
                         "{at}: tool_use {missing} has no tool_result in the next user message"
                     ));
                 }
+                // Results come in the order of the reply's tool uses (architecture invariant 4).
+                let mut expected = open.iter().filter_map(|b| match b {
+                    Block::ToolUse { id, .. } => Some(id),
+                    _ => None,
+                });
+                for block in &message.content {
+                    if let Block::ToolResult { tool_use_id, .. } = block {
+                        if let Some(want) = expected.next() {
+                            if want != tool_use_id {
+                                return Err(format!(
+                                    "{at}: tool_result {tool_use_id} comes where the result of {want} belongs (results must follow the reply's order)"
+                                ));
+                            }
+                        }
+                    }
+                }
             }
         }
         Ok(())
@@ -314,7 +333,9 @@ impl Observer {
                 }
                 self.pushed.push((key.clone(), frame.frame_id));
             }
-            Event::Pop { key, frame, .. } => {
+            Event::Pop {
+                key, frame, reason, ..
+            } => {
                 self.touch(key);
                 let model = self.model(key);
                 match model.last() {
@@ -335,6 +356,12 @@ impl Observer {
                 model.pop();
                 let parent = model.last().cloned();
                 self.llm_calls.remove(&frame.frame_id);
+                if frame.kind == AgentKind::Main && *reason == PopReason::Completed {
+                    return Err(violation(
+                        SINGLE_DELIVERY,
+                        "the main frame completed: there is no parent to deliver its result to",
+                    ));
+                }
                 match (frame.kind, parent) {
                     (AgentKind::Main, Some(p)) => {
                         return Err(violation(
@@ -365,8 +392,17 @@ impl Observer {
                 frame,
                 session_id,
                 tool_use_id,
+                content,
                 ..
             } => {
+                if let Some(display) = crate::messages::display_only(content) {
+                    return Err(violation(
+                        NO_DISPLAY_LEAK,
+                        format!(
+                            "the display-only string {display:?} entered {frame}'s session {session_id} as the result of {tool_use_id}"
+                        ),
+                    ));
+                }
                 for d in &mut self.deliveries {
                     if d.child.parent_tool_use_id.as_ref() == Some(tool_use_id) {
                         if d.parent_session != *session_id {
@@ -793,6 +829,13 @@ mod tests {
         assert!(check(&s.messages)
             .unwrap_err()
             .contains("duplicate tool_use id a"));
+        // Results out of the reply's order.
+        let mut s = session();
+        s.add_tool_result("b", "2", false);
+        s.add_tool_result("a", "1", false);
+        assert!(check(&s.messages)
+            .unwrap_err()
+            .contains("must follow the reply's order"));
         // An empty assistant message.
         let empty = Message {
             role: Role::Assistant,

@@ -48,6 +48,7 @@
 //! - [`stack`]: frames, the stack, the per-key stack manager, `TurnAction` / `TurnResult`.
 //! - [`turn`]: `execute_turn`, the agent core loop as a resumable state machine.
 //! - [`runtime`]: the sans-IO runtime: inputs, effects, events, the orchestration loop.
+//! - [`planted`]: realistic stack bugs the runtime can be configured to have (for the explorer's tests).
 //! - [`ids`]: seeded id source.
 //! - [`hash`]: the fast fixed hasher for lookup-only sets.
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, mock model and tools.
@@ -63,6 +64,7 @@ pub mod ids;
 pub mod invariants;
 pub mod llm;
 pub mod messages;
+pub mod planted;
 pub mod render;
 pub mod runtime;
 pub mod scenario;

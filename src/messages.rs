@@ -75,3 +75,17 @@ pub fn not_found_available<'a>(
     let list: Vec<&str> = available.collect();
     format!("{what} '{name}' not found. Available: {}", list.join(", "))
 }
+
+/// The display-only sentinel of seed 004's runtime.
+pub const INTERRUPTED_SENTINEL: &str = "Interrupted. Tell Ally what to do instead.";
+
+/// If `content` is (or, for seed 004's sentinel, contains) a display-only string, that string.
+/// The `no-display-leak` invariant calls this on every `tool_result` the runtime writes.
+pub fn display_only(content: &str) -> Option<&'static str> {
+    if content.contains(INTERRUPTED_SENTINEL) {
+        return Some(INTERRUPTED_SENTINEL);
+    }
+    [USER_MAX_STEPS, USER_CANCELLED]
+        .into_iter()
+        .find(|d| content == *d)
+}

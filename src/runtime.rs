@@ -23,6 +23,7 @@ use crate::agent::{AgentDef, AgentKind, AgentResponse, Catalog, ToolCallRecord};
 use crate::ids::IdSource;
 use crate::llm::{Chunk, LlmError, LlmErrorKind, LlmReply, LlmRequest, Usage};
 use crate::messages;
+use crate::planted::PlantedBug;
 use crate::stack::{AgentStackManager, CallId, Phase, StackFrame, TurnAction};
 use crate::tools::{ToolError, ToolOutput};
 use crate::transcript::{Block, Session};
@@ -53,6 +54,16 @@ pub struct RuntimeConfig {
     pub detailed_events: bool,
     /// Seed of the id source.
     pub seed: u64,
+    /// A planted bug to exhibit (none in normal use; see [`crate::planted`]).
+    pub planted: Option<PlantedBug>,
+}
+
+impl RuntimeConfig {
+    /// Whether the runtime was told to exhibit `bug`.
+    #[inline]
+    pub fn has_bug(&self, bug: PlantedBug) -> bool {
+        self.planted == Some(bug)
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -63,6 +74,7 @@ impl Default for RuntimeConfig {
             record_events: true,
             detailed_events: true,
             seed: 0,
+            planted: None,
         }
     }
 }
@@ -680,10 +692,25 @@ impl Runtime {
                 parent_tool_use_id: None,
                 usage: Usage::default(),
                 phase: Phase::AwaitUser,
+                resumed_from_child: false,
             };
             self.push(slot, frame);
         }
         let entry = self.stacks.entry_mut(slot);
+        if self.config.has_bug(PlantedBug::RouteBelowTop) && entry.stack.depth() >= 2 {
+            let below = entry.stack.depth() - 2;
+            let frame = &mut entry.stack.frames_mut()[below];
+            frame.session.add_user_message(text.clone());
+            if record {
+                self.events.push(Event::UserMessage {
+                    key: entry.key.clone(),
+                    frame: frame.agent.frame_name.clone(),
+                    frame_id: frame.frame_id,
+                    text,
+                });
+            }
+            return;
+        }
         let top = entry.stack.top().expect("a frame was just ensured");
         if record {
             self.events.push(Event::UserMessage {
@@ -810,14 +837,24 @@ impl Runtime {
                     TurnInput::Start
                 }
                 TurnAction::Complete => {
-                    // `complete` is never dispatched for the main frame, so there is a parent.
+                    // `complete` is never dispatched for the main frame, so there is a parent
+                    // (unless the main-complete-accepted bug is planted).
                     let child = self.pop(slot, PopReason::Completed);
-                    TurnInput::ChildResult {
-                        tool_use_id: child
-                            .parent_tool_use_id
-                            .expect("a child frame names its parent's tool_use"),
-                        content: result.text,
-                        is_error: false,
+                    let Some(tool_use_id) = child.parent_tool_use_id else {
+                        self.stacks.entry_mut(slot).stack.clear();
+                        return;
+                    };
+                    if self.config.has_bug(PlantedBug::DropCascadeResult) {
+                        TurnInput::Start
+                    } else {
+                        if self.config.has_bug(PlantedBug::DoubleDelivery) {
+                            self.deliver_extra(slot, &tool_use_id, &result.text);
+                        }
+                        TurnInput::ChildResult {
+                            tool_use_id,
+                            content: result.text,
+                            is_error: false,
+                        }
                     }
                 }
                 TurnAction::MaxIterations if is_main => {
@@ -838,9 +875,14 @@ impl Runtime {
                 }
                 TurnAction::MaxIterations => {
                     let child = self.pop(slot, PopReason::MaxIterations);
+                    let content = if self.config.has_bug(PlantedBug::DisplayLeak) {
+                        messages::USER_MAX_STEPS
+                    } else {
+                        messages::CHILD_MAX_ITERATIONS
+                    };
                     TurnInput::ChildResult {
                         tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
-                        content: messages::CHILD_MAX_ITERATIONS.into(),
+                        content: content.into(),
                         is_error: true,
                     }
                 }
@@ -854,6 +896,29 @@ impl Runtime {
                 }
             };
         }
+    }
+
+    /// The double-delivery bug: a second copy of a child's result in the parent's session.
+    fn deliver_extra(&mut self, slot: usize, tool_use_id: &Arc<str>, content: &Arc<str>) {
+        let record = self.config.record_events;
+        let entry = self.stacks.entry_mut(slot);
+        let Some(parent) = entry.stack.top_mut() else {
+            return;
+        };
+        if record {
+            self.events.push(Event::ToolResult {
+                key: entry.key.clone(),
+                frame: parent.agent.frame_name.clone(),
+                frame_id: parent.frame_id,
+                session_id: parent.agent_session_id,
+                tool_use_id: tool_use_id.clone(),
+                content: content.clone(),
+                is_error: false,
+            });
+        }
+        parent
+            .session
+            .add_tool_result(tool_use_id.clone(), content.clone(), false);
     }
 
     /// Pops the main frame after it answered (or failed), keeps its session for the next turn and
@@ -883,7 +948,8 @@ impl Runtime {
     /// stack is cleared, queued messages are dropped and the user gets "Cancelled.".
     fn unwind(&mut self, slot: usize) {
         let frames = self.stacks.entry(slot).stack.depth();
-        while !self.stacks.entry(slot).stack.is_empty() {
+        let keep = usize::from(self.config.has_bug(PlantedBug::CancelLeavesFrame));
+        while self.stacks.entry(slot).stack.depth() > keep {
             {
                 let Runtime {
                     stacks,

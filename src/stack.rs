@@ -102,6 +102,9 @@ pub struct StackFrame {
     pub phase: Phase,
     /// Index in `session.messages` where the current user turn began (for [`crate::agent::AgentResponse`]).
     pub turn_start: usize,
+    /// The frame resumes after a child's result (only the skip-unresolved-after-child planted bug
+    /// reads it).
+    pub resumed_from_child: bool,
 }
 
 impl StackFrame {

@@ -17,6 +17,7 @@ use crate::agent::{AgentKind, Catalog};
 use crate::ids::IdSource;
 use crate::llm::{LlmError, LlmReply, Usage};
 use crate::messages;
+use crate::planted::PlantedBug;
 use crate::runtime::{Effect, Event, FrameInfo, RuntimeConfig};
 use crate::stack::{BatchItem, CallId, Phase, StackFrame, TurnAction, TurnResult};
 use crate::tools::{builtin, complete_result, SpawnRequest, Tool, ToolContext, ToolOutcome};
@@ -210,7 +211,9 @@ enum Dispatch {
 
 fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch {
     match name {
-        builtin::COMPLETE if frame.is_main() => {
+        builtin::COMPLETE
+            if frame.is_main() && !config.has_bug(PlantedBug::MainCompleteAccepted) =>
+        {
             Dispatch::Refused(messages::tool_not_available(name))
         }
         builtin::COMPLETE => Dispatch::Complete,
@@ -241,6 +244,7 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
         usage: Usage::default(),
         phase: Phase::Loop,
         turn_start: 0,
+        resumed_from_child: false,
     }
 }
 
@@ -283,6 +287,7 @@ pub fn execute_turn(
         } => {
             cx.add_result(frame, tool_use_id, content, is_error);
             frame.phase = Phase::Loop;
+            frame.resumed_from_child = true;
         }
         TurnInput::LlmReply(reply) => return on_reply(frame, reply, false, cx),
         TurnInput::LlmStreamEnd(reply) => return on_reply(frame, reply, true, cx),
@@ -316,12 +321,20 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
     loop {
         match frame.phase {
             Phase::Loop => {
-                if frame.iteration >= frame.max_iterations {
+                let limit = if cx.config.has_bug(PlantedBug::IterationOffByOne) {
+                    frame.max_iterations + 1
+                } else {
+                    frame.max_iterations
+                };
+                if frame.iteration >= limit {
                     cx.resolve_all(frame, messages::SKIPPED_AFTER_LIMIT);
                     return Some(TurnResult::new(TurnAction::MaxIterations, ""));
                 }
                 frame.iteration += 1;
-                if frame.session.next_unresolved_tool_use().is_some() {
+                let skip = cx.config.has_bug(PlantedBug::SkipUnresolvedAfterChild)
+                    && frame.resumed_from_child;
+                frame.resumed_from_child = false;
+                if !skip && frame.session.next_unresolved_tool_use().is_some() {
                     frame.phase = Phase::RunTools;
                     continue;
                 }
@@ -567,6 +580,18 @@ fn on_tool_outcome(
                             cx.effects.push_back(Effect::CancelTimer { timer });
                         }
                     }
+                    if cx.config.has_bug(PlantedBug::CompletionOrderResults) {
+                        cx.finish_tool(
+                            frame,
+                            item.tool_use_id.clone(),
+                            item.name.clone(),
+                            content.clone(),
+                            is_error,
+                        );
+                        item.output = Some(("".into(), false));
+                        item.tool_use_id = "".into();
+                        continue;
+                    }
                     item.output = Some((content.clone(), is_error));
                 }
             }
@@ -578,6 +603,9 @@ fn on_tool_outcome(
             // finished in.
             for item in batch {
                 let (content, is_error) = item.output.expect("checked above");
+                if item.tool_use_id.is_empty() {
+                    continue; // Already appended by the completion-order bug.
+                }
                 cx.finish_tool(frame, item.tool_use_id, item.name, content, is_error);
             }
             frame.phase = Phase::RunTools;
@@ -631,6 +659,9 @@ fn on_reply(
     if reply.content.is_empty() {
         // An empty reply sends nothing; it is not added to the session either, since the APIs
         // reject an empty assistant message.
+        if cx.config.has_bug(PlantedBug::EmptyReplyRecorded) {
+            frame.session.add_assistant_message(Vec::new());
+        }
         frame.phase = Phase::AwaitUser;
         return Some(TurnResult::new(TurnAction::SendText, ""));
     }

@@ -11,7 +11,7 @@ use std::fmt;
 
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
@@ -75,6 +75,12 @@ impl<'de> Deserialize<'de> for Millis {
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Millis {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
     }
 }
 
@@ -278,7 +284,7 @@ pub struct ReplySpec {
 }
 
 /// Token usage of a scripted reply.
-#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UsageSpec {
     /// Prompt tokens.
@@ -579,7 +585,7 @@ impl JsonSchema for ToolDef {
     }
 }
 
-/// One step: exactly one of `user`, `expect`, `advance`.
+/// One step: exactly one of `user`, `expect`, `advance`, `run`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepSpec {
@@ -598,88 +604,92 @@ pub struct StepSpec {
     /// Let virtual time pass, running whatever comes due.
     #[serde(default)]
     pub advance: Option<Millis>,
+    /// Take exactly this many simulator steps (fewer if nothing is scheduled): places a later
+    /// `user` step between two given steps. Shrunk regression files use it.
+    #[serde(default)]
+    pub run: Option<u64>,
 }
 
 /// What must hold at an `expect` step. Every key is optional; each one given is checked.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectSpec {
     /// Session key (default `default`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// Texts sent to the user since the previous `expect`, in order.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent: Option<Vec<String>>,
     /// Stack depth now.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<usize>,
     /// Frame on top now (`main`, `skill:<name>`, `agent:<name>`, or `none`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top: Option<String>,
     /// The whole stack now, bottom first.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<Vec<String>>,
     /// The last `tool_result` an agent's session received since the previous `expect`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_result: Option<ToolResultExpect>,
     /// Every `tool_result` of the conversation since the previous `expect`, in order; each entry
     /// checks the keys it gives (`agent` included).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_results: Option<Vec<ToolResultExpect>>,
     /// Iterations of frames by name (the live frame, or the last one that ended).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iterations: Option<BTreeMap<String, u32>>,
     /// Model calls made so far, by agent script name.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_calls: Option<BTreeMap<String, usize>>,
     /// The main agent's last response since the previous `expect`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<ResponseExpect>,
     /// Stream events since the previous `expect`: `text: <delta>`, `tool_start: <name>`,
     /// `tool_finish: <name>` or `tool_error: <name>`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<Vec<String>>,
     /// Whether every conversation waits for the user.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<bool>,
     /// Virtual time now.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<Millis>,
     /// Token usage of the conversation so far.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageSpec>,
 }
 
 /// Expected `tool_result`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolResultExpect {
     /// Frame name whose session received it (default `main`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// Exact content.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// A substring of the content.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contains: Option<String>,
     /// Whether it is an error.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
 }
 
 /// Expected `AgentResponse`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResponseExpect {
     /// The text.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     /// Iterations used.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u32>,
     /// Names of the tool calls, in order.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<String>>,
 }
 

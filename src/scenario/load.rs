@@ -482,11 +482,16 @@ impl Builder<'_> {
     }
 
     fn step(&self, s: StepSpec, at: Location) -> Result<Step, ScenarioError> {
-        let actions = [s.user.is_some(), s.expect.is_some(), s.advance.is_some()];
+        let actions = [
+            s.user.is_some(),
+            s.expect.is_some(),
+            s.advance.is_some(),
+            s.run.is_some(),
+        ];
         if actions.iter().filter(|a| **a).count() != 1 {
             return Err(self.error(
                 at,
-                "a step has exactly one of `user`, `expect` or `advance`",
+                "a step has exactly one of `user`, `expect`, `advance` or `run`",
             ));
         }
         if s.user.is_none() && (s.key.is_some() || s.wait.is_some()) {
@@ -506,6 +511,8 @@ impl Builder<'_> {
             }
         } else if let Some(ms) = s.advance {
             StepKind::Advance(ms.0)
+        } else if let Some(n) = s.run {
+            StepKind::Run(n)
         } else {
             StepKind::Expect(Box::new(s.expect.expect("counted above")))
         };

@@ -6,6 +6,7 @@ pub mod expect;
 pub mod format;
 pub mod load;
 pub mod run;
+pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,6 +75,8 @@ pub enum StepKind {
     },
     /// Let time pass.
     Advance(u64),
+    /// Take this many simulator steps.
+    Run(u64),
     /// Check expectations.
     Expect(Box<format::ExpectSpec>),
 }

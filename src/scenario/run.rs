@@ -147,6 +147,7 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
                     .and_then(|()| if *wait { sim.run_until_idle() } else { Ok(()) })
             }
             StepKind::Advance(ms) => sim.advance(*ms),
+            StepKind::Run(n) => sim.run_steps(*n),
             StepKind::Expect(e) => {
                 let mismatches = check(e, &sim, &sim.records()[window..]);
                 window = sim.records().len();

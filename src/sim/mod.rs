@@ -379,6 +379,16 @@ impl Sim {
         Ok(())
     }
 
+    /// Takes up to `n` steps (stops early when nothing is scheduled).
+    pub fn run_steps(&mut self, n: u64) -> Result<(), RunError> {
+        for _ in 0..n {
+            if !self.step()? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Steps through everything due in the next `ms` milliseconds, then moves the clock to the end.
     pub fn advance(&mut self, ms: u64) -> Result<(), RunError> {
         let until = self.clock.now().saturating_add(ms);

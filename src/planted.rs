@@ -1,0 +1,99 @@
+//! Planted bugs: realistic stack bugs the runtime can be configured to have, so that tests can show
+//! the harness finds and shrinks them. They are configuration, never compiled in by a feature flag
+//! scattered through the core: each is checked at exactly one place through
+//! [`crate::runtime::RuntimeConfig::has_bug`], and the default configuration has none.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A bug the runtime can be told to have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PlantedBug {
+    /// A child completes but its result never reaches the parent's session.
+    DropCascadeResult,
+    /// A child's result is appended to the parent's session twice.
+    DoubleDelivery,
+    /// The iteration limit allows one model call too many.
+    IterationOffByOne,
+    /// A user message goes to the frame below the top.
+    RouteBelowTop,
+    /// After a child completes, the parent calls the model without running its remaining tool uses.
+    SkipUnresolvedAfterChild,
+    /// The main agent's `complete` is accepted: main pops as if it were a child.
+    MainCompleteAccepted,
+    /// A child at its limit hands the user-facing "Agent reached maximum steps." to its parent.
+    DisplayLeak,
+    /// A cancel unwinds every frame but the main one.
+    CancelLeavesFrame,
+    /// Parallel tool results are appended in completion order instead of reply order.
+    CompletionOrderResults,
+    /// An empty model reply is added to the session as an empty assistant message.
+    EmptyReplyRecorded,
+}
+
+impl PlantedBug {
+    /// Every planted bug.
+    pub const ALL: [PlantedBug; 10] = [
+        PlantedBug::DropCascadeResult,
+        PlantedBug::DoubleDelivery,
+        PlantedBug::IterationOffByOne,
+        PlantedBug::RouteBelowTop,
+        PlantedBug::SkipUnresolvedAfterChild,
+        PlantedBug::MainCompleteAccepted,
+        PlantedBug::DisplayLeak,
+        PlantedBug::CancelLeavesFrame,
+        PlantedBug::CompletionOrderResults,
+        PlantedBug::EmptyReplyRecorded,
+    ];
+
+    /// The kebab-case name used on the command line and in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlantedBug::DropCascadeResult => "drop-cascade-result",
+            PlantedBug::DoubleDelivery => "double-delivery",
+            PlantedBug::IterationOffByOne => "iteration-off-by-one",
+            PlantedBug::RouteBelowTop => "route-below-top",
+            PlantedBug::SkipUnresolvedAfterChild => "skip-unresolved-after-child",
+            PlantedBug::MainCompleteAccepted => "main-complete-accepted",
+            PlantedBug::DisplayLeak => "display-leak",
+            PlantedBug::CancelLeavesFrame => "cancel-leaves-frame",
+            PlantedBug::CompletionOrderResults => "completion-order-results",
+            PlantedBug::EmptyReplyRecorded => "empty-reply-recorded",
+        }
+    }
+
+    /// The invariant that catches it.
+    pub fn caught_by(self) -> &'static str {
+        use crate::invariants::names::*;
+        match self {
+            PlantedBug::DropCascadeResult | PlantedBug::DoubleDelivery => SINGLE_DELIVERY,
+            PlantedBug::IterationOffByOne => ITERATION_BOUND,
+            PlantedBug::RouteBelowTop => ROUTING,
+            PlantedBug::SkipUnresolvedAfterChild
+            | PlantedBug::CompletionOrderResults
+            | PlantedBug::EmptyReplyRecorded => TOOL_PAIRING,
+            PlantedBug::MainCompleteAccepted => SINGLE_DELIVERY,
+            PlantedBug::DisplayLeak => NO_DISPLAY_LEAK,
+            PlantedBug::CancelLeavesFrame => CLEANUP,
+        }
+    }
+}
+
+impl fmt::Display for PlantedBug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PlantedBug {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PlantedBug, String> {
+        PlantedBug::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = PlantedBug::ALL.iter().map(|b| b.name()).collect();
+                format!("unknown planted bug `{s}` (known: {})", names.join(", "))
+            })
+    }
+}

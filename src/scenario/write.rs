@@ -1,0 +1,344 @@
+//! Writing a [`Scenario`] back as a scenario file: how a shrunk failure becomes a regression file.
+//!
+//! Strings are written as JSON-quoted scalars and structured values as JSON flow collections, both
+//! valid YAML, so no text can break the file; the result loads back into an equivalent scenario
+//! (checked over the whole corpus by `written_scenarios_load_back_and_replay_identically`).
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Map, Value};
+
+use crate::agent::{AgentDef, AgentKind};
+use crate::llm::{LlmErrorKind, Usage};
+use crate::runtime::DEFAULT_CANCEL_WORDS;
+use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
+use crate::sim::Limits;
+
+use super::{Scenario, StepKind};
+
+fn q(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
+}
+
+fn flow(v: &Value) -> String {
+    serde_json::to_string(v).expect("JSON serialises")
+}
+
+fn kind_name(kind: LlmErrorKind) -> &'static str {
+    match kind {
+        LlmErrorKind::RateLimit => "rate_limit",
+        LlmErrorKind::Overloaded => "overloaded",
+        LlmErrorKind::Network => "network",
+        LlmErrorKind::Other => "other",
+    }
+}
+
+fn tool_use(id: &Option<std::sync::Arc<str>>, name: &str, input: &Value) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), json!(name));
+    m.insert("input".into(), input.clone());
+    if let Some(id) = id {
+        m.insert("id".into(), json!(&**id));
+    }
+    Value::Object(m)
+}
+
+fn usage(m: &mut Map<String, Value>, u: Usage) {
+    if !u.is_zero() {
+        m.insert(
+            "usage".into(),
+            json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}),
+        );
+    }
+}
+
+/// One scripted reply as a JSON value in the file format.
+pub fn reply_value(r: &ScriptedReply) -> Value {
+    let mut m = Map::new();
+    match &r.kind {
+        ReplyKind::Content(blocks) if blocks.is_empty() => {
+            m.insert("empty".into(), json!(true));
+        }
+        ReplyKind::Content(blocks) => {
+            let text: String = blocks
+                .iter()
+                .filter_map(|b| match b {
+                    ScriptBlock::Text(t) => Some(&**t),
+                    ScriptBlock::ToolUse { .. } => None,
+                })
+                .collect();
+            let uses: Vec<Value> = blocks
+                .iter()
+                .filter_map(|b| match b {
+                    ScriptBlock::ToolUse { id, name, input } => Some(tool_use(id, name, input)),
+                    ScriptBlock::Text(_) => None,
+                })
+                .collect();
+            if !text.is_empty() || uses.is_empty() {
+                m.insert("text".into(), json!(text));
+            }
+            if !uses.is_empty() {
+                m.insert("tool_use".into(), Value::Array(uses));
+            }
+        }
+        ReplyKind::Stream(chunks) => {
+            let list: Vec<Value> = chunks
+                .iter()
+                .map(|c| match &c.block {
+                    ScriptBlock::Text(t) => json!({"text": &**t, "after": c.after_ms}),
+                    ScriptBlock::ToolUse { id, name, input } => {
+                        json!({"tool_use": tool_use(id, name, input), "after": c.after_ms})
+                    }
+                })
+                .collect();
+            m.insert("chunks".into(), Value::Array(list));
+        }
+        ReplyKind::Error { kind, message } => {
+            m.insert(
+                "error".into(),
+                json!({"kind": kind_name(*kind), "message": &**message}),
+            );
+        }
+        ReplyKind::Stall => {
+            m.insert("stall".into(), json!(true));
+        }
+    }
+    if r.after_ms > 0 {
+        m.insert("after".into(), json!(r.after_ms));
+    }
+    usage(&mut m, r.usage);
+    Value::Object(m)
+}
+
+fn step_value(s: &ToolStep) -> Value {
+    let mut m = Map::new();
+    match &s.behavior {
+        ToolBehavior::Result { content, is_error } => {
+            m.insert("result".into(), json!(&**content));
+            if *is_error {
+                m.insert("is_error".into(), json!(true));
+            }
+        }
+        ToolBehavior::Fail(message) => {
+            m.insert("error".into(), json!(&**message));
+        }
+        ToolBehavior::Hang => {
+            m.insert("hang".into(), json!(true));
+        }
+    }
+    if s.after_ms > 0 {
+        m.insert("after".into(), json!(s.after_ms));
+    }
+    Value::Object(m)
+}
+
+/// A tool's script (and timeout) as a JSON value in the file format.
+pub fn tool_value(script: Option<&ToolScript>, timeout_ms: Option<u64>) -> Value {
+    let mut m = match script {
+        None => Map::new(),
+        Some(ToolScript::Fixed(step)) => match step_value(step) {
+            Value::Object(m) => m,
+            _ => unreachable!("step_value returns an object"),
+        },
+        Some(ToolScript::PerCall(steps)) => {
+            let mut m = Map::new();
+            m.insert(
+                "calls".into(),
+                Value::Array(steps.iter().map(step_value).collect()),
+            );
+            m
+        }
+    };
+    if let Some(t) = timeout_ms {
+        m.insert("timeout".into(), json!(t));
+    }
+    Value::Object(m)
+}
+
+fn agent_value(def: &AgentDef, passthrough: Option<Value>) -> Value {
+    let default = AgentDef::new(def.name.clone(), def.kind);
+    let mut m = Map::new();
+    match def.kind {
+        AgentKind::Main => {}
+        AgentKind::Skill => {
+            m.insert("kind".into(), json!("skill"));
+        }
+        AgentKind::Agent => {
+            m.insert("kind".into(), json!("agent"));
+        }
+    }
+    if !def.description.is_empty() {
+        m.insert("description".into(), json!(def.description));
+    }
+    if def.system_prompt != default.system_prompt {
+        m.insert("system".into(), json!(&*def.system_prompt));
+    }
+    if let Some(model) = &def.model {
+        m.insert("model".into(), json!(model));
+    }
+    if def.max_iterations != default.max_iterations {
+        m.insert("max_iterations".into(), json!(def.max_iterations));
+    }
+    if let Some(tools) = &def.tools {
+        m.insert("tools".into(), json!(tools));
+    }
+    if def.stream {
+        m.insert("stream".into(), json!(true));
+    }
+    if def.parallel_tools {
+        m.insert("parallel_tools".into(), json!(true));
+    }
+    if let Some(p) = passthrough {
+        m.insert("passthrough".into(), p);
+    }
+    Value::Object(m)
+}
+
+/// The scenario as a scenario file.
+pub fn to_yaml(s: &Scenario) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "name: {}", q(&s.name));
+    if let Some(d) = &s.description {
+        let _ = writeln!(out, "description: {}", q(d));
+    }
+    let _ = writeln!(out, "seed: {}", s.seed);
+    if let Some(v) = &s.expect_violation {
+        let _ = writeln!(out, "expect_violation: {v}");
+    }
+    let mut settings = Map::new();
+    let defaults: Vec<String> = DEFAULT_CANCEL_WORDS.iter().map(|w| w.to_string()).collect();
+    if s.config.cancel_words != defaults {
+        settings.insert("cancel_words".into(), json!(s.config.cancel_words));
+    }
+    let limits = Limits::default();
+    if s.limits.max_steps != limits.max_steps {
+        settings.insert("max_steps".into(), json!(s.limits.max_steps));
+    }
+    if s.limits.max_depth != limits.max_depth {
+        settings.insert("max_depth".into(), json!(s.limits.max_depth));
+    }
+    if s.limits.max_llm_calls != limits.max_llm_calls {
+        settings.insert("max_llm_calls".into(), json!(s.limits.max_llm_calls));
+    }
+    if !settings.is_empty() {
+        let _ = writeln!(out, "settings: {}", flow(&Value::Object(settings)));
+    }
+
+    out.push_str("agents:\n");
+    let _ = writeln!(out, "  main: {}", flow(&agent_value(&s.catalog.main, None)));
+    for def in s.catalog.skills.values().chain(s.catalog.agents.values()) {
+        let passthrough = def
+            .passthrough
+            .then(|| tool_value(s.tools.get(&*def.frame_name), None));
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            q(&def.name),
+            flow(&agent_value(def, passthrough))
+        );
+    }
+
+    if !s.scripts.is_empty() {
+        out.push_str("llm:\n");
+        for (agent, replies) in &s.scripts {
+            if replies.is_empty() {
+                let _ = writeln!(out, "  {}: []", q(agent));
+                continue;
+            }
+            let _ = writeln!(out, "  {}:", q(agent));
+            for r in replies {
+                let _ = writeln!(out, "    - {}", flow(&reply_value(r)));
+            }
+        }
+    }
+
+    if !s.config.tools.is_empty() {
+        out.push_str("tools:\n");
+        for (name, spec) in &s.config.tools {
+            let v = tool_value(s.tools.get(name), spec.timeout_ms);
+            let _ = writeln!(out, "  {}: {}", q(name), flow(&v));
+        }
+    }
+
+    out.push_str("steps:\n");
+    if s.steps.is_empty() {
+        // An empty list keeps the file loadable.
+        out.truncate(out.len() - 1);
+        out.push_str(" []\n");
+    }
+    for step in &s.steps {
+        let v = match &step.kind {
+            StepKind::User { key, text, wait } => {
+                let mut m = Map::new();
+                m.insert("user".into(), json!(text));
+                if key != super::DEFAULT_KEY {
+                    m.insert("key".into(), json!(key));
+                }
+                if !wait {
+                    m.insert("wait".into(), json!(false));
+                }
+                Value::Object(m)
+            }
+            StepKind::Advance(ms) => json!({ "advance": ms }),
+            StepKind::Run(n) => json!({ "run": n }),
+            StepKind::Expect(e) => {
+                json!({ "expect": serde_json::to_value(e).expect("expectations serialise") })
+            }
+        };
+        let _ = writeln!(out, "  - {}", flow(&v));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render;
+    use crate::scenario::{load, parse, run, RunOptions};
+    use std::path::Path;
+
+    fn corpus(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                corpus(&p, out);
+            } else if p.extension().is_some_and(|e| e == "yaml") {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn written_scenarios_load_back_and_replay_identically() {
+        let mut files = Vec::new();
+        corpus(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"),
+            &mut files,
+        );
+        assert!(files.len() > 30);
+        for file in files {
+            let original = load(&file).unwrap();
+            let yaml = to_yaml(&original);
+            let back = parse(&yaml, &file).unwrap_or_else(|e| {
+                panic!(
+                    "{}: the written file does not load: {e}\n{yaml}",
+                    file.display()
+                )
+            });
+            let a = run(&original, RunOptions::default());
+            let b = run(&back, RunOptions::default());
+            assert_eq!(
+                render::records_text(&a.records),
+                render::records_text(&b.records),
+                "{}: the written scenario replays differently\n{yaml}",
+                file.display()
+            );
+            assert_eq!(a.passed(), b.passed(), "{}", file.display());
+        }
+    }
+}
