@@ -54,11 +54,16 @@
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, mock model and tools.
 //! - [`invariants`]: the observer that checks the named invariants after every step.
 //! - [`scenario`]: scenario files: format, loading with located errors, running, expectations.
+//! - [`explore`]: many seeds with faults; a failing run materialized into a plain scenario.
+//! - [`generate`]: random scenarios from a seed, for property tests and exploration.
+//! - [`shrink`]: minimise a failing scenario while it still breaks the same invariant.
 //! - [`render`]: the transcript's text and JSON renderings.
 //! - [`workloads`]: the benchmark workloads shared by `cargo bench` and `agentsim bench`.
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod explore;
+pub mod generate;
 pub mod hash;
 pub mod ids;
 pub mod invariants;
@@ -68,6 +73,7 @@ pub mod planted;
 pub mod render;
 pub mod runtime;
 pub mod scenario;
+pub mod shrink;
 pub mod sim;
 pub mod stack;
 pub mod tools;

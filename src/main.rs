@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use agentsim::explore;
+use agentsim::generate::GenConfig;
 use agentsim::render;
 use agentsim::scenario::{self, RunOptions};
 use agentsim::workloads::Workload;
@@ -71,6 +73,44 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Find bugs nobody scripted: run a scenario (faults and timings varied per seed) or freshly
+    /// generated scenarios under many seeds, checking every invariant after every step.
+    ///
+    /// The first failure of each invariant is materialized into a plain scenario, shrunk while it
+    /// still breaks the same invariant, and written to --out (default scenarios/regressions/), where
+    /// the test suite runs it for good. Exit 1 if any invariant broke.
+    Explore {
+        /// The scenario to explore around (or use --generated).
+        #[arg(required_unless_present = "generated", conflicts_with = "generated")]
+        file: Option<PathBuf>,
+        /// Explore freshly generated scenarios, one per seed.
+        #[arg(long)]
+        generated: bool,
+        /// Number of runs (seeds SEED, SEED+1, ...).
+        #[arg(long, default_value_t = 1000)]
+        runs: u64,
+        /// First seed.
+        #[arg(long, env = "AGENTSIM_SEED", default_value_t = 0)]
+        seed: u64,
+        /// Parallel workers (default: the machine's cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Do not inject faults (vary only the seed).
+        #[arg(long)]
+        no_faults: bool,
+        /// Run the runtime with a planted bug, to see the harness find it.
+        #[arg(long, value_name = "NAME")]
+        bug: Option<agentsim::planted::PlantedBug>,
+        /// Where to write shrunk failures.
+        #[arg(long, default_value = "scenarios/regressions")]
+        out: PathBuf,
+        /// Report failures without shrinking or writing files.
+        #[arg(long)]
+        no_write: bool,
+        /// Candidate runs the shrinker may try per failure.
+        #[arg(long, default_value_t = 3000)]
+        shrink_budget: usize,
+    },
     /// Measure turn throughput of the benchmark workloads: turns/s, ns/turn and peak memory.
     ///
     /// w1 flat (8 tool calls then text), w2 nested (use_skill, 3 calls, complete), w3 deep (100
@@ -120,6 +160,40 @@ fn main() -> ExitCode {
             json,
             observer,
         } => bench(workloads, seconds, json, observer),
+        Command::Explore {
+            file,
+            generated,
+            runs,
+            seed,
+            jobs,
+            no_faults,
+            bug,
+            out,
+            no_write,
+            shrink_budget,
+        } => {
+            let source = if generated {
+                explore::Source::Generated(GenConfig::default())
+            } else {
+                let file = file.expect("clap requires FILE without --generated");
+                match scenario::load(&file) {
+                    Ok(s) => explore::Source::Scenario(Box::new(s)),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            };
+            let settings = explore::Settings {
+                faults: !no_faults,
+                planted: bug,
+            };
+            let jobs = jobs
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .max(1);
+            let write = (!no_write).then_some((out.as_path(), shrink_budget));
+            explore_cmd(&source, runs, seed, jobs, settings, write)
+        }
         Command::Schema => {
             let schema = scenario::format::schema();
             println!(
@@ -337,4 +411,162 @@ fn bench(
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     }
     ExitCode::SUCCESS
+}
+
+/// The replay command for one exploration seed.
+fn replay_command(source: &explore::Source, seed: u64, settings: explore::Settings) -> String {
+    let what = match source {
+        explore::Source::Generated(_) => "--generated".to_owned(),
+        explore::Source::Scenario(s) => s.path.display().to_string(),
+    };
+    let mut cmd = format!("agentsim explore {what} --seed {seed} --runs 1");
+    if !settings.faults {
+        cmd.push_str(" --no-faults");
+    }
+    if let Some(bug) = settings.planted {
+        cmd.push_str(&format!(" --bug {bug}"));
+    }
+    cmd
+}
+
+fn explore_cmd(
+    source: &explore::Source,
+    runs: u64,
+    first: u64,
+    jobs: usize,
+    settings: explore::Settings,
+    write: Option<(&Path, usize)>,
+) -> ExitCode {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    let started = Instant::now();
+    let next = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    // Per invariant: how many runs broke it, and the lowest failing seed with its replay.
+    type Found = BTreeMap<&'static str, (u64, u64, String, agentsim::scenario::Scenario)>;
+    let found: Mutex<Found> = Mutex::new(BTreeMap::new());
+    let limits: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+    let faults = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= runs {
+                    break;
+                }
+                let seed = first.wrapping_add(i);
+                let base = source.scenario(seed);
+                let (report, replay) = explore::run_one(&base, seed, settings);
+                faults.fetch_add(report.faults, Ordering::Relaxed);
+                match (&report.error, replay) {
+                    (Some(e), Some(replay)) => {
+                        let v = e.violation().expect("a replay comes with a violation");
+                        let mut found = found.lock().expect("no worker panics");
+                        let entry = found.entry(v.invariant).or_insert((
+                            0,
+                            seed,
+                            v.message.clone(),
+                            replay.clone(),
+                        ));
+                        entry.0 += 1;
+                        if seed < entry.1 {
+                            entry.1 = seed;
+                            entry.2 = v.message.clone();
+                            entry.3 = replay;
+                        }
+                    }
+                    (Some(e), None) => {
+                        let kind = match e {
+                            agentsim::sim::RunError::ScriptExhausted { .. } => "script exhausted",
+                            agentsim::sim::RunError::ToolScriptExhausted { .. } => {
+                                "tool script exhausted"
+                            }
+                            agentsim::sim::RunError::Stuck { .. } => {
+                                "stuck (stalled model or hung tool)"
+                            }
+                            agentsim::sim::RunError::StepLimit { .. } => "step limit",
+                            agentsim::sim::RunError::DepthLimit { .. } => "depth limit",
+                            agentsim::sim::RunError::LlmCallLimit { .. } => "model-call limit",
+                            agentsim::sim::RunError::Violation { .. } => "violation",
+                        };
+                        *limits
+                            .lock()
+                            .expect("no worker panics")
+                            .entry(kind)
+                            .or_insert(0) += 1;
+                    }
+                    _ => {}
+                }
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if n % 64 == 0 || n == runs {
+                    let width = 30;
+                    let filled = (n * width / runs.max(1)) as usize;
+                    eprint!(
+                        "\r[{}{}] {n}/{runs} runs",
+                        "#".repeat(filled),
+                        " ".repeat(width as usize - filled)
+                    );
+                }
+            });
+        }
+    });
+    eprintln!();
+    let elapsed = started.elapsed().as_secs_f64();
+    let what = match source {
+        explore::Source::Generated(_) => "generated scenarios".to_owned(),
+        explore::Source::Scenario(s) => s.path.display().to_string(),
+    };
+    println!(
+        "explored {what}: {runs} runs from seed {first}, {jobs} jobs, faults {}{}",
+        if settings.faults { "on" } else { "off" },
+        settings
+            .planted
+            .map_or(String::new(), |b| format!(", planted bug {b}"))
+    );
+    println!(
+        "  {:.2}s, {:.0} runs/s, {} faults injected",
+        elapsed,
+        runs as f64 / elapsed.max(1e-9),
+        faults.load(Ordering::Relaxed)
+    );
+    let limits = limits.into_inner().expect("no worker panics");
+    if !limits.is_empty() {
+        let list: Vec<String> = limits.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!("  stopped early at a clean limit: {}", list.join(", "));
+    }
+    let found = found.into_inner().expect("no worker panics");
+    if found.is_empty() {
+        println!("  violations: none");
+        return ExitCode::SUCCESS;
+    }
+    println!("  violations by invariant:");
+    for (invariant, (count, seed, _, _)) in &found {
+        println!("    {invariant}: {count} runs (first at seed {seed})");
+    }
+    for (invariant, (_, seed, message, replay)) in found {
+        println!("FAIL seed {seed}: invariant {invariant} broken: {message}");
+        println!("  replay: {}", replay_command(source, seed, settings));
+        let Some((dir, budget)) = write else {
+            continue;
+        };
+        let shrunk = agentsim::shrink::shrink(replay, invariant, budget);
+        let path = dir.join(format!("{invariant}-{seed}.yaml"));
+        let yaml = agentsim::scenario::write::to_yaml(&shrunk.scenario);
+        let written = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, yaml));
+        match written {
+            Ok(()) => {
+                println!(
+                    "  shrunk to {} steps ({} candidate runs): {}",
+                    shrunk.scenario.steps.len(),
+                    shrunk.attempts,
+                    path.display()
+                );
+                println!("  run it: agentsim run {}", path.display());
+            }
+            Err(e) => println!("  could not write {}: {e}", path.display()),
+        }
+    }
+    ExitCode::FAILURE
 }

@@ -58,6 +58,7 @@ pub fn line(entry: &Entry) -> String {
             }
             Note::ToolHang { tool } => format!("sim: tool {tool} hangs (no result will come)"),
             Note::Advance { to_ms } => format!("sim: time advanced to {}ms", to_ms),
+            Note::Fault { what } => format!("sim: fault injected: {what}"),
         },
         Entry::Runtime(event) => match event {
             Event::UserMessage { frame, text, .. } => format!("user → {frame}: {}", quote(text)),
@@ -222,7 +223,10 @@ pub fn text(outcome: &Outcome) -> String {
 /// `passed`, `reproduced <invariant>`, or `FAILED: <why>`.
 pub fn verdict(outcome: &Outcome) -> String {
     match (&outcome.failure, &outcome.reproduced) {
-        (None, Some(inv)) => format!("reproduced: invariant {inv} broke, as the scenario expects"),
+        (None, Some(inv)) => format!(
+            "reproduced: invariant {inv} broke, as the scenario expects: {}",
+            outcome.violation_message.as_deref().unwrap_or("")
+        ),
         (None, None) => "passed".to_owned(),
         (Some(f), _) => format!("FAILED: {f}"),
     }

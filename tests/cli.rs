@@ -190,3 +190,47 @@ fn a_bad_argument_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("invalid value"));
 }
+
+#[test]
+fn explore_finds_a_planted_bug_writes_a_file_that_replays_it_and_exits_one() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explore-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = agentsim(&[
+        "explore",
+        "--generated",
+        "--runs",
+        "40",
+        "--jobs",
+        "1",
+        "--bug",
+        "iteration-off-by-one",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(text.contains("iteration-bound"), "{text}");
+    assert!(
+        text.contains(
+            "replay: agentsim explore --generated --seed 6 --runs 1 --bug iteration-off-by-one"
+        ),
+        "{text}"
+    );
+    let file = out.join("iteration-bound-6.yaml");
+    assert!(file.exists(), "{text}");
+    let o = agentsim(&["run", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains("reproduced: invariant iteration-bound broke"));
+}
+
+#[test]
+fn explore_without_bugs_exits_zero_with_a_summary() {
+    let o = agentsim(&["explore", "--generated", "--runs", "100", "--no-write"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(text.contains("100 runs from seed 0"), "{text}");
+    assert!(text.contains("runs/s"), "{text}");
+    assert!(text.contains("violations: none"), "{text}");
+    let o = agentsim(&["explore"]);
+    assert_eq!(o.status.code(), Some(2), "FILE or --generated is required");
+}

@@ -150,6 +150,11 @@ pub struct SettingsSpec {
     /// Maximum model calls (default 10000).
     #[serde(default)]
     pub max_llm_calls: Option<u64>,
+    /// Run the runtime with this planted bug (see `agentsim explore --help`): for regression files
+    /// that show the harness catching it.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub planted_bug: Option<Spanned<String>>,
 }
 
 /// Kind of a declared agent.

@@ -129,6 +129,13 @@ impl Builder<'_> {
         if let Some(words) = &settings.cancel_words {
             config.cancel_words = words.clone();
         }
+        if let Some(bug) = &settings.planted_bug {
+            config.planted = Some(
+                bug.value
+                    .parse()
+                    .map_err(|e: String| self.error(bug.referenced, e))?,
+            );
+        }
         let mut tool_scripts = BTreeMap::new();
         for (name, def) in &tools {
             let (script, timeout) = self.tool(&def.value, def.referenced)?;

@@ -76,6 +76,8 @@ pub struct Outcome {
     pub failure: Option<Failure>,
     /// The invariant the scenario expected to break, and did (a reproduced bug).
     pub reproduced: Option<String>,
+    /// What the observer saw when it broke.
+    pub violation_message: Option<String>,
     /// Steps the simulator took.
     pub sim_steps: u64,
     /// Virtual time at the end, in ms.
@@ -184,6 +186,10 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
         }
     }
     let mut reproduced = None;
+    let violation_message = match &failure {
+        Some(Failure::Run { error, .. }) => error.violation().map(|v| v.message.clone()),
+        _ => None,
+    };
     if let Some(expected) = &scenario.expect_violation {
         let broke = matches!(
             &failure,
@@ -207,5 +213,6 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
         records: sim.records().to_vec(),
         failure,
         reproduced,
+        violation_message,
     }
 }

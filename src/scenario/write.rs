@@ -221,6 +221,9 @@ pub fn to_yaml(s: &Scenario) -> String {
     if s.limits.max_llm_calls != limits.max_llm_calls {
         settings.insert("max_llm_calls".into(), json!(s.limits.max_llm_calls));
     }
+    if let Some(bug) = s.config.planted {
+        settings.insert("planted_bug".into(), json!(bug.name()));
+    }
     if !settings.is_empty() {
         let _ = writeln!(out, "settings: {}", flow(&Value::Object(settings)));
     }

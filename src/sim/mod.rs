@@ -8,6 +8,7 @@
 //! never hangs.
 
 pub mod clock;
+pub mod faults;
 pub mod mock_llm;
 pub mod mock_tools;
 pub mod rng;
@@ -24,6 +25,7 @@ use crate::runtime::{Effect, Event, Input, Runtime, RuntimeConfig};
 use crate::transcript::Block;
 
 use clock::Clock;
+use faults::{FaultPlan, Materialized};
 use mock_llm::{MockLlm, ReplyKind};
 use mock_tools::{MockTools, ToolBehavior};
 use rng::SimRng;
@@ -144,6 +146,11 @@ pub enum Note {
         /// Tool.
         tool: Arc<str>,
     },
+    /// A fault was injected.
+    Fault {
+        /// What it was.
+        what: String,
+    },
     /// The clock was moved forward by a scenario step.
     Advance {
         /// New time.
@@ -184,9 +191,23 @@ pub struct SimBuilder {
     limits: Limits,
     observe: bool,
     record: bool,
+    faults: Option<FaultPlan>,
+    materialize: bool,
 }
 
 impl SimBuilder {
+    /// Inject faults from this plan.
+    pub fn faults(mut self, plan: FaultPlan) -> SimBuilder {
+        self.faults = Some(plan);
+        self
+    }
+
+    /// Record what was delivered (see [`Sim::materialized`]).
+    pub fn materialize(mut self, on: bool) -> SimBuilder {
+        self.materialize = on;
+        self
+    }
+
     /// The runtime's settings (tools, cancel words).
     pub fn config(mut self, config: RuntimeConfig) -> SimBuilder {
         self.config = config;
@@ -249,6 +270,8 @@ impl SimBuilder {
             steps: 0,
             llm_calls: 0,
             seed: self.seed,
+            faults: self.faults,
+            materialized: self.materialize.then(Materialized::default),
         }
     }
 }
@@ -269,6 +292,8 @@ pub struct Sim {
     steps: u64,
     llm_calls: u64,
     seed: u64,
+    faults: Option<FaultPlan>,
+    materialized: Option<Materialized>,
 }
 
 impl fmt::Debug for Sim {
@@ -293,7 +318,19 @@ impl Sim {
             limits: Limits::default(),
             observe: true,
             record: true,
+            faults: None,
+            materialize: false,
         }
+    }
+
+    /// What the run delivered so far, if the builder asked to record it.
+    pub fn materialized(&self) -> Option<&Materialized> {
+        self.materialized.as_ref()
+    }
+
+    /// The fault plan, if any.
+    pub fn fault_plan(&mut self) -> Option<&mut FaultPlan> {
+        self.faults.as_mut()
     }
 
     /// The runtime, to inspect between steps.
@@ -416,9 +453,8 @@ impl Sim {
             });
         }
         self.rt.handle(input);
-        while let Some(effect) = self.rt.poll_effect() {
-            self.apply(effect)?;
-        }
+        // The invariants are checked on what the runtime did before its effects are applied, so
+        // that a script running out in the same step cannot hide a violation.
         self.rt.take_events(&mut self.scratch);
         if let Some(observer) = &mut self.observer {
             if let Err(violation) = observer.after_step(&self.rt, &self.scratch) {
@@ -431,6 +467,9 @@ impl Sim {
             }
         }
         self.flush_events();
+        while let Some(effect) = self.rt.poll_effect() {
+            self.apply(effect)?;
+        }
         for entry in self.rt.stacks().entries() {
             if entry.stack.depth() > self.limits.max_depth {
                 return Err(RunError::DepthLimit {
@@ -467,6 +506,55 @@ impl Sim {
         }
     }
 
+    /// Schedules a model reply (or error, or stream) for `call`.
+    fn schedule_reply(
+        &mut self,
+        call: crate::stack::CallId,
+        agent: &str,
+        reply: &mock_llm::ScriptedReply,
+        blocks: Vec<Block>,
+        after: u64,
+    ) {
+        let order = self.rng.next_u64();
+        let usage = reply.usage;
+        match &reply.kind {
+            ReplyKind::Content(_) => {
+                let reply = LlmReply {
+                    content: blocks,
+                    usage,
+                };
+                self.clock
+                    .schedule(after, order, Input::LlmReply { call, reply });
+            }
+            ReplyKind::Stream(chunks) => {
+                let mut at = after;
+                for (chunk, block) in chunks.iter().zip(blocks) {
+                    at = at.saturating_add(chunk.after_ms);
+                    let chunk = match block {
+                        Block::Text { text } => Chunk::Text(text),
+                        other => Chunk::ToolUse(other),
+                    };
+                    self.clock
+                        .schedule(at, order, Input::LlmChunk { call, chunk });
+                }
+                self.clock
+                    .schedule(at, order, Input::LlmEnd { call, usage });
+            }
+            ReplyKind::Error { kind, message } => {
+                let error = LlmError {
+                    kind: *kind,
+                    message: message.to_string(),
+                };
+                self.clock
+                    .schedule(after, order, Input::LlmError { call, error });
+            }
+            ReplyKind::Stall => {
+                let agent = agent.to_owned();
+                self.note(Note::LlmStall { agent });
+            }
+        }
+    }
+
     fn apply(&mut self, effect: Effect) -> Result<(), RunError> {
         match effect {
             Effect::CallLlm { call, agent, .. } => {
@@ -478,8 +566,34 @@ impl Sim {
                         stack: self.describe_stacks(),
                     });
                 }
-                let answer = match self.llm.next(&agent.name) {
-                    Ok(answer) => answer,
+                if let Some(injected) = self.faults.as_mut().and_then(FaultPlan::llm) {
+                    let what = match &injected.kind {
+                        ReplyKind::Stall => format!("the model stalls for {}", agent.name),
+                        _ => format!("model error for {}", agent.name),
+                    };
+                    self.note(Note::Fault { what });
+                    if let Some(m) = &mut self.materialized {
+                        m.replies
+                            .entry(agent.name.clone())
+                            .or_default()
+                            .push(injected.clone());
+                    }
+                    self.schedule_reply(
+                        call,
+                        &agent.name,
+                        &injected,
+                        Vec::new(),
+                        injected.after_ms,
+                    );
+                    return Ok(());
+                }
+                let extra = self.faults.as_mut().map_or(0, FaultPlan::llm_latency);
+                if extra > 0 {
+                    let what = format!("model latency +{extra}ms for {}", agent.name);
+                    self.note(Note::Fault { what });
+                }
+                let (reply, blocks) = match self.llm.next(&agent.name) {
+                    Ok(answer) => (answer.reply.clone(), answer.blocks),
                     Err(e) => {
                         return Err(RunError::ScriptExhausted {
                             agent: e.agent,
@@ -488,56 +602,48 @@ impl Sim {
                         })
                     }
                 };
-                let order = self.rng.next_u64();
-                let after = answer.reply.after_ms;
-                let usage = answer.reply.usage;
-                match &answer.reply.kind {
-                    ReplyKind::Content(_) => {
-                        let reply = LlmReply {
-                            content: answer.blocks,
-                            usage,
-                        };
-                        self.clock
-                            .schedule(after, order, Input::LlmReply { call, reply });
-                    }
-                    ReplyKind::Stream(chunks) => {
-                        let mut at = after;
-                        for (chunk, block) in chunks.iter().zip(answer.blocks) {
-                            at = at.saturating_add(chunk.after_ms);
-                            let chunk = match block {
-                                Block::Text { text } => Chunk::Text(text),
-                                other => Chunk::ToolUse(other),
-                            };
-                            self.clock
-                                .schedule(at, order, Input::LlmChunk { call, chunk });
-                        }
-                        self.clock
-                            .schedule(at, order, Input::LlmEnd { call, usage });
-                    }
-                    ReplyKind::Error { kind, message } => {
-                        let error = LlmError {
-                            kind: *kind,
-                            message: message.to_string(),
-                        };
-                        self.clock
-                            .schedule(after, order, Input::LlmError { call, error });
-                    }
-                    ReplyKind::Stall => {
-                        let agent = agent.name.clone();
-                        self.note(Note::LlmStall { agent });
-                    }
+                let after = reply.after_ms.saturating_add(extra);
+                if let Some(m) = &mut self.materialized {
+                    let mut delivered = reply.clone();
+                    delivered.after_ms = after;
+                    m.replies
+                        .entry(agent.name.clone())
+                        .or_default()
+                        .push(delivered);
                 }
+                self.schedule_reply(call, &agent.name, &reply, blocks, after);
             }
             Effect::RunTool {
                 call, name, input, ..
             } => {
-                let step =
-                    self.tools
-                        .next(&name, &input)
-                        .map_err(|e| RunError::ToolScriptExhausted {
+                let injected = self.faults.as_mut().and_then(FaultPlan::tool);
+                let mut step = match injected {
+                    Some(step) => {
+                        self.note(Note::Fault {
+                            what: format!("tool {name} fails"),
+                        });
+                        step
+                    }
+                    None => self.tools.next(&name, &input).map_err(|e| {
+                        RunError::ToolScriptExhausted {
                             tool: e.tool,
                             call: e.call,
-                        })?;
+                        }
+                    })?,
+                };
+                let extra = self.faults.as_mut().map_or(0, FaultPlan::tool_latency);
+                if extra > 0 {
+                    self.note(Note::Fault {
+                        what: format!("tool {name} latency +{extra}ms"),
+                    });
+                    step.after_ms = step.after_ms.saturating_add(extra);
+                }
+                if let Some(m) = &mut self.materialized {
+                    m.tools
+                        .entry(name.to_string())
+                        .or_default()
+                        .push(step.clone());
+                }
                 let order = self.rng.next_u64();
                 let result = match step.behavior {
                     ToolBehavior::Result { content, is_error } => {

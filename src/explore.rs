@@ -1,0 +1,211 @@
+//! Exploration: run a scenario (or freshly generated ones) under many seeds with faults and
+//! timings varied, and turn the first failure of each invariant into a minimal scenario file.
+//!
+//! A run under faults is *materialized*: the replies and tool outcomes actually delivered, and the
+//! user messages placed between exact simulator steps (`run: N`), become a plain scenario that
+//! replays the failure with no fault plan. [`crate::shrink`] then minimises that scenario.
+
+use crate::generate::{generate, GenConfig};
+use crate::invariants::Violation;
+use crate::planted::PlantedBug;
+use crate::scenario::{Scenario, Step, StepKind};
+use crate::sim::faults::{FaultPlan, FaultRates};
+use crate::sim::mock_llm::MockLlm;
+use crate::sim::mock_tools::{MockTools, ToolScript};
+use crate::sim::{RunError, Sim};
+
+/// Where the scenarios come from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// One scenario, with faults and timings varied per seed.
+    Scenario(Box<Scenario>),
+    /// A fresh generated scenario per seed.
+    Generated(GenConfig),
+}
+
+impl Source {
+    /// The scenario for `seed`.
+    pub fn scenario(&self, seed: u64) -> Scenario {
+        match self {
+            Source::Scenario(s) => (**s).clone(),
+            Source::Generated(cfg) => generate(seed, cfg),
+        }
+    }
+}
+
+/// How to explore.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Settings {
+    /// Inject faults (swarm rates drawn per seed).
+    pub faults: bool,
+    /// Run the runtime with this planted bug.
+    pub planted: Option<PlantedBug>,
+}
+
+/// The result of one run.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// The seed.
+    pub seed: u64,
+    /// How the run stopped early, if it did (a violation, or a clean limit such as an exhausted
+    /// script or a stalled model).
+    pub error: Option<RunError>,
+    /// Simulator steps taken.
+    pub sim_steps: u64,
+    /// Faults injected.
+    pub faults: u64,
+}
+
+impl RunReport {
+    /// The broken invariant, if any.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.error.as_ref().and_then(RunError::violation)
+    }
+}
+
+/// Runs `scenario` once under `seed`. With a violation, also returns the materialized scenario that
+/// replays it without faults.
+pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Option<Scenario>) {
+    let mut scenario = base.clone();
+    if settings.planted.is_some() {
+        scenario.config.planted = settings.planted;
+    }
+    let rates = if settings.faults {
+        FaultRates::swarm(seed)
+    } else {
+        FaultRates::none()
+    };
+    let mut sim = Sim::builder(scenario.catalog.clone())
+        .config(scenario.config.clone())
+        .llm(MockLlm::new(scenario.scripts.clone()))
+        .tools(MockTools::new(scenario.tools.clone()))
+        .seed(seed)
+        .limits(scenario.limits)
+        .observe(true)
+        .record(false)
+        .faults(FaultPlan::new(seed, rates))
+        .materialize(true)
+        .build();
+    let mut driver = Driver {
+        actions: Vec::new(),
+        pending_run: 0,
+    };
+    let error = driver.play(&mut sim, &scenario.steps).err();
+    driver.flush();
+    let faults = sim.fault_plan().map_or(0, |p| p.injected);
+    let report = RunReport {
+        seed,
+        error,
+        sim_steps: sim.steps(),
+        faults,
+    };
+    let replay = report.violation().map(|v| {
+        let mut replay = scenario.clone();
+        let m = sim.materialized().expect("materialize was on");
+        for (agent, replies) in &m.replies {
+            replay.scripts.insert(agent.clone(), replies.clone());
+        }
+        for (tool, steps) in &m.tools {
+            replay
+                .tools
+                .insert(tool.clone(), ToolScript::PerCall(steps.clone()));
+        }
+        replay.steps = driver
+            .actions
+            .drain(..)
+            .map(|kind| Step {
+                line: 0,
+                column: 0,
+                kind,
+            })
+            .collect();
+        replay.seed = seed;
+        replay.expect_violation = Some(v.invariant.to_owned());
+        replay.name = format!(
+            "{} broken, found by exploration from seed {seed}",
+            v.invariant
+        );
+        replay.description = Some(format!(
+            "Found by agentsim explore (seed {seed}{}); materialized and shrunk. Violation: {}",
+            settings
+                .planted
+                .map_or(String::new(), |b| format!(", planted bug {b}")),
+            v.message
+        ));
+        replay
+    });
+    (report, replay)
+}
+
+/// Plays scenario steps, interjecting the fault plan's user messages between simulator steps and
+/// recording every action as a step that replays exactly.
+struct Driver {
+    actions: Vec<StepKind>,
+    pending_run: u64,
+}
+
+impl Driver {
+    fn flush(&mut self) {
+        if self.pending_run > 0 {
+            self.actions.push(StepKind::Run(self.pending_run));
+            self.pending_run = 0;
+        }
+    }
+
+    fn user(&mut self, sim: &mut Sim, key: &str, text: &str) -> Result<(), RunError> {
+        self.flush();
+        self.actions.push(StepKind::User {
+            key: key.to_owned(),
+            text: text.to_owned(),
+            wait: false,
+        });
+        sim.user(key, text)
+    }
+
+    /// One simulator step, after maybe a user interjection. `Ok(false)` when nothing is scheduled.
+    fn step(&mut self, sim: &mut Sim, key: &str) -> Result<bool, RunError> {
+        if let Some(text) = sim.fault_plan().and_then(|p| p.user()) {
+            self.user(sim, key, &text)?;
+        }
+        self.pending_run += 1;
+        let more = sim.step()?;
+        if !more {
+            self.pending_run -= 1;
+        }
+        Ok(more)
+    }
+
+    fn play(&mut self, sim: &mut Sim, steps: &[Step]) -> Result<(), RunError> {
+        for step in steps {
+            match &step.kind {
+                StepKind::User { key, text, wait } => {
+                    self.user(sim, key, text)?;
+                    if *wait {
+                        while !sim.runtime().is_idle() {
+                            if !self.step(sim, key)? {
+                                return Err(RunError::Stuck {
+                                    at_ms: sim.now(),
+                                    stack: sim.describe_stacks(),
+                                });
+                            }
+                        }
+                    }
+                }
+                StepKind::Run(n) => {
+                    for _ in 0..*n {
+                        if !self.step(sim, crate::scenario::DEFAULT_KEY)? {
+                            break;
+                        }
+                    }
+                }
+                StepKind::Advance(ms) => {
+                    self.flush();
+                    self.actions.push(StepKind::Advance(*ms));
+                    sim.advance(*ms)?;
+                }
+                StepKind::Expect(_) => {}
+            }
+        }
+        Ok(())
+    }
+}

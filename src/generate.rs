@@ -1,0 +1,288 @@
+//! Random scenarios from a seed: agent sets (skills and agents, nesting up to depth 6), scripts
+//! (text, one or several tool uses, text plus tool uses, `complete`, spawns, empty replies, unknown
+//! tools, bad tool input, model errors, `ask_user`), tools with latencies, errors and timeouts, and
+//! user messages including cancel words. Used by the property tests and `agentsim explore
+//! --generated`. The same seed always gives the same scenario.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::agent::{AgentDef, AgentKind, Catalog};
+use crate::llm::{LlmErrorKind, Usage};
+use crate::runtime::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
+use crate::scenario::{Scenario, Step, StepKind, DEFAULT_KEY};
+use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
+use crate::sim::rng::SimRng;
+use crate::sim::Limits;
+
+/// Bounds of generated scenarios.
+#[derive(Clone, Copy, Debug)]
+pub struct GenConfig {
+    /// Skills and agents besides main.
+    pub max_agents: usize,
+    /// Replies per agent script.
+    pub max_script: usize,
+    /// User messages.
+    pub max_user_steps: usize,
+    /// External tools.
+    pub max_tools: usize,
+}
+
+impl Default for GenConfig {
+    fn default() -> GenConfig {
+        GenConfig {
+            max_agents: 5,
+            max_script: 8,
+            max_user_steps: 5,
+            max_tools: 3,
+        }
+    }
+}
+
+/// Stream of the seed used for generation (so that the run's own draws stay independent).
+const GEN_STREAM: u64 = 0x6E6E;
+
+fn pick<'a, T>(rng: &mut SimRng, items: &'a [T]) -> &'a T {
+    &items[rng.below(items.len() as u64) as usize]
+}
+
+fn text(t: String) -> ScriptBlock {
+    ScriptBlock::Text(t.into())
+}
+
+fn tool_use(name: &str, input: Value) -> ScriptBlock {
+    ScriptBlock::ToolUse {
+        id: None,
+        name: name.into(),
+        input: Arc::new(input),
+    }
+}
+
+/// The scenario for `seed`.
+pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
+    let mut rng = SimRng::new(seed).fork(seed, GEN_STREAM);
+    let mut config = RuntimeConfig::default();
+    let mut tools = BTreeMap::new();
+    let n_tools = 1 + rng.below(cfg.max_tools as u64) as usize;
+    let tool_names: Vec<String> = (1..=n_tools).map(|i| format!("t{i}")).collect();
+    for name in &tool_names {
+        let after_ms = *pick(&mut rng, &[0, 0, 10, 50, 500, 2000]);
+        let behavior = match rng.below(10) {
+            0 => ToolBehavior::Fail("disk full".into()),
+            1 => ToolBehavior::Result {
+                content: format!("{name} failed").into(),
+                is_error: true,
+            },
+            _ => ToolBehavior::Result {
+                content: format!("{name} ok").into(),
+                is_error: false,
+            },
+        };
+        let timeout_ms = rng.chance(0.15).then_some(1000);
+        config.tools.insert(name.clone(), ToolSpec { timeout_ms });
+        tools.insert(
+            name.clone(),
+            ToolScript::Fixed(ToolStep { behavior, after_ms }),
+        );
+    }
+
+    let mut catalog = Catalog::default();
+    let n_agents = rng.below(cfg.max_agents as u64 + 1) as usize;
+    let mut names = Vec::new();
+    for i in 1..=n_agents {
+        let kind = if rng.chance(0.5) {
+            AgentKind::Skill
+        } else {
+            AgentKind::Agent
+        };
+        let name = match kind {
+            AgentKind::Skill => format!("s{i}"),
+            _ => format!("a{i}"),
+        };
+        let mut def = AgentDef::new(name.clone(), kind);
+        def.max_iterations = *pick(&mut rng, &[2, 3, 4, 6, 25]);
+        def.parallel_tools = rng.chance(0.3);
+        def.stream = rng.chance(0.1);
+        names.push((name, kind));
+        catalog.add(def);
+    }
+    let mut main = AgentDef::new("main", AgentKind::Main);
+    main.max_iterations = *pick(&mut rng, &[3, 5, 10]);
+    main.parallel_tools = rng.chance(0.3);
+    catalog.add(main);
+
+    let mut scripts = BTreeMap::new();
+    let mut agents: Vec<String> = vec!["main".into()];
+    agents.extend(names.iter().map(|(n, _)| n.clone()));
+    for agent in &agents {
+        let len = 1 + rng.below(cfg.max_script as u64) as usize;
+        let replies = (0..len)
+            .map(|i| reply(&mut rng, agent, i, &tool_names, &names))
+            .collect();
+        scripts.insert(agent.clone(), replies);
+    }
+
+    let mut steps = Vec::new();
+    let n_steps = 1 + rng.below(cfg.max_user_steps as u64) as usize;
+    for i in 0..n_steps {
+        let text = if rng.chance(0.15) {
+            pick(&mut rng, &DEFAULT_CANCEL_WORDS).to_string()
+        } else {
+            format!("message {}", i + 1)
+        };
+        steps.push(Step {
+            line: 0,
+            column: 0,
+            kind: StepKind::User {
+                key: DEFAULT_KEY.to_owned(),
+                text,
+                wait: true,
+            },
+        });
+    }
+
+    Scenario {
+        path: format!("generated-{seed}").into(),
+        name: format!("generated scenario {seed}"),
+        description: None,
+        seed,
+        catalog,
+        config,
+        scripts,
+        tools,
+        steps,
+        limits: Limits {
+            max_steps: 5_000,
+            max_depth: 8,
+            max_llm_calls: 500,
+        },
+        expect_violation: None,
+    }
+}
+
+fn reply(
+    rng: &mut SimRng,
+    agent: &str,
+    i: usize,
+    tools: &[String],
+    agents: &[(String, AgentKind)],
+) -> ScriptedReply {
+    let any_tool = |rng: &mut SimRng| -> ScriptBlock {
+        if rng.chance(0.05) {
+            return tool_use("nope", json!({}));
+        }
+        let name = pick(rng, tools).clone();
+        tool_use(&name, json!({ "n": i }))
+    };
+    let spawn = |rng: &mut SimRng| -> ScriptBlock {
+        if agents.is_empty() || rng.chance(0.1) {
+            // Bad input or an unknown target.
+            return match rng.below(3) {
+                0 => tool_use("use_skill", json!({ "message": "go" })),
+                1 => tool_use("use_agent", json!({ "agent": "ghost", "message": "go" })),
+                _ => tool_use("use_agent", json!("not an object")),
+            };
+        }
+        let (name, kind) = pick(rng, agents);
+        let tool = if *kind == AgentKind::Skill {
+            "use_skill"
+        } else {
+            "use_agent"
+        };
+        let field = if *kind == AgentKind::Skill {
+            "skill"
+        } else {
+            "agent"
+        };
+        tool_use(
+            tool,
+            json!({ field: name, "message": format!("task from {agent}") }),
+        )
+    };
+    let roll = rng.below(100);
+    let kind = match roll {
+        0..=24 => ReplyKind::Content(vec![text(format!("{agent} says {i}"))]),
+        25..=41 => {
+            let n = 1 + rng.below(3) as usize;
+            ReplyKind::Content((0..n).map(|_| any_tool(rng)).collect())
+        }
+        42..=49 => ReplyKind::Content(vec![text(format!("{agent} works")), any_tool(rng)]),
+        50..=64 => {
+            let mut blocks = Vec::new();
+            if rng.chance(0.3) {
+                blocks.push(any_tool(rng));
+            }
+            blocks.push(spawn(rng));
+            if rng.chance(0.3) {
+                blocks.push(any_tool(rng));
+            }
+            ReplyKind::Content(blocks)
+        }
+        65..=79 => {
+            let mut blocks = Vec::new();
+            if rng.chance(0.2) {
+                blocks.push(any_tool(rng));
+            }
+            blocks.push(tool_use(
+                "complete",
+                json!({ "result": format!("{agent} done {i}") }),
+            ));
+            if rng.chance(0.1) {
+                blocks.push(any_tool(rng));
+            }
+            ReplyKind::Content(blocks)
+        }
+        80..=85 => ReplyKind::Content(Vec::new()),
+        86..=91 => ReplyKind::Error {
+            kind: *pick(
+                rng,
+                &[
+                    LlmErrorKind::RateLimit,
+                    LlmErrorKind::Overloaded,
+                    LlmErrorKind::Network,
+                ],
+            ),
+            message: "upstream failure".into(),
+        },
+        _ => ReplyKind::Content(vec![tool_use(
+            "ask_user",
+            json!({ "question": format!("{agent} asks {i}?") }),
+        )]),
+    };
+    ScriptedReply {
+        kind,
+        after_ms: *pick(rng, &[0, 0, 0, 20, 300, 1500]),
+        usage: Usage::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::write::to_yaml;
+
+    #[test]
+    fn the_same_seed_gives_the_same_scenario() {
+        let cfg = GenConfig::default();
+        for seed in 0..20 {
+            assert_eq!(
+                to_yaml(&generate(seed, &cfg)),
+                to_yaml(&generate(seed, &cfg))
+            );
+        }
+        assert_ne!(to_yaml(&generate(1, &cfg)), to_yaml(&generate(2, &cfg)));
+    }
+
+    #[test]
+    fn generated_scenarios_are_valid_scenario_files() {
+        let cfg = GenConfig::default();
+        for seed in 0..50 {
+            let yaml = to_yaml(&generate(seed, &cfg));
+            crate::scenario::parse(&yaml, std::path::Path::new("g.yaml"))
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{yaml}"));
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Fault injection, swarm style: each seed draws its own fault rates (most kinds off, the rest at
+//! a random rate), then every decision to inject draws from a generator of its own, so the run's
+//! other random choices do not shift when faults change.
+//!
+//! Faults: model errors (rate limit, overloaded, network), model stalls, model latency, tool
+//! failures, tool latency, and user messages or cancel words typed between any two steps. Every
+//! injected fault is noted in the transcript, and the simulator can record what was actually
+//! delivered so a failing run can be written back as a plain scenario file.
+
+use std::collections::BTreeMap;
+
+use crate::llm::{LlmErrorKind, Usage};
+use crate::runtime::DEFAULT_CANCEL_WORDS;
+use crate::sim::mock_llm::{ReplyKind, ScriptedReply};
+use crate::sim::mock_tools::{ToolBehavior, ToolStep};
+use crate::sim::rng::SimRng;
+
+const RATES_STREAM: u64 = 0xFA_17;
+const DECISIONS_STREAM: u64 = 0xFA_18;
+
+/// Probability of each fault per opportunity.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FaultRates {
+    /// A model call fails.
+    pub llm_error: f64,
+    /// A model call never answers.
+    pub llm_stall: f64,
+    /// A model call takes up to 5 s longer.
+    pub llm_latency: f64,
+    /// A tool fails.
+    pub tool_error: f64,
+    /// A tool takes up to 5 s longer.
+    pub tool_latency: f64,
+    /// The user types a message between two steps.
+    pub user_message: f64,
+    /// The user types a cancel word between two steps.
+    pub cancel: f64,
+}
+
+impl FaultRates {
+    /// No faults.
+    pub fn none() -> FaultRates {
+        FaultRates::default()
+    }
+
+    /// Rates drawn from the seed: each kind is on with probability 1/2, at a random rate up to
+    /// its maximum (swarm testing).
+    pub fn swarm(seed: u64) -> FaultRates {
+        let mut rng = SimRng::new(seed).fork(seed, RATES_STREAM);
+        let mut rate = |max: f64| {
+            if rng.chance(0.5) {
+                max * rng.below(1001) as f64 / 1000.0
+            } else {
+                0.0
+            }
+        };
+        FaultRates {
+            llm_error: rate(0.2),
+            llm_stall: rate(0.03),
+            llm_latency: rate(0.3),
+            tool_error: rate(0.25),
+            tool_latency: rate(0.3),
+            user_message: rate(0.05),
+            cancel: rate(0.03),
+        }
+    }
+}
+
+/// The faults of one run.
+#[derive(Clone, Debug)]
+pub struct FaultPlan {
+    /// The rates.
+    pub rates: FaultRates,
+    rng: SimRng,
+    /// How many faults were injected.
+    pub injected: u64,
+}
+
+impl FaultPlan {
+    /// The plan for `seed` with these rates.
+    pub fn new(seed: u64, rates: FaultRates) -> FaultPlan {
+        FaultPlan {
+            rates,
+            rng: SimRng::new(seed).fork(seed, DECISIONS_STREAM),
+            injected: 0,
+        }
+    }
+
+    fn roll(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.chance(p)
+    }
+
+    /// A reply to inject instead of the scripted one, if any.
+    pub fn llm(&mut self) -> Option<ScriptedReply> {
+        let kind = if self.roll(self.rates.llm_stall) {
+            ReplyKind::Stall
+        } else if self.roll(self.rates.llm_error) {
+            let kind = match self.rng.below(3) {
+                0 => LlmErrorKind::RateLimit,
+                1 => LlmErrorKind::Overloaded,
+                _ => LlmErrorKind::Network,
+            };
+            ReplyKind::Error {
+                kind,
+                message: kind.default_message().into(),
+            }
+        } else {
+            return None;
+        };
+        self.injected += 1;
+        Some(ScriptedReply {
+            kind,
+            after_ms: 0,
+            usage: Usage::default(),
+        })
+    }
+
+    /// Extra latency for a model call.
+    pub fn llm_latency(&mut self) -> u64 {
+        if self.roll(self.rates.llm_latency) {
+            self.injected += 1;
+            self.rng.below(5_000)
+        } else {
+            0
+        }
+    }
+
+    /// A tool outcome to inject instead of the scripted one, if any.
+    pub fn tool(&mut self) -> Option<ToolStep> {
+        if self.roll(self.rates.tool_error) {
+            self.injected += 1;
+            Some(ToolStep {
+                behavior: ToolBehavior::Fail("injected fault".into()),
+                after_ms: 0,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Extra latency for a tool run.
+    pub fn tool_latency(&mut self) -> u64 {
+        if self.roll(self.rates.tool_latency) {
+            self.injected += 1;
+            self.rng.below(5_000)
+        } else {
+            0
+        }
+    }
+
+    /// A message the user types now, between two steps, if any.
+    pub fn user(&mut self) -> Option<String> {
+        if self.roll(self.rates.cancel) {
+            self.injected += 1;
+            let i = self.rng.below(DEFAULT_CANCEL_WORDS.len() as u64) as usize;
+            Some(DEFAULT_CANCEL_WORDS[i].to_owned())
+        } else if self.roll(self.rates.user_message) {
+            self.injected += 1;
+            Some(format!("interjection {}", self.injected))
+        } else {
+            None
+        }
+    }
+}
+
+/// What a run actually delivered, in order: the replies per agent and the outcomes per tool,
+/// faults included. Scripts made of these replay the run without any fault plan.
+#[derive(Clone, Debug, Default)]
+pub struct Materialized {
+    /// Replies by agent.
+    pub replies: BTreeMap<String, Vec<ScriptedReply>>,
+    /// Outcomes by tool.
+    pub tools: BTreeMap<String, Vec<ToolStep>>,
+}
