@@ -75,6 +75,9 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
     } else {
         FaultRates::none()
     };
+    if rates.restart > 0.0 {
+        scenario.config.persist = true;
+    }
     let mut sim = Sim::builder(scenario.catalog.clone())
         .config(scenario.config.clone())
         .llm(MockLlm::new(scenario.scripts.clone()))
@@ -189,6 +192,11 @@ impl Driver {
                                 });
                             }
                         }
+                        if sim.fault_plan().is_some_and(|p| p.restart()) {
+                            self.flush();
+                            self.actions.push(StepKind::Restart);
+                            sim.restart()?;
+                        }
                     }
                 }
                 StepKind::Run(n) => {
@@ -202,6 +210,11 @@ impl Driver {
                     self.flush();
                     self.actions.push(StepKind::Advance(*ms));
                     sim.advance(*ms)?;
+                }
+                StepKind::Restart => {
+                    self.flush();
+                    self.actions.push(StepKind::Restart);
+                    sim.restart()?;
                 }
                 StepKind::Expect(_) => {}
             }

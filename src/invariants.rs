@@ -34,9 +34,13 @@ pub mod names {
     pub const CLEANUP: &str = "cleanup";
     /// No user-facing or display-only string enters a conversation as model-visible content.
     pub const NO_DISPLAY_LEAK: &str = "no-display-leak";
+    /// Restoring the persisted state at a quiescent point continues as the uninterrupted run (a
+    /// restore that fails breaks it; a restore that continues differently is caught by the other
+    /// invariants and by the restart property test).
+    pub const RESTART_EQUIVALENCE: &str = "restart-equivalence";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 9] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -45,6 +49,7 @@ pub mod names {
         ROUTING,
         CLEANUP,
         NO_DISPLAY_LEAK,
+        RESTART_EQUIVALENCE,
     ];
 }
 

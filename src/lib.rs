@@ -49,6 +49,7 @@
 //! - [`turn`]: `execute_turn`, the agent core loop as a resumable state machine.
 //! - [`runtime`]: the sans-IO runtime: inputs, effects, events, the orchestration loop.
 //! - [`planted`]: realistic stack bugs the runtime can be configured to have (for the explorer's tests).
+//! - [`persist`]: `state.json` and `context.jsonl`: the journal, the frame metadata, restore, the file store.
 //! - [`ids`]: seeded id source.
 //! - [`hash`]: the fast fixed hasher for lookup-only sets.
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, mock model and tools.
@@ -69,6 +70,7 @@ pub mod ids;
 pub mod invariants;
 pub mod llm;
 pub mod messages;
+pub mod persist;
 pub mod planted;
 pub mod render;
 pub mod runtime;

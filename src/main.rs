@@ -490,6 +490,7 @@ fn explore_cmd(
                             agentsim::sim::RunError::DepthLimit { .. } => "depth limit",
                             agentsim::sim::RunError::LlmCallLimit { .. } => "model-call limit",
                             agentsim::sim::RunError::Violation { .. } => "violation",
+                            agentsim::sim::RunError::Restore(_) => "restore failed",
                         };
                         *limits
                             .lock()

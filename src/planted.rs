@@ -29,11 +29,13 @@ pub enum PlantedBug {
     CompletionOrderResults,
     /// An empty model reply is added to the session as an empty assistant message.
     EmptyReplyRecorded,
+    /// A restore rebuilds children's sessions without their initial message.
+    RestoreForgetsFirstMessage,
 }
 
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [PlantedBug; 10] = [
+    pub const ALL: [PlantedBug; 11] = [
         PlantedBug::DropCascadeResult,
         PlantedBug::DoubleDelivery,
         PlantedBug::IterationOffByOne,
@@ -44,6 +46,7 @@ impl PlantedBug {
         PlantedBug::CancelLeavesFrame,
         PlantedBug::CompletionOrderResults,
         PlantedBug::EmptyReplyRecorded,
+        PlantedBug::RestoreForgetsFirstMessage,
     ];
 
     /// The kebab-case name used on the command line and in scenario files.
@@ -59,6 +62,7 @@ impl PlantedBug {
             PlantedBug::CancelLeavesFrame => "cancel-leaves-frame",
             PlantedBug::CompletionOrderResults => "completion-order-results",
             PlantedBug::EmptyReplyRecorded => "empty-reply-recorded",
+            PlantedBug::RestoreForgetsFirstMessage => "restore-forgets-first-message",
         }
     }
 
@@ -71,7 +75,8 @@ impl PlantedBug {
             PlantedBug::RouteBelowTop => ROUTING,
             PlantedBug::SkipUnresolvedAfterChild
             | PlantedBug::CompletionOrderResults
-            | PlantedBug::EmptyReplyRecorded => TOOL_PAIRING,
+            | PlantedBug::EmptyReplyRecorded
+            | PlantedBug::RestoreForgetsFirstMessage => TOOL_PAIRING,
             PlantedBug::MainCompleteAccepted => SINGLE_DELIVERY,
             PlantedBug::DisplayLeak => NO_DISPLAY_LEAK,
             PlantedBug::CancelLeavesFrame => CLEANUP,

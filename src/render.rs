@@ -59,6 +59,12 @@ pub fn line(entry: &Entry) -> String {
             Note::ToolHang { tool } => format!("sim: tool {tool} hangs (no result will come)"),
             Note::Advance { to_ms } => format!("sim: time advanced to {}ms", to_ms),
             Note::Fault { what } => format!("sim: fault injected: {what}"),
+            Note::Restart {
+                state_bytes,
+                context_bytes,
+            } => format!(
+                "sim: runtime restarted from state.json ({state_bytes} bytes) and context.jsonl ({context_bytes} bytes)"
+            ),
         },
         Entry::Runtime(event) => match event {
             Event::UserMessage { frame, text, .. } => format!("user → {frame}: {}", quote(text)),

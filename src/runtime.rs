@@ -56,6 +56,9 @@ pub struct RuntimeConfig {
     pub seed: u64,
     /// A planted bug to exhibit (none in normal use; see [`crate::planted`]).
     pub planted: Option<PlantedBug>,
+    /// Emit persistence effects: a `context.jsonl` line per session operation, and `state.json`
+    /// whenever every conversation is quiet.
+    pub persist: bool,
 }
 
 impl RuntimeConfig {
@@ -75,6 +78,7 @@ impl Default for RuntimeConfig {
             detailed_events: true,
             seed: 0,
             planted: None,
+            persist: false,
         }
     }
 }
@@ -184,6 +188,16 @@ pub enum Effect {
         key: Arc<str>,
         /// The event.
         event: StreamEvent,
+    },
+    /// Append these lines to `context.jsonl`.
+    AppendContext {
+        /// One JSON entry per line, newline-terminated.
+        line: String,
+    },
+    /// Replace `state.json` (atomically) with this.
+    WriteState {
+        /// The whole file.
+        json: String,
     },
 }
 
@@ -425,6 +439,11 @@ impl Runtime {
         &self.catalog
     }
 
+    /// The declared agents, shared.
+    pub fn catalog_arc(&self) -> Arc<Catalog> {
+        self.catalog.clone()
+    }
+
     /// The stacks, by session key.
     pub fn stacks(&self) -> &AgentStackManager {
         &self.stacks
@@ -469,6 +488,14 @@ impl Runtime {
 
     /// Feeds one input and runs until every frame it woke waits again.
     pub fn handle(&mut self, input: Input) {
+        self.handle_input(input);
+        if self.config.persist && self.is_idle() {
+            let json = serde_json::to_string(&self.state()).expect("state serialises");
+            self.effects.push_back(Effect::WriteState { json });
+        }
+    }
+
+    fn handle_input(&mut self, input: Input) {
         match input {
             Input::User { key, text } => {
                 let slot = self.slot(&key);
@@ -533,6 +560,126 @@ impl Runtime {
                 };
                 self.resume(timer, "timer", waits, TurnInput::ToolTimeout { timer });
             }
+        }
+    }
+
+    /// The persisted form of every conversation (meaningful when the runtime is idle).
+    pub fn state(&self) -> crate::persist::State {
+        use crate::persist::{ConversationState, FrameMeta, State, Waiting, STATE_VERSION};
+        let conversations = self
+            .stacks
+            .entries()
+            .iter()
+            .map(|e| ConversationState {
+                key: e.key.to_string(),
+                main_session_id: session_uuid(&e.main_session),
+                usage: e.usage,
+                inbox: e.inbox.iter().map(|t| t.to_string()).collect(),
+                active_stack: e
+                    .stack
+                    .frames()
+                    .iter()
+                    .map(|f| FrameMeta {
+                        frame_id: f.frame_id,
+                        agent_session_id: f.agent_session_id,
+                        agent_name: f.agent.name.clone(),
+                        agent_type: f.agent.kind,
+                        model: f.agent.model.clone(),
+                        iteration: f.iteration,
+                        max_iterations: f.max_iterations,
+                        parent_tool_use_id: f.parent_tool_use_id.clone(),
+                        effective_tools: f.agent.tools.clone().unwrap_or_default(),
+                        is_skill_agent: f.agent.kind == AgentKind::Skill,
+                        environment: BTreeMap::new(),
+                        waiting: match &f.phase {
+                            Phase::AwaitAnswer { tool_use_id } => Waiting::Answer {
+                                tool_use_id: tool_use_id.clone(),
+                            },
+                            Phase::AwaitChild => Waiting::Child,
+                            _ => Waiting::User,
+                        },
+                        turn_start: f.turn_start,
+                        usage: f.usage,
+                    })
+                    .collect(),
+            })
+            .collect();
+        State {
+            version: STATE_VERSION,
+            ids: self.ids.counter(),
+            seq: self.seq,
+            conversations,
+        }
+    }
+
+    /// Rebuilds a runtime from `state.json` and `context.jsonl` (see [`crate::persist`]). The
+    /// restored runtime continues exactly where the persisted one was when it last went quiet.
+    pub fn restore(
+        catalog: Arc<Catalog>,
+        config: RuntimeConfig,
+        state: &str,
+        context: &str,
+    ) -> Result<Runtime, crate::persist::RestoreError> {
+        use crate::persist::{parse_state, replay_context, RestoreError, Waiting};
+        let state = parse_state(state)?;
+        let skip = config.has_bug(PlantedBug::RestoreForgetsFirstMessage);
+        let mut sessions = replay_context(context, skip)?.sessions;
+        let mut rt = Runtime::new(catalog, config);
+        rt.ids = IdSource::at(rt.config.seed, state.ids);
+        rt.seq = state.seq;
+        for conv in state.conversations {
+            let main_id = conv.main_session_id;
+            let slot = rt.stacks.get_or_create(&conv.key, || main_id.to_string());
+            let mut frames = Vec::new();
+            for meta in conv.active_stack {
+                let agent = match meta.agent_type {
+                    AgentKind::Main => Some(rt.catalog.main.clone()),
+                    AgentKind::Skill => rt.catalog.skills.get(&meta.agent_name).cloned(),
+                    AgentKind::Agent => rt.catalog.agents.get(&meta.agent_name).cloned(),
+                }
+                .ok_or_else(|| RestoreError::MissingAgent(meta.agent_name.clone()))?;
+                let session = match (meta.agent_type, sessions.remove(&meta.agent_session_id)) {
+                    (_, Some(s)) => s,
+                    (AgentKind::Main, None) => Session::new(main_id.to_string()),
+                    (_, None) => return Err(RestoreError::MissingSession(meta.agent_session_id)),
+                };
+                let phase = match meta.waiting {
+                    Waiting::User => Phase::AwaitUser,
+                    Waiting::Answer { tool_use_id } => Phase::AwaitAnswer { tool_use_id },
+                    Waiting::Child => Phase::AwaitChild,
+                };
+                frames.push(StackFrame {
+                    frame_id: meta.frame_id,
+                    system_prompt: agent.system_prompt.clone(),
+                    agent,
+                    session,
+                    iteration: meta.iteration,
+                    max_iterations: meta.max_iterations,
+                    parent_tool_use_id: meta.parent_tool_use_id,
+                    agent_session_id: meta.agent_session_id,
+                    usage: meta.usage,
+                    phase,
+                    turn_start: meta.turn_start,
+                    resumed_from_child: false,
+                });
+            }
+            let entry = rt.stacks.entry_mut(slot);
+            entry.usage = conv.usage;
+            entry.inbox = conv.inbox.into_iter().map(Into::into).collect();
+            entry.main_session = sessions
+                .remove(&main_id)
+                .unwrap_or_else(|| Session::new(main_id.to_string()));
+            for frame in frames {
+                entry.stack.push(frame);
+            }
+        }
+        Ok(rt)
+    }
+
+    fn journal(&mut self, entry: impl FnOnce() -> crate::persist::ContextEntry) {
+        if self.config.persist {
+            let line = entry().line();
+            self.effects.push_back(Effect::AppendContext { line });
         }
     }
 
@@ -701,6 +848,14 @@ impl Runtime {
             let below = entry.stack.depth() - 2;
             let frame = &mut entry.stack.frames_mut()[below];
             frame.session.add_user_message(text.clone());
+            if self.config.persist {
+                let line = crate::persist::ContextEntry::User {
+                    agent_session_id: frame.agent_session_id,
+                    text: text.clone(),
+                }
+                .line();
+                self.effects.push_back(Effect::AppendContext { line });
+            }
             if record {
                 self.events.push(Event::UserMessage {
                     key: entry.key.clone(),
@@ -840,6 +995,11 @@ impl Runtime {
                     // `complete` is never dispatched for the main frame, so there is a parent
                     // (unless the main-complete-accepted bug is planted).
                     let child = self.pop(slot, PopReason::Completed);
+                    self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                        agent_session_id: child.agent_session_id,
+                        result: result.text.clone(),
+                        is_error: false,
+                    });
                     let Some(tool_use_id) = child.parent_tool_use_id else {
                         self.stacks.entry_mut(slot).stack.clear();
                         return;
@@ -880,6 +1040,11 @@ impl Runtime {
                     } else {
                         messages::CHILD_MAX_ITERATIONS
                     };
+                    self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                        agent_session_id: child.agent_session_id,
+                        result: content.into(),
+                        is_error: true,
+                    });
                     TurnInput::ChildResult {
                         tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
                         content: content.into(),
@@ -888,9 +1053,15 @@ impl Runtime {
                 }
                 TurnAction::Error => {
                     let child = self.pop(slot, PopReason::Error);
+                    let content: Arc<str> = messages::llm_error(&result.text).into();
+                    self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                        agent_session_id: child.agent_session_id,
+                        result: content.clone(),
+                        is_error: true,
+                    });
                     TurnInput::ChildResult {
                         tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
-                        content: messages::llm_error(&result.text).into(),
+                        content,
                         is_error: true,
                     }
                 }
@@ -919,6 +1090,16 @@ impl Runtime {
         parent
             .session
             .add_tool_result(tool_use_id.clone(), content.clone(), false);
+        if self.config.persist {
+            let line = crate::persist::ContextEntry::ToolResult {
+                agent_session_id: parent.agent_session_id,
+                tool_use_id: tool_use_id.clone(),
+                content: content.clone(),
+                is_error: false,
+            }
+            .line();
+            self.effects.push_back(Effect::AppendContext { line });
+        }
     }
 
     /// Pops the main frame after it answered (or failed), keeps its session for the next turn and
@@ -980,6 +1161,13 @@ impl Runtime {
                 frame.phase = Phase::AwaitUser;
             }
             let frame = self.pop(slot, PopReason::Cancelled);
+            if !frame.is_main() {
+                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                    agent_session_id: frame.agent_session_id,
+                    result: messages::CANCELLED_BY_USER.into(),
+                    is_error: true,
+                });
+            }
             if frame.is_main() {
                 let entry = self.stacks.entry_mut(slot);
                 entry.main_session = frame.session;

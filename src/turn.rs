@@ -17,6 +17,7 @@ use crate::agent::{AgentKind, Catalog};
 use crate::ids::IdSource;
 use crate::llm::{LlmError, LlmReply, Usage};
 use crate::messages;
+use crate::persist::ContextEntry;
 use crate::planted::PlantedBug;
 use crate::runtime::{Effect, Event, FrameInfo, RuntimeConfig};
 use crate::stack::{BatchItem, CallId, Phase, StackFrame, TurnAction, TurnResult};
@@ -124,6 +125,14 @@ impl TurnCx<'_> {
         }
     }
 
+    /// Journals a session operation to `context.jsonl` when persistence is on.
+    pub fn journal(&mut self, entry: impl FnOnce() -> ContextEntry) {
+        if self.config.persist {
+            let line = entry().line();
+            self.effects.push_back(Effect::AppendContext { line });
+        }
+    }
+
     /// Records an event that only a transcript reads.
     fn detail(&mut self, event: impl FnOnce() -> Event) {
         if self.config.record_events && self.config.detailed_events {
@@ -159,6 +168,12 @@ impl TurnCx<'_> {
             frame: frame.agent.frame_name.clone(),
             frame_id: frame.frame_id,
             session_id: frame.agent_session_id,
+            tool_use_id: tool_use_id.clone(),
+            content: content.clone(),
+            is_error,
+        });
+        self.journal(|| ContextEntry::ToolResult {
+            agent_session_id: frame.agent_session_id,
             tool_use_id: tool_use_id.clone(),
             content: content.clone(),
             is_error,
@@ -276,6 +291,10 @@ pub fn execute_turn(
                 frame.phase = Phase::RunTools;
             }
             _ => {
+                cx.journal(|| ContextEntry::User {
+                    agent_session_id: frame.agent_session_id,
+                    text: text.clone(),
+                });
                 frame.session.add_user_message(text);
                 frame.phase = Phase::Loop;
             }
@@ -444,6 +463,16 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
                 }
                 Ok(ToolOutcome::Spawn(req)) => {
                     let child = child_frame(req, id, cx.ids);
+                    cx.journal(|| ContextEntry::AgentSession {
+                        agent_session_id: child.agent_session_id,
+                        agent_name: child.agent.name.clone(),
+                        agent_type: child.agent.kind,
+                        parent_tool_use_id: child
+                            .parent_tool_use_id
+                            .clone()
+                            .expect("a child has a parent"),
+                        message: child.session.messages[0].text().into(),
+                    });
                     frame.phase = Phase::AwaitChild;
                     Some(Some(TurnResult {
                         action: TurnAction::ChildActivated,
@@ -660,6 +689,10 @@ fn on_reply(
         // An empty reply sends nothing; it is not added to the session either, since the APIs
         // reject an empty assistant message.
         if cx.config.has_bug(PlantedBug::EmptyReplyRecorded) {
+            cx.journal(|| ContextEntry::Assistant {
+                agent_session_id: frame.agent_session_id,
+                content: Vec::new(),
+            });
             frame.session.add_assistant_message(Vec::new());
         }
         frame.phase = Phase::AwaitUser;
@@ -693,6 +726,10 @@ fn on_reply(
             text: text.as_str().into(),
         });
     }
+    cx.journal(|| ContextEntry::Assistant {
+        agent_session_id: frame.agent_session_id,
+        content: reply.content.clone(),
+    });
     frame.session.add_assistant_message(reply.content);
     if has_tool_use {
         // Text next to tool uses is recorded but not sent (DESIGN §3 item 5).

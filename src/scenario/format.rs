@@ -155,6 +155,9 @@ pub struct SettingsSpec {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub planted_bug: Option<Spanned<String>>,
+    /// Emit persistence (`state.json`, `context.jsonl`); on by itself when a step restarts.
+    #[serde(default)]
+    pub persist: bool,
 }
 
 /// Kind of a declared agent.
@@ -613,6 +616,9 @@ pub struct StepSpec {
     /// `user` step between two given steps. Shrunk regression files use it.
     #[serde(default)]
     pub run: Option<u64>,
+    /// Restart the runtime from its persisted `state.json` and `context.jsonl` (`restart: true`).
+    #[serde(default)]
+    pub restart: Option<bool>,
 }
 
 /// What must hold at an `expect` step. Every key is optional; each one given is checked.

@@ -187,6 +187,8 @@ impl Builder<'_> {
         for step in step_specs {
             steps.push(self.step(step.value, step.referenced)?);
         }
+        config.persist =
+            settings.persist || steps.iter().any(|s| matches!(s.kind, StepKind::Restart));
 
         let expect_violation = match &expect_violation {
             None => None,
@@ -494,11 +496,12 @@ impl Builder<'_> {
             s.expect.is_some(),
             s.advance.is_some(),
             s.run.is_some(),
+            s.restart.is_some(),
         ];
         if actions.iter().filter(|a| **a).count() != 1 {
             return Err(self.error(
                 at,
-                "a step has exactly one of `user`, `expect`, `advance` or `run`",
+                "a step has exactly one of `user`, `expect`, `advance`, `run` or `restart`",
             ));
         }
         if s.user.is_none() && (s.key.is_some() || s.wait.is_some()) {
@@ -520,6 +523,11 @@ impl Builder<'_> {
             StepKind::Advance(ms.0)
         } else if let Some(n) = s.run {
             StepKind::Run(n)
+        } else if let Some(on) = s.restart {
+            if !on {
+                return Err(self.error(at, "write `restart: true` (or leave the step out)"));
+            }
+            StepKind::Restart
         } else {
             StepKind::Expect(Box::new(s.expect.expect("counted above")))
         };

@@ -77,6 +77,8 @@ pub enum StepKind {
     Advance(u64),
     /// Take this many simulator steps.
     Run(u64),
+    /// Restart the runtime from what it persisted.
+    Restart,
     /// Check expectations.
     Expect(Box<format::ExpectSpec>),
 }

@@ -150,6 +150,7 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
             }
             StepKind::Advance(ms) => sim.advance(*ms),
             StepKind::Run(n) => sim.run_steps(*n),
+            StepKind::Restart => sim.restart(),
             StepKind::Expect(e) => {
                 let mismatches = check(e, &sim, &sim.records()[window..]);
                 window = sim.records().len();

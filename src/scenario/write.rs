@@ -221,6 +221,9 @@ pub fn to_yaml(s: &Scenario) -> String {
     if s.limits.max_llm_calls != limits.max_llm_calls {
         settings.insert("max_llm_calls".into(), json!(s.limits.max_llm_calls));
     }
+    if s.config.persist {
+        settings.insert("persist".into(), json!(true));
+    }
     if let Some(bug) = s.config.planted {
         settings.insert("planted_bug".into(), json!(bug.name()));
     }
@@ -285,6 +288,7 @@ pub fn to_yaml(s: &Scenario) -> String {
             }
             StepKind::Advance(ms) => json!({ "advance": ms }),
             StepKind::Run(n) => json!({ "run": n }),
+            StepKind::Restart => json!({ "restart": true }),
             StepKind::Expect(e) => {
                 json!({ "expect": serde_json::to_value(e).expect("expectations serialise") })
             }

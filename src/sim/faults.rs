@@ -35,6 +35,8 @@ pub struct FaultRates {
     pub user_message: f64,
     /// The user types a cancel word between two steps.
     pub cancel: f64,
+    /// The runtime restarts from its persisted state at a quiescent point.
+    pub restart: f64,
 }
 
 impl FaultRates {
@@ -62,6 +64,7 @@ impl FaultRates {
             tool_latency: rate(0.3),
             user_message: rate(0.05),
             cancel: rate(0.03),
+            restart: rate(0.5),
         }
     }
 }
@@ -146,6 +149,15 @@ impl FaultPlan {
         } else {
             0
         }
+    }
+
+    /// Whether to restart the runtime now (at a quiescent point).
+    pub fn restart(&mut self) -> bool {
+        let on = self.roll(self.rates.restart);
+        if on {
+            self.injected += 1;
+        }
+        on
     }
 
     /// A message the user types now, between two steps, if any.

@@ -110,6 +110,9 @@ pub enum RunError {
         /// The stacks.
         stack: String,
     },
+    /// The runtime could not be restored from what it persisted.
+    #[error("restart failed: {0}")]
+    Restore(String),
     /// An invariant broke.
     #[error("invariant {} broken at step {step} ({at_ms}ms): {}", violation.invariant, violation.message)]
     Violation {
@@ -145,6 +148,13 @@ pub enum Note {
     ToolHang {
         /// Tool.
         tool: Arc<str>,
+    },
+    /// The runtime was restarted from its persisted state.
+    Restart {
+        /// Bytes of `state.json`.
+        state_bytes: usize,
+        /// Bytes of `context.jsonl`.
+        context_bytes: usize,
     },
     /// A fault was injected.
     Fault {
@@ -272,6 +282,8 @@ impl SimBuilder {
             seed: self.seed,
             faults: self.faults,
             materialized: self.materialize.then(Materialized::default),
+            persisted_state: None,
+            persisted_context: String::new(),
         }
     }
 }
@@ -294,6 +306,8 @@ pub struct Sim {
     seed: u64,
     faults: Option<FaultPlan>,
     materialized: Option<Materialized>,
+    persisted_state: Option<String>,
+    persisted_context: String,
 }
 
 impl fmt::Debug for Sim {
@@ -413,6 +427,42 @@ impl Sim {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// What the runtime persisted so far: `state.json` (if written) and `context.jsonl`.
+    pub fn persisted(&self) -> (Option<&str>, &str) {
+        (self.persisted_state.as_deref(), &self.persisted_context)
+    }
+
+    /// Restarts the runtime: drops it and restores a new one from what it persisted (the bytes the
+    /// file store would have written). The scripted model, tools and clock continue. Meaningful at
+    /// a quiescent point, which is when `state.json` is written.
+    pub fn restart(&mut self) -> Result<(), RunError> {
+        let config = self.rt.config().clone();
+        if !config.persist {
+            return Err(RunError::Restore(
+                "persistence is off (settings: { persist: true })".into(),
+            ));
+        }
+        let catalog = self.rt.catalog_arc();
+        let rt = match &self.persisted_state {
+            Some(state) => Runtime::restore(catalog, config, state, &self.persisted_context)
+                .map_err(|e| RunError::Violation {
+                    violation: Violation {
+                        invariant: crate::invariants::names::RESTART_EQUIVALENCE,
+                        message: format!("the persisted state does not restore: {e}"),
+                    },
+                    step: self.steps,
+                    at_ms: self.clock.now(),
+                })?,
+            None => Runtime::new(catalog, config),
+        };
+        self.rt = rt;
+        self.note(Note::Restart {
+            state_bytes: self.persisted_state.as_ref().map_or(0, String::len),
+            context_bytes: self.persisted_context.len(),
+        });
         Ok(())
     }
 
@@ -665,6 +715,8 @@ impl Sim {
                 self.clock.schedule(after_ms, order, Input::Timer { timer });
             }
             Effect::CancelTimer { timer } => self.clock.cancel_timer(timer),
+            Effect::AppendContext { line } => self.persisted_context.push_str(&line),
+            Effect::WriteState { json } => self.persisted_state = Some(json),
             Effect::Send { .. } | Effect::Stream { .. } => {}
         }
         Ok(())

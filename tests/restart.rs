@@ -1,0 +1,184 @@
+//! Persistence and restart: restoring at quiescent points continues exactly as the uninterrupted
+//! run; a torn last line of `context.jsonl` is recovered; anything else corrupt is an error, never
+//! a panic; the file store writes what the simulator keeps in memory.
+
+use std::sync::Arc;
+
+use agentsim::generate::{generate, GenConfig};
+use agentsim::persist::{FileStore, RestoreError};
+use agentsim::runtime::Runtime;
+use agentsim::scenario::{self, RunOptions, Scenario, Step, StepKind};
+use agentsim::sim::{Entry, Note, Record};
+use proptest::prelude::*;
+
+fn cases() -> u32 {
+    std::env::var("AGENTSIM_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+/// The records without restart notes, as JSON (frame ids, call ids and all).
+fn comparable(records: &[Record]) -> String {
+    let kept: Vec<&Record> = records
+        .iter()
+        .filter(|r| !matches!(r.entry, Entry::Sim(Note::Restart { .. })))
+        .collect();
+    serde_json::to_string(&kept).unwrap()
+}
+
+/// The scenario with a restart after every user step.
+fn with_restarts(s: &Scenario) -> Scenario {
+    let mut r = s.clone();
+    r.steps = s
+        .steps
+        .iter()
+        .flat_map(|step| {
+            let restart = Step {
+                line: 0,
+                column: 0,
+                kind: StepKind::Restart,
+            };
+            [step.clone(), restart]
+        })
+        .collect();
+    r.config.persist = true;
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Restarting a generated run at every quiescent point gives the same transcript as the
+    /// uninterrupted run (restart-equivalence).
+    #[test]
+    fn restarting_at_every_quiescent_point_continues_exactly(seed in any::<u64>()) {
+        let mut s = generate(seed, &GenConfig::default());
+        s.config.persist = true;
+        let plain = scenario::run(&s, RunOptions::default());
+        let restarted = scenario::run(&with_restarts(&s), RunOptions::default());
+        prop_assert_eq!(comparable(&plain.records), comparable(&restarted.records), "seed {}", seed);
+        prop_assert_eq!(plain.failure.is_some(), restarted.failure.is_some(), "seed {}", seed);
+    }
+}
+
+/// A simulation of the stack diagram left at depth 2, with its persisted bytes.
+fn persisted_at_depth_two() -> (Scenario, agentsim::sim::Sim) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/examples/stack-diagram.yaml");
+    let mut s = scenario::load(&path).unwrap();
+    s.config.persist = true;
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "research Python async APIs").unwrap();
+    sim.run_until_idle().unwrap();
+    assert_eq!(
+        sim.runtime().stacks().get("default").unwrap().stack.depth(),
+        2
+    );
+    (s, sim)
+}
+
+fn restore(s: &Scenario, state: &str, context: &str) -> Result<Runtime, RestoreError> {
+    Runtime::restore(
+        Arc::new(s.catalog.clone()),
+        s.config.clone(),
+        state,
+        context,
+    )
+}
+
+#[test]
+fn a_restored_runtime_has_the_same_state_and_sessions() {
+    let (s, sim) = persisted_at_depth_two();
+    let (state, context) = sim.persisted();
+    let rt = restore(&s, state.unwrap(), context).unwrap();
+    assert_eq!(rt.state(), sim.runtime().state());
+    let a = &sim.runtime().stacks().get("default").unwrap().stack;
+    let b = &rt.stacks().get("default").unwrap().stack;
+    for (x, y) in a.frames().iter().zip(b.frames()) {
+        assert_eq!(x.session, y.session, "{}", x.agent.frame_name);
+        assert_eq!(x.frame_id, y.frame_id);
+        assert_eq!(x.iteration, y.iteration);
+    }
+}
+
+#[test]
+fn a_torn_last_line_is_ignored_and_nothing_complete_is_lost() {
+    let (s, sim) = persisted_at_depth_two();
+    let (state, context) = sim.persisted();
+    let torn = format!("{context}{{\"type\":\"user\",\"agent_session_id\":\"00000000-");
+    let rt = restore(&s, state.unwrap(), &torn).unwrap();
+    assert_eq!(rt.state(), sim.runtime().state());
+    let replayed = agentsim::persist::replay_context(&torn, false).unwrap();
+    assert!(replayed.torn_bytes > 0);
+    let complete = agentsim::persist::replay_context(context, false).unwrap();
+    assert_eq!(replayed.sessions, complete.sessions);
+}
+
+#[test]
+fn corrupt_persisted_state_is_an_error_naming_what_is_wrong() {
+    let (s, sim) = persisted_at_depth_two();
+    let (state, context) = sim.persisted();
+    let state = state.unwrap();
+    // A corrupt line in the middle of the journal.
+    let mut lines: Vec<&str> = context.lines().collect();
+    lines.insert(1, "{not json");
+    let bad = lines.join("\n") + "\n";
+    match restore(&s, state, &bad) {
+        Err(RestoreError::Context { line: 2, .. }) => {}
+        other => panic!("expected an error at line 2, got {:?}", other.map(|_| ())),
+    }
+    // A corrupt state.json, and one of a future version.
+    assert!(matches!(
+        restore(&s, "{", context),
+        Err(RestoreError::State(_))
+    ));
+    let future = state.replacen("\"version\":1", "\"version\":99", 1);
+    assert!(
+        matches!(restore(&s, &future, context), Err(RestoreError::State(m)) if m.contains("version 99"))
+    );
+    // A frame whose agent is no longer declared.
+    let mut other = s.clone();
+    other.catalog.skills.clear();
+    assert!(matches!(
+        restore(&other, state, context),
+        Err(RestoreError::MissingAgent(name)) if name == "research"
+    ));
+    // A frame whose session has no journal entries.
+    let first_line_only = context.lines().next().unwrap().to_owned() + "\n";
+    assert!(matches!(
+        restore(&s, state, &first_line_only),
+        Err(RestoreError::MissingSession(_))
+    ));
+}
+
+#[test]
+fn the_file_store_writes_what_the_simulator_keeps_in_memory() {
+    let (s, sim) = persisted_at_depth_two();
+    let (state, context) = sim.persisted();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("file-store");
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = FileStore::new(&dir).unwrap();
+    // The journal arrives line by line; the state is replaced whole.
+    for line in context.split_inclusive('\n') {
+        store.append_context(line).unwrap();
+    }
+    store.write_state("{\"stale\": true}").unwrap();
+    store.write_state(state.unwrap()).unwrap();
+    assert!(!dir.join("state.json.tmp").exists());
+    let (loaded_state, loaded_context) = store.load().unwrap();
+    assert_eq!(loaded_state.as_deref(), state);
+    assert_eq!(loaded_context, context);
+    let rt = restore(&s, &loaded_state.unwrap(), &loaded_context).unwrap();
+    assert_eq!(rt.state(), sim.runtime().state());
+}
+
+#[test]
+fn restarting_without_persistence_is_a_clear_error() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/examples/stack-diagram.yaml");
+    let s = scenario::load(&path).unwrap();
+    let mut sim = s.sim(0, true, true);
+    let err = sim.restart().unwrap_err();
+    assert!(err.to_string().contains("persistence is off"), "{err}");
+}
