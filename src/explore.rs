@@ -40,6 +40,8 @@ pub struct Settings {
     pub faults: bool,
     /// Run the runtime with this planted bug.
     pub planted: Option<PlantedBug>,
+    /// Keep the transcript (slower; for replaying one seed).
+    pub record: bool,
 }
 
 /// The result of one run.
@@ -54,6 +56,8 @@ pub struct RunReport {
     pub sim_steps: u64,
     /// Faults injected.
     pub faults: u64,
+    /// The transcript, if [`Settings::record`] asked for it.
+    pub records: Vec<crate::sim::Record>,
 }
 
 impl RunReport {
@@ -85,7 +89,7 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
         .seed(seed)
         .limits(scenario.limits)
         .observe(true)
-        .record(false)
+        .record(settings.record)
         .faults(FaultPlan::new(seed, rates))
         .materialize(true)
         .build();
@@ -101,6 +105,7 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
         error,
         sim_steps: sim.steps(),
         faults,
+        records: sim.records().to_vec(),
     };
     let replay = report.violation().map(|v| {
         let mut replay = scenario.clone();

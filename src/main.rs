@@ -187,6 +187,8 @@ fn main() -> ExitCode {
             let settings = explore::Settings {
                 faults: !no_faults,
                 planted: bug,
+                // Replaying one seed shows its transcript, faults and all.
+                record: runs == 1,
             };
             let jobs = jobs
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -459,6 +461,9 @@ fn explore_cmd(
                 let seed = first.wrapping_add(i);
                 let base = source.scenario(seed);
                 let (report, replay) = explore::run_one(&base, seed, settings);
+                if settings.record {
+                    print!("{}", render::records_text(&report.records));
+                }
                 faults.fetch_add(report.faults, Ordering::Relaxed);
                 match (&report.error, replay) {
                     (Some(e), Some(replay)) => {

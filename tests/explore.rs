@@ -18,6 +18,7 @@ fn every_planted_bug_is_found_from_seed_zero_and_shrunk_to_ten_steps_or_fewer() 
         let settings = Settings {
             faults: true,
             planted: Some(bug),
+            record: false,
         };
         let found = (0..MAX_RUNS).find_map(|seed| {
             let (report, replay) = run_one(&source.scenario(seed), seed, settings);

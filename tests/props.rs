@@ -4,7 +4,7 @@
 use agentsim::explore::{run_one, Settings};
 use agentsim::generate::{generate, GenConfig};
 use agentsim::render;
-use agentsim::scenario::{self, RunOptions};
+use agentsim::scenario::{self, RunOptions, Scenario};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
@@ -14,10 +14,10 @@ fn cases() -> u32 {
         .unwrap_or(64)
 }
 
-/// Whole scenarios, as the seed that generates them. (Shrinking happens at the scenario level, in
-/// `agentsim::shrink`, which knows what a smaller scenario is.)
-fn scenarios() -> impl Strategy<Value = u64> {
-    any::<u64>()
+/// Whole scenarios with the seed that generated them (and drives their run). Shrinking happens at
+/// the scenario level, in `agentsim::shrink`, which knows what a smaller scenario is.
+fn scenarios() -> impl Strategy<Value = (u64, Scenario)> {
+    any::<u64>().prop_map(|seed| (seed, generate(seed, &GenConfig::default())))
 }
 
 proptest! {
@@ -27,17 +27,15 @@ proptest! {
     /// clean, reported limit (an exhausted script, a stalled model), never with a broken invariant,
     /// and never panics.
     #[test]
-    fn generated_scenarios_keep_every_invariant_under_faults(seed in scenarios()) {
-        let s = generate(seed, &GenConfig::default());
-        let (report, replay) = run_one(&s, seed, Settings { faults: true, planted: None });
+    fn generated_scenarios_keep_every_invariant_under_faults((seed, s) in scenarios()) {
+        let (report, replay) = run_one(&s, seed, Settings { faults: true, planted: None, record: false });
         prop_assert!(report.violation().is_none(), "seed {seed}: {:?}\nreplay: agentsim explore --generated --seed {seed} --runs 1", report.error);
         prop_assert!(replay.is_none());
     }
 
     /// The same generated scenario and seed give byte-identical transcripts.
     #[test]
-    fn generated_runs_are_deterministic(seed in scenarios()) {
-        let s = generate(seed, &GenConfig::default());
+    fn generated_runs_are_deterministic((_seed, s) in scenarios()) {
         let a = scenario::run(&s, RunOptions::default());
         let b = scenario::run(&s, RunOptions::default());
         prop_assert_eq!(render::records_text(&a.records), render::records_text(&b.records));
