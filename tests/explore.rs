@@ -66,6 +66,7 @@ fn without_a_planted_bug_a_sweep_breaks_nothing() {
             Settings {
                 faults: true,
                 planted: None,
+                record: false,
             },
         );
         assert!(
@@ -90,6 +91,7 @@ fn exploring_a_scenario_file_varies_faults_around_it() {
             Settings {
                 faults: true,
                 planted: None,
+                record: false,
             },
         );
         assert!(
