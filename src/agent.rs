@@ -65,6 +65,22 @@ pub struct AgentDef {
     /// A built-in passthrough skill (seed 000's `claude-code`, DESIGN §3 item 14): no frame is
     /// pushed; the call is one external execution.
     pub passthrough: bool,
+    /// Batch delegation (DESIGN §3 item 12): the child runs to completion inside the tool call and
+    /// its final text is the tool result; `None` for interactive delegation.
+    pub batch: Option<EmptyAnswer>,
+}
+
+/// What a batch delegation does when the child's final answer is empty (seed 004's `AgentTool`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmptyAnswer {
+    /// The empty text is the result.
+    AcceptEmpty,
+    /// The last non-empty assistant text of the child's conversation is the result.
+    ExtractFromConversation,
+    /// Extract as above; if there is none, send the child a second message asking for a summary
+    /// (seed 004's "double sendMessage").
+    AskForSummary,
 }
 
 impl AgentDef {
@@ -92,6 +108,7 @@ impl AgentDef {
             stream: false,
             parallel_tools: false,
             passthrough: false,
+            batch: None,
         }
     }
 

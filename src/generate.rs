@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::agent::{AgentDef, AgentKind, Catalog};
+use crate::agent::{AgentDef, AgentKind, Catalog, EmptyAnswer};
 use crate::llm::{LlmErrorKind, Usage};
 use crate::runtime::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
 use crate::scenario::{Scenario, Step, StepKind, DEFAULT_KEY};
@@ -106,6 +106,16 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         def.max_iterations = *pick(&mut rng, &[2, 3, 4, 6, 25]);
         def.parallel_tools = rng.chance(0.3);
         def.stream = rng.chance(0.1);
+        if rng.chance(0.25) {
+            def.batch = Some(*pick(
+                &mut rng,
+                &[
+                    EmptyAnswer::AcceptEmpty,
+                    EmptyAnswer::ExtractFromConversation,
+                    EmptyAnswer::AskForSummary,
+                ],
+            ));
+        }
         names.push((name, kind));
         catalog.add(def);
     }

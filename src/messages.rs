@@ -89,3 +89,9 @@ pub fn display_only(content: &str) -> Option<&'static str> {
         .into_iter()
         .find(|d| content == *d)
 }
+
+/// The second message a batch delegation sends a child whose answer was empty (seed 004).
+pub const SUMMARY_PROMPT: &str = "Please provide a concise summary of what you accomplished, found, or determined while working on this task.";
+
+/// Result for `ask_user` called by a batch child, which cannot talk to the user.
+pub const ASK_USER_IN_BATCH: &str = "Tool 'ask_user' is not available to a batch agent";

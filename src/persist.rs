@@ -134,6 +134,9 @@ pub struct FrameMeta {
     pub turn_start: usize,
     /// Its token usage.
     pub usage: Usage,
+    /// Sends made to it if it is a batch child (0 for interactive frames).
+    #[serde(default)]
+    pub batch_sends: u32,
 }
 
 /// One conversation in `state.json`.

@@ -158,6 +158,9 @@ pub fn line(entry: &Entry) -> String {
                     calls.join(", ")
                 )
             }
+            Event::Delegation {
+                frame, what, text, ..
+            } => format!("delegation {what} ({frame}): {}", quote(text)),
             Event::Cancelled {
                 frames, dropped, ..
             } => format!("cancelled: {frames} frames unwound, {dropped} queued messages dropped"),
@@ -194,6 +197,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::EmptyReply { key, .. }
         | Event::Stream { key, .. }
         | Event::Response { key, .. }
+        | Event::Delegation { key, .. }
         | Event::Cancelled { key, .. } => key,
         Event::Stale { .. } => return None,
     })

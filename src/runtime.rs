@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::agent::{AgentDef, AgentKind, AgentResponse, Catalog, ToolCallRecord};
+use crate::agent::{AgentDef, AgentKind, AgentResponse, Catalog, EmptyAnswer, ToolCallRecord};
 use crate::ids::IdSource;
 use crate::llm::{Chunk, LlmError, LlmErrorKind, LlmReply, LlmRequest, Usage};
 use crate::messages;
@@ -392,6 +392,18 @@ pub enum Event {
         /// The response.
         response: AgentResponse,
     },
+    /// A batch delegation talked to its child: the child's answer, or the second send asking
+    /// for a summary.
+    Delegation {
+        /// Session key.
+        key: Arc<str>,
+        /// The batch child.
+        frame: Arc<str>,
+        /// `answer` (the child's final text) or `summary request`.
+        what: &'static str,
+        /// The text.
+        text: Arc<str>,
+    },
     /// A cancel word unwound the stack.
     Cancelled {
         /// Session key.
@@ -600,6 +612,7 @@ impl Runtime {
                         },
                         turn_start: f.turn_start,
                         usage: f.usage,
+                        batch_sends: f.batch_sends,
                     })
                     .collect(),
             })
@@ -661,6 +674,7 @@ impl Runtime {
                     phase,
                     turn_start: meta.turn_start,
                     resumed_from_child: false,
+                    batch_sends: meta.batch_sends,
                 });
             }
             let entry = rt.stacks.entry_mut(slot);
@@ -840,6 +854,7 @@ impl Runtime {
                 usage: Usage::default(),
                 phase: Phase::AwaitUser,
                 resumed_from_child: false,
+                batch_sends: 0,
             };
             self.push(slot, frame);
         }
@@ -972,7 +987,14 @@ impl Runtime {
                 .expect("the turn ran on it");
             let name = top.agent.frame_name.clone();
             let is_main = top.is_main();
+            let top_batch = top.agent.batch;
             input = match result.action {
+                TurnAction::SendText if top_batch.is_some() => {
+                    match self.batch_answer(slot, result.text, top_batch.expect("guarded")) {
+                        Some(input) => input,
+                        None => TurnInput::User(messages::SUMMARY_PROMPT.into()),
+                    }
+                }
                 TurnAction::SendText => {
                     self.send(slot, name, result.text.clone());
                     if is_main {
@@ -1067,6 +1089,70 @@ impl Runtime {
                 }
             };
         }
+    }
+
+    /// A batch child's send ended with `text`. Applies the empty-answer policy: either the child
+    /// is popped and its answer goes to the parent (`Some(input for the parent)`), or it gets a
+    /// second send asking for a summary (`None`: the caller feeds it the summary prompt).
+    fn batch_answer(
+        &mut self,
+        slot: usize,
+        text: Arc<str>,
+        policy: EmptyAnswer,
+    ) -> Option<TurnInput> {
+        let record = self.config.record_events;
+        let entry = self.stacks.entry_mut(slot);
+        let key = entry.key.clone();
+        let frame = entry.stack.top_mut().expect("the batch child ran");
+        let frame_name = frame.agent.frame_name.clone();
+        let mut answer = text;
+        if answer.trim().is_empty() && policy != EmptyAnswer::AcceptEmpty {
+            let extracted = frame
+                .session
+                .messages
+                .iter()
+                .rev()
+                .filter(|m| m.role == crate::transcript::Role::Assistant)
+                .map(|m| m.text())
+                .find(|t| !t.trim().is_empty());
+            match extracted {
+                Some(t) => answer = t.into(),
+                None if policy == EmptyAnswer::AskForSummary && frame.batch_sends < 2 => {
+                    frame.batch_sends += 1;
+                    if record {
+                        self.events.push(Event::Delegation {
+                            key,
+                            frame: frame_name,
+                            what: "summary request",
+                            text: messages::SUMMARY_PROMPT.into(),
+                        });
+                    }
+                    return None;
+                }
+                None => {}
+            }
+        }
+        if record {
+            self.events.push(Event::Delegation {
+                key,
+                frame: frame_name,
+                what: "answer",
+                text: answer.clone(),
+            });
+        }
+        let child = self.pop(slot, PopReason::Completed);
+        self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+            agent_session_id: child.agent_session_id,
+            result: answer.clone(),
+            is_error: false,
+        });
+        Some(TurnInput::ChildResult {
+            tool_use_id: child
+                .parent_tool_use_id
+                .expect("a batch child names its parent's tool_use"),
+            content: answer,
+            is_error: false,
+        })
     }
 
     /// The double-delivery bug: a second copy of a child's result in the parent's session.

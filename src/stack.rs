@@ -105,6 +105,8 @@ pub struct StackFrame {
     /// The frame resumes after a child's result (only the skip-unresolved-after-child planted bug
     /// reads it).
     pub resumed_from_child: bool,
+    /// Sends made to a batch child so far (0 for interactive frames).
+    pub batch_sends: u32,
 }
 
 impl StackFrame {

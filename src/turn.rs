@@ -234,6 +234,9 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
         builtin::COMPLETE => Dispatch::Complete,
         builtin::USE_SKILL => Dispatch::Spawner(&UseSkill),
         builtin::USE_AGENT => Dispatch::Spawner(&UseAgent),
+        builtin::ASK_USER if frame.agent.batch.is_some() => {
+            Dispatch::Refused(messages::ASK_USER_IN_BATCH.to_owned())
+        }
         builtin::ASK_USER => Dispatch::AskUser,
         _ if !config.tools.contains_key(name) => Dispatch::Refused(messages::tool_not_found(name)),
         _ if !frame.agent.allows(name) => Dispatch::Refused(messages::tool_not_available(name)),
@@ -243,6 +246,7 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
 
 /// Builds a child frame for a spawn (seed 000's `UseSkillTool.execute`, minus the exception).
 fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSource) -> StackFrame {
+    let req_batch = req.agent.batch.is_some();
     let agent_session_id = ids.next_uuid();
     let frame_id = ids.next_uuid();
     let mut session = Session::new(agent_session_id.to_string());
@@ -260,6 +264,7 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
         phase: Phase::Loop,
         turn_start: 0,
         resumed_from_child: false,
+        batch_sends: u32::from(req_batch),
     }
 }
 

@@ -203,6 +203,12 @@ pub struct AgentSpec {
     /// A passthrough skill: no frame, one external execution with this scripted outcome.
     #[serde(default)]
     pub passthrough: Option<ToolDef>,
+    /// Batch delegation (DESIGN §3 item 12): the child runs to completion inside the tool call and
+    /// its final text is the result; the value says what an empty final answer becomes:
+    /// `accept_empty`, `extract_from_conversation` or `ask_for_summary`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub batch: Option<crate::agent::EmptyAnswer>,
 }
 
 /// One scripted model reply: a string is a text reply; a map states the reply in full.

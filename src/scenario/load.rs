@@ -257,6 +257,12 @@ impl Builder<'_> {
                 ))
             }
         };
+        if s.batch.is_some() && kind == AgentKind::Main {
+            return Err(self.error(
+                at,
+                "the main agent cannot be `batch`: only skills and agents are delegated",
+            ));
+        }
         if s.passthrough.is_some() && kind != AgentKind::Skill {
             return Err(self.error(at, format!("'{name}': only a skill can be `passthrough`")));
         }
@@ -285,6 +291,7 @@ impl Builder<'_> {
         def.stream = s.stream;
         def.parallel_tools = s.parallel_tools;
         def.passthrough = s.passthrough.is_some();
+        def.batch = s.batch;
         Ok(def)
     }
 

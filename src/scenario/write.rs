@@ -189,6 +189,12 @@ fn agent_value(def: &AgentDef, passthrough: Option<Value>) -> Value {
     if def.parallel_tools {
         m.insert("parallel_tools".into(), json!(true));
     }
+    if let Some(policy) = def.batch {
+        m.insert(
+            "batch".into(),
+            serde_json::to_value(policy).expect("a policy serialises"),
+        );
+    }
     if let Some(p) = passthrough {
         m.insert("passthrough".into(), p);
     }
