@@ -210,13 +210,19 @@ fn explore_finds_a_planted_bug_writes_a_file_that_replays_it_and_exits_one() {
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let text = stdout(&o);
     assert!(text.contains("iteration-bound"), "{text}");
+    let seed: u64 = text
+        .split("replay: agentsim explore --generated --seed ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no replay command: {text}"));
     assert!(
-        text.contains(
-            "replay: agentsim explore --generated --seed 6 --runs 1 --bug iteration-off-by-one"
-        ),
+        text.contains(&format!(
+            "--seed {seed} --runs 1 --bug iteration-off-by-one"
+        )),
         "{text}"
     );
-    let file = out.join("iteration-bound-6.yaml");
+    let file = out.join(format!("iteration-bound-{seed}.yaml"));
     assert!(file.exists(), "{text}");
     let o = agentsim(&["run", file.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stdout(&o));
