@@ -47,6 +47,7 @@
 //! - [`messages`]: the exact strings the runtime writes and sends.
 //! - [`stack`]: frames, the stack, the per-key stack manager, `TurnAction` / `TurnResult`.
 //! - [`turn`]: `execute_turn`, the agent core loop as a resumable state machine.
+//! - [`watchdog`]: seed 004's activity watchdog and interruption model, with `legacy` and `fixed` presets.
 //! - [`runtime`]: the sans-IO runtime: inputs, effects, events, the orchestration loop.
 //! - [`planted`]: realistic stack bugs the runtime can be configured to have (for the explorer's tests).
 //! - [`persist`]: `state.json` and `context.jsonl`: the journal, the frame metadata, restore, the file store.
@@ -81,4 +82,5 @@ pub mod stack;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
+pub mod watchdog;
 pub mod workloads;

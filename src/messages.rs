@@ -95,3 +95,14 @@ pub const SUMMARY_PROMPT: &str = "Please provide a concise summary of what you a
 
 /// Result for `ask_user` called by a batch child, which cannot talk to the user.
 pub const ASK_USER_IN_BATCH: &str = "Tool 'ask_user' is not available to a batch agent";
+
+/// The continuation prompt an agent gets after an activity timeout it may continue from.
+pub const CONTINUATION_PROMPT: &str = "Continue the task from where you left off.";
+
+/// Result for tool uses aborted by an interruption.
+pub const TOOL_INTERRUPTED: &str = "[Request interrupted by user for tool use]";
+
+/// `Agent interrupted: <cause>`, the failed tool result a fixed batch delegation returns.
+pub fn agent_interrupted(cause: &str) -> String {
+    format!("Agent interrupted: {cause}")
+}

@@ -161,6 +161,7 @@ pub fn line(entry: &Entry) -> String {
             Event::Delegation {
                 frame, what, text, ..
             } => format!("delegation {what} ({frame}): {}", quote(text)),
+            Event::Watchdog { frame, what, .. } => format!("watchdog {frame}: {what}"),
             Event::Cancelled {
                 frames, dropped, ..
             } => format!("cancelled: {frames} frames unwound, {dropped} queued messages dropped"),
@@ -198,6 +199,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::Stream { key, .. }
         | Event::Response { key, .. }
         | Event::Delegation { key, .. }
+        | Event::Watchdog { key, .. }
         | Event::Cancelled { key, .. } => key,
         Event::Stale { .. } => return None,
     })

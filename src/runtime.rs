@@ -24,10 +24,14 @@ use crate::ids::IdSource;
 use crate::llm::{Chunk, LlmError, LlmErrorKind, LlmReply, LlmRequest, Usage};
 use crate::messages;
 use crate::planted::PlantedBug;
-use crate::stack::{AgentStackManager, CallId, Phase, StackFrame, TurnAction};
+use crate::stack::{AgentStackManager, CallId, Phase, StackFrame, TurnAction, TurnResult};
 use crate::tools::{ToolError, ToolOutput};
 use crate::transcript::{Block, Session};
 use crate::turn::{execute_turn, frame_info, StreamEvent, TurnCx, TurnInput, CALL_SEQ_BITS};
+use crate::watchdog::{
+    CancelScope, Cause, ContinueFlag, InterruptedReturn, InterruptionConfig, ParentResume,
+    PauseTarget, Recognition,
+};
 
 /// The words that cancel an active stack (DESIGN §3 item 7).
 pub const DEFAULT_CANCEL_WORDS: [&str; 6] =
@@ -59,6 +63,8 @@ pub struct RuntimeConfig {
     /// Emit persistence effects: a `context.jsonl` line per session operation, and `state.json`
     /// whenever every conversation is quiet.
     pub persist: bool,
+    /// Model seed 004's activity watchdog and interruptions (off: `None`).
+    pub interruptions: Option<InterruptionConfig>,
 }
 
 impl RuntimeConfig {
@@ -79,6 +85,7 @@ impl Default for RuntimeConfig {
             seed: 0,
             planted: None,
             persist: false,
+            interruptions: None,
         }
     }
 }
@@ -404,6 +411,15 @@ pub enum Event {
         /// The text.
         text: Arc<str>,
     },
+    /// The watchdog or the interruption model did something.
+    Watchdog {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame.
+        frame: Arc<str>,
+        /// What happened.
+        what: String,
+    },
     /// A cancel word unwound the stack.
     Cancelled {
         /// Session key.
@@ -425,6 +441,10 @@ pub struct Runtime {
     seq: u64,
     effects: VecDeque<Effect>,
     events: Vec<Event>,
+    /// Virtual time as the driver last set it (only the watchdog reads it).
+    now: u64,
+    /// Watchdog check timers: which frame each one belongs to.
+    watch_timers: BTreeMap<CallId, (usize, Uuid)>,
 }
 
 impl Runtime {
@@ -438,7 +458,15 @@ impl Runtime {
             seq: 0,
             effects: VecDeque::new(),
             events: Vec::new(),
+            now: 0,
+            watch_timers: BTreeMap::new(),
         }
+    }
+
+    /// Tells the runtime what time it is (milliseconds on the driver's clock). Only the watchdog
+    /// reads it; the runtime never reads a clock itself.
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.now = now_ms;
     }
 
     /// The settings.
@@ -501,6 +529,9 @@ impl Runtime {
     /// Feeds one input and runs until every frame it woke waits again.
     pub fn handle(&mut self, input: Input) {
         self.handle_input(input);
+        if self.config.interruptions.is_some() {
+            self.sync_watchdogs();
+        }
         if self.config.persist && self.is_idle() {
             let json = serde_json::to_string(&self.state()).expect("state serialises");
             self.effects.push_back(Effect::WriteState { json });
@@ -561,6 +592,9 @@ impl Runtime {
                     waits,
                     TurnInput::ToolDone { call, output },
                 );
+            }
+            Input::Timer { timer } if self.watch_timers.contains_key(&timer) => {
+                self.on_watch_timer(timer);
             }
             Input::Timer { timer } => {
                 let waits = |p: &Phase| match p {
@@ -675,6 +709,7 @@ impl Runtime {
                     turn_start: meta.turn_start,
                     resumed_from_child: false,
                     batch_sends: meta.batch_sends,
+                    watch: Default::default(),
                 });
             }
             let entry = rt.stacks.entry_mut(slot);
@@ -799,7 +834,17 @@ impl Runtime {
     fn on_user(&mut self, slot: usize, text: Arc<str>) {
         let entry = self.stacks.entry(slot);
         if !entry.stack.is_empty() && self.is_cancel(&text) {
-            self.unwind(slot);
+            let top_busy = entry.stack.top().is_some_and(|f| !f.awaits_user());
+            let top_only = self
+                .config
+                .interruptions
+                .is_some_and(|ic| ic.cancel == CancelScope::TopFrame);
+            if top_busy && top_only {
+                self.interrupt_top(slot, Cause::UserCancel);
+                self.pump(slot);
+            } else {
+                self.unwind(slot);
+            }
             return;
         }
         let busy = !entry.inbox.is_empty() || entry.stack.top().is_some_and(|f| !f.awaits_user());
@@ -855,6 +900,7 @@ impl Runtime {
                 phase: Phase::AwaitUser,
                 resumed_from_child: false,
                 batch_sends: 0,
+                watch: Default::default(),
             };
             self.push(slot, frame);
         }
@@ -948,6 +994,32 @@ impl Runtime {
     /// The orchestration loop (seed 000's provider loop) for one conversation.
     fn drive(&mut self, slot: usize, mut input: TurnInput) {
         loop {
+            // An interrupted frame that waited for its child decides once the child's result is
+            // in: continue, or end its send interrupted.
+            let interrupted = self
+                .stacks
+                .entry(slot)
+                .stack
+                .top()
+                .is_some_and(|f| f.watch.interrupted.is_some());
+            if interrupted {
+                if let TurnInput::ChildResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } = input
+                {
+                    self.add_result_to_top(slot, tool_use_id, content, is_error);
+                    match self.decide(slot) {
+                        Ok(prompt) => input = prompt,
+                        Err(result) => match self.act(slot, result) {
+                            Some(next) => input = next,
+                            None => return,
+                        },
+                    }
+                    continue;
+                }
+            }
             let result = {
                 let Runtime {
                     stacks,
@@ -957,6 +1029,8 @@ impl Runtime {
                     events,
                     ids,
                     seq,
+                    now,
+                    ..
                 } = self;
                 let entry = stacks.entry_mut(slot);
                 let Some(frame) = entry.stack.top_mut() else {
@@ -973,122 +1047,151 @@ impl Runtime {
                     ids,
                     seq,
                     usage: &mut entry.usage,
+                    now: *now,
                 };
                 match execute_turn(frame, input, &mut cx) {
                     None => return,
                     Some(result) => result,
                 }
             };
-            let top = self
-                .stacks
-                .entry(slot)
-                .stack
-                .top()
-                .expect("the turn ran on it");
-            let name = top.agent.frame_name.clone();
-            let is_main = top.is_main();
-            let top_batch = top.agent.batch;
-            input = match result.action {
-                TurnAction::SendText if top_batch.is_some() => {
-                    match self.batch_answer(slot, result.text, top_batch.expect("guarded")) {
-                        Some(input) => input,
-                        None => TurnInput::User(messages::SUMMARY_PROMPT.into()),
-                    }
-                }
-                TurnAction::SendText => {
-                    self.send(slot, name, result.text.clone());
-                    if is_main {
-                        self.finish_main(slot, PopReason::Answered, result.text);
-                    }
-                    return;
-                }
-                TurnAction::Interrupt => {
-                    self.send(slot, name, result.text);
-                    return;
-                }
-                TurnAction::ChildActivated => {
-                    let child = result
-                        .child_frame
-                        .expect("ChildActivated carries the child");
-                    self.push(slot, *child);
-                    TurnInput::Start
-                }
-                TurnAction::Complete => {
-                    // `complete` is never dispatched for the main frame, so there is a parent
-                    // (unless the main-complete-accepted bug is planted).
-                    let child = self.pop(slot, PopReason::Completed);
-                    self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
-                        agent_session_id: child.agent_session_id,
-                        result: result.text.clone(),
-                        is_error: false,
-                    });
-                    let Some(tool_use_id) = child.parent_tool_use_id else {
-                        self.stacks.entry_mut(slot).stack.clear();
-                        return;
-                    };
-                    if self.config.has_bug(PlantedBug::DropCascadeResult) {
-                        TurnInput::Start
-                    } else {
-                        if self.config.has_bug(PlantedBug::DoubleDelivery) {
-                            self.deliver_extra(slot, &tool_use_id, &result.text);
-                        }
-                        TurnInput::ChildResult {
-                            tool_use_id,
-                            content: result.text,
-                            is_error: false,
-                        }
-                    }
-                }
-                TurnAction::MaxIterations if is_main => {
-                    self.send(slot, name, messages::USER_MAX_STEPS.into());
-                    self.finish_main(
-                        slot,
-                        PopReason::MaxIterations,
-                        messages::USER_MAX_STEPS.into(),
-                    );
-                    return;
-                }
-                TurnAction::Error if is_main => {
-                    let banner: Arc<str> =
-                        format!("{}{}", messages::USER_ERROR_PREFIX, result.text).into();
-                    self.send(slot, name, banner.clone());
-                    self.finish_main(slot, PopReason::Error, banner);
-                    return;
-                }
-                TurnAction::MaxIterations => {
-                    let child = self.pop(slot, PopReason::MaxIterations);
-                    let content = if self.config.has_bug(PlantedBug::DisplayLeak) {
-                        messages::USER_MAX_STEPS
-                    } else {
-                        messages::CHILD_MAX_ITERATIONS
-                    };
-                    self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
-                        agent_session_id: child.agent_session_id,
-                        result: content.into(),
-                        is_error: true,
-                    });
-                    TurnInput::ChildResult {
-                        tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
-                        content: content.into(),
-                        is_error: true,
-                    }
-                }
-                TurnAction::Error => {
-                    let child = self.pop(slot, PopReason::Error);
-                    let content: Arc<str> = messages::llm_error(&result.text).into();
-                    self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
-                        agent_session_id: child.agent_session_id,
-                        result: content.clone(),
-                        is_error: true,
-                    });
-                    TurnInput::ChildResult {
-                        tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
-                        content,
-                        is_error: true,
-                    }
-                }
-            };
+            match self.act(slot, result) {
+                Some(next) => input = next,
+                None => return,
+            }
         }
+    }
+
+    /// Acts on how a turn of the top frame ended (seed 000's orchestration `match`): `Some(input)`
+    /// cascades to the next frame, `None` means the conversation now waits.
+    fn act(&mut self, slot: usize, result: TurnResult) -> Option<TurnInput> {
+        if result.action != TurnAction::ChildActivated {
+            self.end_send(slot);
+        }
+        let top = self
+            .stacks
+            .entry(slot)
+            .stack
+            .top()
+            .expect("the turn ran on it");
+        let name = top.agent.frame_name.clone();
+        let is_main = top.is_main();
+        let top_batch = top.agent.batch;
+        let next = match result.action {
+            TurnAction::Interrupted => match top_batch {
+                Some(policy) => self.batch_interrupted(slot, result.text, policy)?,
+                None => {
+                    // An interactive frame: the user sees the display text; the frame waits.
+                    self.send(slot, name, messages::INTERRUPTED_SENTINEL.into());
+                    if is_main {
+                        self.finish_main(
+                            slot,
+                            PopReason::Error,
+                            messages::INTERRUPTED_SENTINEL.into(),
+                        );
+                    }
+                    return None;
+                }
+            },
+            TurnAction::SendText if top_batch.is_some() => {
+                match self.batch_answer(slot, result.text, top_batch.expect("guarded")) {
+                    Some(input) => input,
+                    None => TurnInput::User(messages::SUMMARY_PROMPT.into()),
+                }
+            }
+            TurnAction::SendText => {
+                self.send(slot, name, result.text.clone());
+                if is_main {
+                    self.finish_main(slot, PopReason::Answered, result.text);
+                }
+                return None;
+            }
+            TurnAction::Interrupt => {
+                self.send(slot, name, result.text);
+                return None;
+            }
+            TurnAction::ChildActivated => {
+                let child = result
+                    .child_frame
+                    .expect("ChildActivated carries the child");
+                self.push(slot, *child);
+                TurnInput::Start
+            }
+            TurnAction::Complete => {
+                // `complete` is never dispatched for the main frame, so there is a parent
+                // (unless the main-complete-accepted bug is planted).
+                let child = self.pop(slot, PopReason::Completed);
+                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                    agent_session_id: child.agent_session_id,
+                    result: result.text.clone(),
+                    is_error: false,
+                });
+                let Some(tool_use_id) = child.parent_tool_use_id else {
+                    self.stacks.entry_mut(slot).stack.clear();
+                    return None;
+                };
+                if self.config.has_bug(PlantedBug::DropCascadeResult) {
+                    TurnInput::Start
+                } else {
+                    if self.config.has_bug(PlantedBug::DoubleDelivery) {
+                        self.deliver_extra(slot, &tool_use_id, &result.text);
+                    }
+                    TurnInput::ChildResult {
+                        tool_use_id,
+                        content: result.text,
+                        is_error: false,
+                    }
+                }
+            }
+            TurnAction::MaxIterations if is_main => {
+                self.send(slot, name, messages::USER_MAX_STEPS.into());
+                self.finish_main(
+                    slot,
+                    PopReason::MaxIterations,
+                    messages::USER_MAX_STEPS.into(),
+                );
+                return None;
+            }
+            TurnAction::Error if is_main => {
+                let banner: Arc<str> =
+                    format!("{}{}", messages::USER_ERROR_PREFIX, result.text).into();
+                self.send(slot, name, banner.clone());
+                self.finish_main(slot, PopReason::Error, banner);
+                return None;
+            }
+            TurnAction::MaxIterations => {
+                let child = self.pop(slot, PopReason::MaxIterations);
+                let content = if self.config.has_bug(PlantedBug::DisplayLeak) {
+                    messages::USER_MAX_STEPS
+                } else {
+                    messages::CHILD_MAX_ITERATIONS
+                };
+                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                    agent_session_id: child.agent_session_id,
+                    result: content.into(),
+                    is_error: true,
+                });
+                TurnInput::ChildResult {
+                    tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
+                    content: content.into(),
+                    is_error: true,
+                }
+            }
+            TurnAction::Error => {
+                let child = self.pop(slot, PopReason::Error);
+                let content: Arc<str> = messages::llm_error(&result.text).into();
+                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                    agent_session_id: child.agent_session_id,
+                    result: content.clone(),
+                    is_error: true,
+                });
+                TurnInput::ChildResult {
+                    tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
+                    content,
+                    is_error: true,
+                }
+            }
+        };
+        Some(next)
     }
 
     /// A batch child's send ended with `text`. Applies the empty-answer policy: either the child
@@ -1153,6 +1256,360 @@ impl Runtime {
             content: answer,
             is_error: false,
         })
+    }
+
+    // ---- Seed 004's watchdog and interruption model (only with `config.interruptions`). ----
+
+    fn interruption_config(&self) -> InterruptionConfig {
+        self.config
+            .interruptions
+            .expect("the watchdog runs only with interruptions modelled")
+    }
+
+    fn watch_event(&mut self, slot: usize, frame: Arc<str>, what: String) {
+        if self.config.record_events {
+            let key = self.stacks.entry(slot).key.clone();
+            self.events.push(Event::Watchdog { key, frame, what });
+        }
+    }
+
+    fn next_timer(&mut self, slot: usize) -> CallId {
+        self.seq += 1;
+        ((slot as u64) << CALL_SEQ_BITS) | (self.seq & ((1 << CALL_SEQ_BITS) - 1))
+    }
+
+    /// Schedules the next check of frame `idx`.
+    fn arm_check(&mut self, slot: usize, idx: usize) {
+        let ic = self.interruption_config();
+        let timer = self.next_timer(slot);
+        let frame = &mut self.stacks.entry_mut(slot).stack.frames_mut()[idx];
+        frame.watch.timer = Some(timer);
+        self.watch_timers.insert(timer, (slot, frame.frame_id));
+        self.effects.push_back(Effect::SetTimer {
+            timer,
+            after_ms: ic.check_every_ms,
+        });
+    }
+
+    /// Brings every frame's watchdog in line with what the frame is doing: armed while it runs a
+    /// send, paused while its own tool or (per the policy) a child runs.
+    fn sync_watchdogs(&mut self) {
+        let ic = self.interruption_config();
+        let now = self.now;
+        for slot in 0..self.stacks.entries().len() {
+            let depth = self.stacks.entry(slot).stack.depth();
+            let mut paused_by_child = vec![false; depth];
+            for (j, f) in self
+                .stacks
+                .entry(slot)
+                .stack
+                .frames()
+                .iter()
+                .enumerate()
+                .skip(1)
+            {
+                if ic.pause_for_child && !f.watch.pause_released {
+                    let target = match ic.child_pauses {
+                        PauseTarget::Parent => j - 1,
+                        PauseTarget::Main => 0,
+                    };
+                    paused_by_child[target] = true;
+                }
+            }
+            for (idx, by_child) in paused_by_child.iter().copied().enumerate() {
+                let frame = &mut self.stacks.entry_mut(slot).stack.frames_mut()[idx];
+                let running = !frame.awaits_user();
+                let own = ic.pause_for_own_tools
+                    && matches!(
+                        frame.phase,
+                        Phase::AwaitTool { .. } | Phase::AwaitTools { .. }
+                    );
+                if own != frame.watch.own_tool_pause {
+                    frame.watch.own_tool_pause = own;
+                    if !own {
+                        frame.watch.last_activity = now;
+                    }
+                }
+                if by_child != frame.watch.child_pause {
+                    frame.watch.child_pause = by_child;
+                    if !by_child && ic.parent_resume == ParentResume::Delegation {
+                        frame.watch.last_activity = now;
+                    }
+                }
+                if running && !frame.watch.armed {
+                    frame.watch.armed = true;
+                    frame.watch.last_activity = now;
+                    self.arm_check(slot, idx);
+                } else if !running && frame.watch.armed {
+                    frame.watch.armed = false;
+                    if let Some(timer) = frame.watch.timer.take() {
+                        self.watch_timers.remove(&timer);
+                        self.effects.push_back(Effect::CancelTimer { timer });
+                    }
+                }
+            }
+        }
+    }
+
+    /// A watchdog check came due.
+    fn on_watch_timer(&mut self, timer: CallId) {
+        let Some((slot, frame_id)) = self.watch_timers.remove(&timer) else {
+            return;
+        };
+        let ic = self.interruption_config();
+        let now = self.now;
+        let stack = &mut self.stacks.entry_mut(slot).stack;
+        let Some(idx) = stack.frames().iter().position(|f| f.frame_id == frame_id) else {
+            return;
+        };
+        let frame = &mut stack.frames_mut()[idx];
+        frame.watch.timer = None;
+        if !frame.watch.armed {
+            return;
+        }
+        let idle = now.saturating_sub(frame.watch.last_activity);
+        if frame.watch.paused() || idle < ic.timeout_ms {
+            self.arm_check(slot, idx);
+            return;
+        }
+        // The seed's handleActivityTimeout: set the context with the continue flag, interrupt.
+        frame.watch.flag = true;
+        frame.watch.interrupted = Some(Cause::ActivityTimeout);
+        frame.watch.last_activity = now;
+        let name = frame.agent.frame_name.clone();
+        self.watch_event(
+            slot,
+            name,
+            format!("activity timeout: no activity for {}s", idle / 1000),
+        );
+        self.arm_check(slot, idx);
+        let top = self.stacks.entry(slot).stack.depth() - 1;
+        if idx != top && ic.shared_client {
+            let frame = &mut self.stacks.entry_mut(slot).stack.frames_mut()[top];
+            if matches!(frame.phase, Phase::AwaitLlm { .. }) && frame.watch.interrupted.is_none() {
+                frame.watch.interrupted = Some(Cause::OtherAgentAbort);
+                let name = frame.agent.frame_name.clone();
+                self.watch_event(
+                    slot,
+                    name,
+                    "model call aborted through the shared client".into(),
+                );
+            }
+        }
+        let top_frame = &self.stacks.entry(slot).stack.frames()[top];
+        let in_flight = matches!(
+            top_frame.phase,
+            Phase::AwaitLlm { .. } | Phase::AwaitTool { .. } | Phase::AwaitTools { .. }
+        );
+        if top_frame.watch.interrupted.is_some() && in_flight {
+            self.abort_and_resolve(slot);
+        }
+        self.pump(slot);
+    }
+
+    /// Interrupts the frame on top with `cause` (a cancel that stops only the top frame).
+    fn interrupt_top(&mut self, slot: usize, cause: Cause) {
+        let frame = self
+            .stacks
+            .entry_mut(slot)
+            .stack
+            .top_mut()
+            .expect("a busy top");
+        frame.watch.interrupted = Some(cause);
+        let name = frame.agent.frame_name.clone();
+        self.watch_event(slot, name, format!("interrupted: {}", cause.describe()));
+        let in_flight = matches!(
+            self.stacks.entry(slot).stack.top().map(|f| &f.phase),
+            Some(Phase::AwaitLlm { .. } | Phase::AwaitTool { .. } | Phase::AwaitTools { .. })
+        );
+        if in_flight {
+            self.abort_and_resolve(slot);
+        }
+    }
+
+    /// Aborts the top frame's in-flight model call or tools, then lets it decide.
+    fn abort_and_resolve(&mut self, slot: usize) {
+        {
+            let Runtime {
+                stacks,
+                catalog,
+                config,
+                effects,
+                events,
+                ids,
+                seq,
+                now,
+                ..
+            } = self;
+            let entry = stacks.entry_mut(slot);
+            let frame = entry.stack.top_mut().expect("a top frame");
+            let mut cx = TurnCx {
+                key: &entry.key,
+                slot,
+                catalog,
+                config,
+                effects,
+                events,
+                ids,
+                seq,
+                usage: &mut entry.usage,
+                now: *now,
+            };
+            for timer in frame_timers(&frame.phase) {
+                cx.effects.push_back(Effect::CancelTimer { timer });
+            }
+            // The aborted call's reply or the tools' results arrive later as stale inputs.
+            cx.resolve_all(frame, messages::TOOL_INTERRUPTED);
+            frame.phase = Phase::Loop;
+        }
+        match self.decide(slot) {
+            Ok(prompt) => self.drive(slot, prompt),
+            Err(result) => {
+                if let Some(next) = self.act(slot, result) {
+                    self.drive(slot, next);
+                }
+            }
+        }
+    }
+
+    /// The interrupted top frame's decision: `Ok(continuation prompt)` to continue, or
+    /// `Err(result)` ending its send interrupted.
+    fn decide(&mut self, slot: usize) -> Result<TurnInput, TurnResult> {
+        let ic = self.interruption_config();
+        let now = self.now;
+        let frame = self
+            .stacks
+            .entry_mut(slot)
+            .stack
+            .top_mut()
+            .expect("a top frame");
+        let cause = frame
+            .watch
+            .interrupted
+            .take()
+            .expect("an interrupted frame");
+        let can_continue = match ic.continue_flag {
+            ContinueFlag::ClearedPerSend => frame.watch.flag,
+            ContinueFlag::TypedCause => cause == Cause::ActivityTimeout,
+        };
+        let name = frame.agent.frame_name.clone();
+        if can_continue && frame.watch.recoveries < ic.recovery_limit {
+            frame.watch.recoveries += 1;
+            frame.watch.last_activity = now;
+            let n = frame.watch.recoveries;
+            self.watch_event(
+                slot,
+                name,
+                format!(
+                    "continues after {} (recovery {n} of {})",
+                    cause.describe(),
+                    ic.recovery_limit
+                ),
+            );
+            return Ok(TurnInput::User(messages::CONTINUATION_PROMPT.into()));
+        }
+        let text: Arc<str> = match ic.interrupted_returns {
+            InterruptedReturn::Sentinel => messages::INTERRUPTED_SENTINEL.into(),
+            InterruptedReturn::TypedError => messages::agent_interrupted(cause.describe()).into(),
+        };
+        self.watch_event(
+            slot,
+            name,
+            format!(
+                "send ends interrupted ({}), returning {text:?}",
+                cause.describe()
+            ),
+        );
+        Err(TurnResult::new(TurnAction::Interrupted, text))
+    }
+
+    /// The cleanup at the end of a send (the seed's `cleanupRequestState`).
+    fn end_send(&mut self, slot: usize) {
+        let Some(ic) = self.config.interruptions else {
+            return;
+        };
+        let Some(frame) = self.stacks.entry_mut(slot).stack.top_mut() else {
+            return;
+        };
+        if ic.continue_flag == ContinueFlag::ClearedPerSend {
+            frame.watch.flag = false;
+        }
+        frame.watch.interrupted = None;
+        frame.watch.recoveries = 0;
+        if ic.parent_resume == ParentResume::EachSend && frame.parent_tool_use_id.is_some() {
+            frame.watch.pause_released = true;
+        }
+    }
+
+    /// A batch child's send ended interrupted: the delegating tool recognises it (a failed tool
+    /// result) or, recognising only "[Request interrupted", passes the text on as the answer.
+    fn batch_interrupted(
+        &mut self,
+        slot: usize,
+        text: Arc<str>,
+        policy: EmptyAnswer,
+    ) -> Option<TurnInput> {
+        let ic = self.interruption_config();
+        let recognised = ic.tool_recognises == Recognition::Typed
+            || ic.interrupted_returns == InterruptedReturn::TypedError
+            || text.contains("[Request interrupted");
+        if !recognised {
+            return self.batch_answer(slot, text, policy);
+        }
+        let content: Arc<str> = if text.starts_with("Agent interrupted") {
+            text
+        } else {
+            messages::agent_interrupted("interrupted").into()
+        };
+        let child = self.pop(slot, PopReason::Error);
+        self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+            agent_session_id: child.agent_session_id,
+            result: content.clone(),
+            is_error: true,
+        });
+        Some(TurnInput::ChildResult {
+            tool_use_id: child
+                .parent_tool_use_id
+                .expect("a batch child names its parent"),
+            content,
+            is_error: true,
+        })
+    }
+
+    /// Appends a result to the top frame's session (outside a turn).
+    fn add_result_to_top(
+        &mut self,
+        slot: usize,
+        tool_use_id: Arc<str>,
+        content: Arc<str>,
+        is_error: bool,
+    ) {
+        let Runtime {
+            stacks,
+            catalog,
+            config,
+            effects,
+            events,
+            ids,
+            seq,
+            now,
+            ..
+        } = self;
+        let entry = stacks.entry_mut(slot);
+        let frame = entry.stack.top_mut().expect("a top frame");
+        let mut cx = TurnCx {
+            key: &entry.key,
+            slot,
+            catalog,
+            config,
+            effects,
+            events,
+            ids,
+            seq,
+            usage: &mut entry.usage,
+            now: *now,
+        };
+        cx.add_result(frame, tool_use_id, content, is_error);
     }
 
     /// The double-delivery bug: a second copy of a child's result in the parent's session.
@@ -1226,6 +1683,8 @@ impl Runtime {
                     events,
                     ids,
                     seq,
+                    now,
+                    ..
                 } = self;
                 let entry = stacks.entry_mut(slot);
                 let frame = entry.stack.top_mut().expect("checked non-empty");
@@ -1239,6 +1698,7 @@ impl Runtime {
                     ids,
                     seq,
                     usage: &mut entry.usage,
+                    now: *now,
                 };
                 for timer in frame_timers(&frame.phase) {
                     cx.effects.push_back(Effect::CancelTimer { timer });

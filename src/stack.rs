@@ -107,6 +107,8 @@ pub struct StackFrame {
     pub resumed_from_child: bool,
     /// Sends made to a batch child so far (0 for interactive frames).
     pub batch_sends: u32,
+    /// Watchdog and interruption state (used only when interruptions are modelled).
+    pub watch: crate::watchdog::Watch,
 }
 
 impl StackFrame {
@@ -287,6 +289,8 @@ pub enum TurnAction {
     MaxIterations,
     /// The frame's model call failed.
     Error,
+    /// The frame's send ended interrupted (seed 004; only with interruptions modelled).
+    Interrupted,
 }
 
 /// The end of one turn (seed 000's `TurnResult`).

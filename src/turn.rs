@@ -108,6 +108,8 @@ pub struct TurnCx<'a> {
     pub seq: &'a mut u64,
     /// The conversation's usage total.
     pub usage: &'a mut Usage,
+    /// Virtual time now, as the driver last set it.
+    pub now: u64,
 }
 
 /// Bits of a [`CallId`] that hold the sequence number; the slot sits above them.
@@ -122,6 +124,15 @@ impl TurnCx<'_> {
     fn record(&mut self, event: impl FnOnce() -> Event) {
         if self.config.record_events {
             self.events.push(event());
+        }
+    }
+
+    /// Records activity for the frame's watchdog, if `kind` counts as activity.
+    pub fn activity(&self, frame: &mut StackFrame, kind: fn(&crate::watchdog::Activity) -> bool) {
+        if let Some(ic) = &self.config.interruptions {
+            if kind(&ic.activity) {
+                frame.watch.last_activity = self.now;
+            }
         }
     }
 
@@ -265,6 +276,7 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
         turn_start: 0,
         resumed_from_child: false,
         batch_sends: u32::from(req_batch),
+        watch: Default::default(),
     }
 }
 
@@ -516,7 +528,7 @@ fn start_tool(
 }
 
 fn emit_run(
-    frame: &StackFrame,
+    frame: &mut StackFrame,
     id: &Arc<str>,
     name: &Arc<str>,
     input: Arc<serde_json::Value>,
@@ -526,6 +538,7 @@ fn emit_run(
         name: name.clone(),
         id: id.clone(),
     });
+    cx.activity(frame, |a| a.tool_start);
     let call = cx.next_call();
     cx.effects.push_back(Effect::RunTool {
         call,
@@ -592,6 +605,9 @@ fn on_tool_outcome(
     is_error: bool,
     cx: &mut TurnCx<'_>,
 ) -> bool {
+    if !is_error {
+        cx.activity(frame, |a| a.tool_success);
+    }
     match std::mem::take(&mut frame.phase) {
         Phase::AwaitTool {
             tool_use_id,
@@ -683,6 +699,7 @@ fn on_reply(
         .retain(|b| !matches!(b, Block::Text { text } if text.is_empty()));
     frame.usage += reply.usage;
     *cx.usage += reply.usage;
+    cx.activity(frame, |a| a.first_output);
     cx.detail(|| Event::LlmReply {
         key: cx.key.clone(),
         frame: frame.agent.frame_name.clone(),

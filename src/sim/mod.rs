@@ -502,6 +502,7 @@ impl Sim {
                 stack: self.describe_stacks(),
             });
         }
+        self.rt.set_now(self.clock.now());
         self.rt.handle(input);
         // The invariants are checked on what the runtime did before its effects are applied, so
         // that a script running out in the same step cannot hide a violation.
