@@ -129,6 +129,16 @@ impl Builder<'_> {
         if let Some(words) = &settings.cancel_words {
             config.cancel_words = words.clone();
         }
+        if let Some(spec) = &settings.interruptions {
+            let c = spec.value.config();
+            if c.check_every_ms == 0 || c.timeout_ms == 0 {
+                return Err(self.error(
+                    spec.referenced,
+                    "interruptions: `timeout` and `check_every` must be positive",
+                ));
+            }
+            config.interruptions = Some(c);
+        }
         if let Some(bug) = &settings.planted_bug {
             config.planted = Some(
                 bug.value

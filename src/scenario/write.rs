@@ -227,6 +227,16 @@ pub fn to_yaml(s: &Scenario) -> String {
     if s.limits.max_llm_calls != limits.max_llm_calls {
         settings.insert("max_llm_calls".into(), json!(s.limits.max_llm_calls));
     }
+    if let Some(ic) = s.config.interruptions {
+        let mut v = serde_json::to_value(ic).expect("the configuration serialises");
+        if let Value::Object(m) = &mut v {
+            let timeout = m.remove("timeout_ms").expect("a field");
+            let check = m.remove("check_every_ms").expect("a field");
+            m.insert("timeout".into(), timeout);
+            m.insert("check_every".into(), check);
+        }
+        settings.insert("interruptions".into(), v);
+    }
     if s.config.persist {
         settings.insert("persist".into(), json!(true));
     }
