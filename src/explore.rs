@@ -12,7 +12,9 @@ use crate::scenario::{Scenario, Step, StepKind};
 use crate::sim::faults::{FaultPlan, FaultRates};
 use crate::sim::mock_llm::MockLlm;
 use crate::sim::mock_tools::{MockTools, ToolScript};
+use crate::sim::rng::SimRng;
 use crate::sim::{RunError, Sim};
+use crate::watchdog::InterruptionConfig;
 
 /// Where the scenarios come from.
 #[derive(Clone, Debug)]
@@ -42,6 +44,23 @@ pub struct Settings {
     pub planted: Option<PlantedBug>,
     /// Keep the transcript (slower; for replaying one seed).
     pub record: bool,
+    /// Model seed 004's interruptions around this preset, with timings (and some knobs) drawn per
+    /// seed; see [`randomized_interruptions`].
+    pub interruptions: Option<InterruptionConfig>,
+}
+
+/// The interruption model for one exploration seed: the preset's knobs that decide the bug stay,
+/// while timings scale to generated latencies (timeouts of 0.3 to 2 s, checks every 50 to 250 ms)
+/// and what counts as activity and the recovery limit are drawn from the seed.
+pub fn randomized_interruptions(base: InterruptionConfig, seed: u64) -> InterruptionConfig {
+    let mut rng = SimRng::new(seed).fork(seed, 0x1A7E);
+    let mut c = base;
+    c.timeout_ms = [300, 600, 1000, 2000][rng.below(4) as usize];
+    c.check_every_ms = [50, 100, 250][rng.below(3) as usize];
+    c.activity.stream_token = rng.chance(0.5);
+    c.activity.first_output = rng.chance(0.5);
+    c.recovery_limit = rng.below(4) as u32;
+    c
 }
 
 /// The result of one run.
@@ -73,6 +92,9 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
     let mut scenario = base.clone();
     if settings.planted.is_some() {
         scenario.config.planted = settings.planted;
+    }
+    if let Some(base) = settings.interruptions {
+        scenario.config.interruptions = Some(randomized_interruptions(base, seed));
     }
     let rates = if settings.faults {
         FaultRates::swarm(seed)

@@ -45,6 +45,14 @@ enum ObserverSetting {
     Both,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Preset {
+    /// Seed 004's runtime.
+    Legacy,
+    /// Its fix.
+    Fixed,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run one scenario and print its transcript; exit 1 if it fails, showing expected and actual.
@@ -101,6 +109,10 @@ enum Command {
         /// Run the runtime with a planted bug, to see the harness find it.
         #[arg(long, value_name = "NAME")]
         bug: Option<agentsim::planted::PlantedBug>,
+        /// Model seed 004's watchdog and interruptions around this preset, with timings and some
+        /// knobs drawn per seed.
+        #[arg(long, value_enum, value_name = "PRESET")]
+        interruptions: Option<Preset>,
         /// Where to write shrunk failures.
         #[arg(long, default_value = "scenarios/regressions")]
         out: PathBuf,
@@ -168,6 +180,7 @@ fn main() -> ExitCode {
             jobs,
             no_faults,
             bug,
+            interruptions,
             out,
             no_write,
             shrink_budget,
@@ -189,6 +202,10 @@ fn main() -> ExitCode {
                 planted: bug,
                 // Replaying one seed shows its transcript, faults and all.
                 record: runs == 1,
+                interruptions: interruptions.map(|p| match p {
+                    Preset::Legacy => agentsim::watchdog::InterruptionConfig::legacy(),
+                    Preset::Fixed => agentsim::watchdog::InterruptionConfig::fixed(),
+                }),
             };
             let jobs = jobs
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -427,6 +444,14 @@ fn replay_command(source: &explore::Source, seed: u64, settings: explore::Settin
     }
     if let Some(bug) = settings.planted {
         cmd.push_str(&format!(" --bug {bug}"));
+    }
+    if let Some(ic) = settings.interruptions {
+        let preset = if ic == agentsim::watchdog::InterruptionConfig::legacy() {
+            "legacy"
+        } else {
+            "fixed"
+        };
+        cmd.push_str(&format!(" --interruptions {preset}"));
     }
     cmd
 }

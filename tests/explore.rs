@@ -19,6 +19,7 @@ fn every_planted_bug_is_found_from_seed_zero_and_shrunk_to_ten_steps_or_fewer() 
             faults: true,
             planted: Some(bug),
             record: false,
+            interruptions: None,
         };
         let found = (0..MAX_RUNS).find_map(|seed| {
             let (report, replay) = run_one(&source.scenario(seed), seed, settings);
@@ -67,6 +68,7 @@ fn without_a_planted_bug_a_sweep_breaks_nothing() {
                 faults: true,
                 planted: None,
                 record: false,
+                interruptions: None,
             },
         );
         assert!(
@@ -92,6 +94,7 @@ fn exploring_a_scenario_file_varies_faults_around_it() {
                 faults: true,
                 planted: None,
                 record: false,
+                interruptions: None,
             },
         );
         assert!(
@@ -105,4 +108,41 @@ fn exploring_a_scenario_file_varies_faults_around_it() {
         faults > 50,
         "the swarm plans should inject faults: {faults}"
     );
+}
+
+#[test]
+fn exploring_under_the_legacy_interruption_preset_finds_the_seed_004_leak_and_fixed_does_not() {
+    use agentsim::watchdog::InterruptionConfig;
+    let source = Source::Generated(GenConfig::default());
+    let legacy = Settings {
+        faults: true,
+        planted: None,
+        record: false,
+        interruptions: Some(InterruptionConfig::legacy()),
+    };
+    let found = (0..2_000u64).find_map(|seed| {
+        let (report, replay) = run_one(&source.scenario(seed), seed, legacy);
+        let v = report.violation()?;
+        (v.invariant == "no-display-leak").then(|| (seed, replay.expect("a replay")))
+    });
+    let (seed, replay) = found.expect("the legacy preset leaks the sentinel");
+    println!(
+        "legacy: no-display-leak found at seed {seed} (run {})",
+        seed + 1
+    );
+    let shrunk = shrink(replay, "no-display-leak", 3_000).scenario;
+    assert!(reproduces(&shrunk, "no-display-leak"));
+    println!("legacy: shrunk to {} steps", shrunk.steps.len());
+    let fixed = Settings {
+        interruptions: Some(InterruptionConfig::fixed()),
+        ..legacy
+    };
+    for seed in 0..1_000u64 {
+        let (report, _) = run_one(&source.scenario(seed), seed, fixed);
+        assert!(
+            report.violation().is_none(),
+            "fixed, seed {seed}: {:?}",
+            report.error
+        );
+    }
 }
