@@ -991,6 +991,43 @@ impl Runtime {
         self.effects.push_back(Effect::Send { key, text });
     }
 
+    /// Runs `f` on the top frame of `slot` with a turn context made of the runtime's other parts;
+    /// `None` if the stack is empty.
+    fn with_top<R>(
+        &mut self,
+        slot: usize,
+        f: impl FnOnce(&mut StackFrame, &mut TurnCx<'_>) -> R,
+    ) -> Option<R> {
+        let Runtime {
+            stacks,
+            catalog,
+            config,
+            effects,
+            events,
+            ids,
+            seq,
+            now,
+            ..
+        } = self;
+        let crate::stack::StackEntry {
+            key, stack, usage, ..
+        } = stacks.entry_mut(slot);
+        let frame = stack.top_mut()?;
+        let mut cx = TurnCx {
+            key,
+            slot,
+            catalog,
+            config,
+            effects,
+            events,
+            ids,
+            seq,
+            usage,
+            now: *now,
+        };
+        Some(f(frame, &mut cx))
+    }
+
     /// The orchestration loop (seed 000's provider loop) for one conversation.
     fn drive(&mut self, slot: usize, mut input: TurnInput) {
         loop {
@@ -1020,39 +1057,13 @@ impl Runtime {
                     continue;
                 }
             }
-            let result = {
-                let Runtime {
-                    stacks,
-                    catalog,
-                    config,
-                    effects,
-                    events,
-                    ids,
-                    seq,
-                    now,
-                    ..
-                } = self;
-                let entry = stacks.entry_mut(slot);
-                let Some(frame) = entry.stack.top_mut() else {
-                    tracing::warn!(key = %entry.key, "stack empty unexpectedly");
+            let result = match self.with_top(slot, |frame, cx| execute_turn(frame, input, cx)) {
+                None => {
+                    tracing::warn!(slot, "stack empty unexpectedly");
                     return;
-                };
-                let mut cx = TurnCx {
-                    key: &entry.key,
-                    slot,
-                    catalog,
-                    config,
-                    effects,
-                    events,
-                    ids,
-                    seq,
-                    usage: &mut entry.usage,
-                    now: *now,
-                };
-                match execute_turn(frame, input, &mut cx) {
-                    None => return,
-                    Some(result) => result,
                 }
+                Some(None) => return,
+                Some(Some(result)) => result,
             };
             match self.act(slot, result) {
                 Some(next) => input = next,
@@ -1429,39 +1440,14 @@ impl Runtime {
 
     /// Aborts the top frame's in-flight model call or tools, then lets it decide.
     fn abort_and_resolve(&mut self, slot: usize) {
-        {
-            let Runtime {
-                stacks,
-                catalog,
-                config,
-                effects,
-                events,
-                ids,
-                seq,
-                now,
-                ..
-            } = self;
-            let entry = stacks.entry_mut(slot);
-            let frame = entry.stack.top_mut().expect("a top frame");
-            let mut cx = TurnCx {
-                key: &entry.key,
-                slot,
-                catalog,
-                config,
-                effects,
-                events,
-                ids,
-                seq,
-                usage: &mut entry.usage,
-                now: *now,
-            };
+        self.with_top(slot, |frame, cx| {
             for timer in frame_timers(&frame.phase) {
                 cx.effects.push_back(Effect::CancelTimer { timer });
             }
             // The aborted call's reply or the tools' results arrive later as stale inputs.
             cx.resolve_all(frame, messages::TOOL_INTERRUPTED);
             frame.phase = Phase::Loop;
-        }
+        });
         match self.decide(slot) {
             Ok(prompt) => self.drive(slot, prompt),
             Err(result) => {
@@ -1584,32 +1570,9 @@ impl Runtime {
         content: Arc<str>,
         is_error: bool,
     ) {
-        let Runtime {
-            stacks,
-            catalog,
-            config,
-            effects,
-            events,
-            ids,
-            seq,
-            now,
-            ..
-        } = self;
-        let entry = stacks.entry_mut(slot);
-        let frame = entry.stack.top_mut().expect("a top frame");
-        let mut cx = TurnCx {
-            key: &entry.key,
-            slot,
-            catalog,
-            config,
-            effects,
-            events,
-            ids,
-            seq,
-            usage: &mut entry.usage,
-            now: *now,
-        };
-        cx.add_result(frame, tool_use_id, content, is_error);
+        self.with_top(slot, |frame, cx| {
+            cx.add_result(frame, tool_use_id, content, is_error)
+        });
     }
 
     /// The double-delivery bug: a second copy of a child's result in the parent's session.
@@ -1674,38 +1637,13 @@ impl Runtime {
         let frames = self.stacks.entry(slot).stack.depth();
         let keep = usize::from(self.config.has_bug(PlantedBug::CancelLeavesFrame));
         while self.stacks.entry(slot).stack.depth() > keep {
-            {
-                let Runtime {
-                    stacks,
-                    catalog,
-                    config,
-                    effects,
-                    events,
-                    ids,
-                    seq,
-                    now,
-                    ..
-                } = self;
-                let entry = stacks.entry_mut(slot);
-                let frame = entry.stack.top_mut().expect("checked non-empty");
-                let mut cx = TurnCx {
-                    key: &entry.key,
-                    slot,
-                    catalog,
-                    config,
-                    effects,
-                    events,
-                    ids,
-                    seq,
-                    usage: &mut entry.usage,
-                    now: *now,
-                };
+            self.with_top(slot, |frame, cx| {
                 for timer in frame_timers(&frame.phase) {
                     cx.effects.push_back(Effect::CancelTimer { timer });
                 }
                 cx.resolve_all(frame, messages::CANCELLED_BY_USER);
                 frame.phase = Phase::AwaitUser;
-            }
+            });
             let frame = self.pop(slot, PopReason::Cancelled);
             if !frame.is_main() {
                 self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
