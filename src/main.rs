@@ -106,7 +106,10 @@ enum Command {
         /// Do not inject faults (vary only the seed).
         #[arg(long)]
         no_faults: bool,
-        /// Run the runtime with a planted bug, to see the harness find it.
+        /// Run the runtime with a planted bug, to see the harness find it: drop-cascade-result,
+        /// double-delivery, iteration-off-by-one, route-below-top, skip-unresolved-after-child,
+        /// main-complete-accepted, display-leak, cancel-leaves-frame, completion-order-results,
+        /// empty-reply-recorded, restore-forgets-first-message.
         #[arg(long, value_name = "NAME")]
         bug: Option<agentsim::planted::PlantedBug>,
         /// Model seed 004's watchdog and interruptions around this preset, with timings and some

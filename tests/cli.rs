@@ -240,3 +240,12 @@ fn explore_without_bugs_exits_zero_with_a_summary() {
     let o = agentsim(&["explore"]);
     assert_eq!(o.status.code(), Some(2), "FILE or --generated is required");
 }
+
+#[test]
+fn explore_help_names_every_planted_bug() {
+    let o = agentsim(&["explore", "--help"]);
+    let text = stdout(&o);
+    for bug in agentsim::planted::PlantedBug::ALL {
+        assert!(text.contains(bug.name()), "{bug} missing from --help");
+    }
+}
