@@ -120,6 +120,10 @@ impl Pairing {
             self.check_message(messages, i, message)?;
             match message.role {
                 Role::Assistant => {
+                    if self.seen.capacity() == 0 {
+                        // Sessions usually hold a handful of tool uses: skip the early rehashes.
+                        self.seen.reserve(16);
+                    }
                     for u in message.tool_uses() {
                         self.seen.insert(u.id.clone());
                     }
@@ -266,7 +270,8 @@ pub struct Observer {
     pairing: FxHashMap<Uuid, Pairing>,
     llm_calls: FxHashMap<Uuid, u32>,
     deliveries: Vec<Delivery>,
-    delivered: FxHashSet<(Uuid, Arc<str>)>,
+    /// Results already delivered by popped children, by the parent session they went to.
+    delivered: FxHashMap<Uuid, Vec<Arc<str>>>,
     pushed: Vec<(Arc<str>, Uuid)>,
     touched: Vec<Arc<str>>,
 }
@@ -286,10 +291,8 @@ impl Observer {
     }
 
     fn model(&mut self, key: &Arc<str>) -> &mut Vec<FrameInfo> {
-        if !self.stacks.contains_key(key) {
-            self.stacks.insert(key.clone(), Vec::new());
-        }
-        self.stacks.get_mut(key).expect("inserted above")
+        // One lookup (the key's `Arc` is cloned, which is cheaper than comparing strings twice).
+        self.stacks.entry(key.clone()).or_default()
     }
 
     fn touch(&mut self, key: &Arc<str>) {
@@ -422,7 +425,11 @@ impl Observer {
                         d.count += 1;
                     }
                 }
-                if self.delivered.contains(&(*session_id, tool_use_id.clone())) {
+                let again = self
+                    .delivered
+                    .get(session_id)
+                    .is_some_and(|ids| ids.contains(tool_use_id));
+                if again {
                     return Err(violation(
                         SINGLE_DELIVERY,
                         format!("a second result for {tool_use_id} reached {frame} after its child was gone"),
@@ -526,7 +533,7 @@ impl Observer {
                 ));
             }
             if let Some(id) = d.child.parent_tool_use_id {
-                self.delivered.insert((d.parent_session, id));
+                self.delivered.entry(d.parent_session).or_default().push(id);
             }
         }
         // Frames pushed in this step and still present must name an unresolved tool_use below.

@@ -200,6 +200,10 @@ impl Session {
     pub fn add_assistant_message(&mut self, content: Vec<Block>) -> &Message {
         for block in &content {
             if let Block::ToolUse { id, .. } = block {
+                if self.tool_use_ids.capacity() == 0 {
+                    // Skip the early rehashes of a set that usually holds a handful of ids.
+                    self.tool_use_ids.reserve(16);
+                }
                 self.tool_use_ids.insert(id.clone());
             }
         }

@@ -169,9 +169,21 @@ impl MockLlm {
     }
 }
 
-/// `toolu_01`, `toolu_02`, ... `toolu_100`: at least two digits. Written by hand because
-/// `format!` was a visible share of a turn's cost.
+/// Ids below this are built once per process and shared.
+const SHARED_IDS: u64 = 1024;
+
+/// `toolu_01`, `toolu_02`, ... `toolu_100`: at least two digits. The first [`SHARED_IDS`] are
+/// built once per process and shared by every run (building them was a visible share of a turn).
 fn tool_use_id(n: u64) -> Arc<str> {
+    static IDS: std::sync::OnceLock<Vec<Arc<str>>> = std::sync::OnceLock::new();
+    if n < SHARED_IDS {
+        let ids = IDS.get_or_init(|| (0..SHARED_IDS).map(build_tool_use_id).collect());
+        return ids[n as usize].clone();
+    }
+    build_tool_use_id(n)
+}
+
+fn build_tool_use_id(n: u64) -> Arc<str> {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut n = n;
