@@ -20,7 +20,7 @@ use agentsim::workloads::Workload;
 #[derive(Parser)]
 #[command(name = "agentsim", version, propagate_version = true)]
 struct Cli {
-    /// Log runtime internals (push/pop with depth, model calls) to stderr.
+    /// Log runtime internals (push/pop with depth, model calls, tool calls) to stderr.
     #[arg(short, long, global = true)]
     verbose: bool,
     #[command(subcommand)]
@@ -158,6 +158,7 @@ fn main() -> ExitCode {
         tracing_subscriber::fmt()
             .with_max_level(tracing::Level::DEBUG)
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .without_time()
             .init();
     }

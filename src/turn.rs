@@ -375,6 +375,7 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                     continue;
                 }
                 let call = cx.next_call();
+                tracing::debug!(frame = %frame.agent.frame_name, iteration = frame.iteration, "model call");
                 cx.record(|| Event::LlmRequest {
                     key: cx.key.clone(),
                     frame: frame.agent.frame_name.clone(),
@@ -539,6 +540,7 @@ fn emit_run(
         id: id.clone(),
     });
     cx.activity(frame, |a| a.tool_start);
+    tracing::debug!(frame = %frame.agent.frame_name, tool = %name, id = %id, "tool call");
     let call = cx.next_call();
     cx.effects.push_back(Effect::RunTool {
         call,

@@ -63,6 +63,7 @@ fn semantic_errors_point_at_the_offending_entry() {
     let src = "name: x\nexpect_violation: tool-pairingg\nsteps: []\n";
     let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
     assert!(e.message.contains("unknown invariant"), "{e}");
+    assert_eq!(e.line, 2, "{e}");
 }
 
 #[test]

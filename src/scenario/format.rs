@@ -113,7 +113,8 @@ pub struct ScenarioFile {
     pub seed: Option<u64>,
     /// The run must break this invariant (a reproduced bug); the scenario passes if it does.
     #[serde(default)]
-    pub expect_violation: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub expect_violation: Option<Spanned<String>>,
     /// Runtime and simulator settings.
     #[serde(default)]
     pub settings: SettingsSpec,
@@ -594,7 +595,8 @@ pub enum ToolDef {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolTable {
-    /// Fixed result text (default: the tool echoes its input).
+    /// Fixed result text (without it: a tool with no outcome at all echoes its input; one with only
+    /// `after` returns an empty result after that latency).
     #[serde(default)]
     pub result: Option<String>,
     /// The result is an error result.

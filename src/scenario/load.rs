@@ -202,17 +202,16 @@ impl Builder<'_> {
 
         let expect_violation = match &expect_violation {
             None => None,
-            Some(name) if known_invariants().any(|k| k == name) => Some(name.clone()),
+            Some(name) if known_invariants().any(|k| k == name.value) => Some(name.value.clone()),
             Some(name) => {
-                return Err(ScenarioError {
-                    path: self.path.to_owned(),
-                    line: 1,
-                    column: 1,
-                    message: format!(
-                        "expect_violation: unknown invariant '{name}' (known: {})",
+                return Err(self.error(
+                    name.referenced,
+                    format!(
+                        "expect_violation: unknown invariant '{}' (known: {})",
+                        name.value,
                         known_invariants().collect::<Vec<_>>().join(", ")
                     ),
-                })
+                ))
             }
         };
 
@@ -334,7 +333,8 @@ impl Builder<'_> {
                         },
                         at,
                     )?)),
-                    // Only settings: the tool echoes its input, after its latency if one is set.
+                    // Only settings: without `after` the tool echoes its input (no script); with
+                    // `after` it returns an empty result after that latency.
                     (None, false) => t.after.map(|after| {
                         ToolScript::Fixed(ToolStep {
                             behavior: ToolBehavior::Result {
