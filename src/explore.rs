@@ -10,8 +10,7 @@ use crate::invariants::Violation;
 use crate::planted::PlantedBug;
 use crate::scenario::{Scenario, Step, StepKind};
 use crate::sim::faults::{FaultPlan, FaultRates};
-use crate::sim::mock_llm::MockLlm;
-use crate::sim::mock_tools::{MockTools, ToolScript};
+use crate::sim::mock_tools::ToolScript;
 use crate::sim::rng::SimRng;
 use crate::sim::{RunError, Sim};
 use crate::watchdog::InterruptionConfig;
@@ -104,12 +103,8 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
     if rates.restart > 0.0 {
         scenario.config.persist = true;
     }
-    let mut sim = Sim::builder(scenario.catalog.clone())
-        .config(scenario.config.clone())
-        .llm(MockLlm::new(scenario.scripts.clone()))
-        .tools(MockTools::new(scenario.tools.clone()))
-        .seed(seed)
-        .limits(scenario.limits)
+    let mut sim = scenario
+        .sim_builder(seed)
         .observe(true)
         .record(settings.record)
         .faults(FaultPlan::new(seed, rates))

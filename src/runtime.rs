@@ -1170,39 +1170,42 @@ impl Runtime {
                 return None;
             }
             TurnAction::MaxIterations => {
-                let child = self.pop(slot, PopReason::MaxIterations);
                 let content = if self.config.has_bug(PlantedBug::DisplayLeak) {
                     messages::USER_MAX_STEPS
                 } else {
                     messages::CHILD_MAX_ITERATIONS
                 };
-                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
-                    agent_session_id: child.agent_session_id,
-                    result: content.into(),
-                    is_error: true,
-                });
-                TurnInput::ChildResult {
-                    tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
-                    content: content.into(),
-                    is_error: true,
-                }
+                self.pop_child(slot, PopReason::MaxIterations, content.into(), true)
             }
             TurnAction::Error => {
-                let child = self.pop(slot, PopReason::Error);
                 let content: Arc<str> = messages::llm_error(&result.text).into();
-                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
-                    agent_session_id: child.agent_session_id,
-                    result: content.clone(),
-                    is_error: true,
-                });
-                TurnInput::ChildResult {
-                    tool_use_id: child.parent_tool_use_id.expect("a child names its parent"),
-                    content,
-                    is_error: true,
-                }
+                self.pop_child(slot, PopReason::Error, content, true)
             }
         };
         Some(next)
+    }
+
+    /// Pops the child on top, journals its completion, and returns its result for its parent.
+    fn pop_child(
+        &mut self,
+        slot: usize,
+        reason: PopReason,
+        content: Arc<str>,
+        is_error: bool,
+    ) -> TurnInput {
+        let child = self.pop(slot, reason);
+        self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+            agent_session_id: child.agent_session_id,
+            result: content.clone(),
+            is_error,
+        });
+        TurnInput::ChildResult {
+            tool_use_id: child
+                .parent_tool_use_id
+                .expect("a child frame names its parent's tool_use"),
+            content,
+            is_error,
+        }
     }
 
     /// A batch child's send ended with `text`. Applies the empty-answer policy: either the child
@@ -1254,19 +1257,7 @@ impl Runtime {
                 text: answer.clone(),
             });
         }
-        let child = self.pop(slot, PopReason::Completed);
-        self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
-            agent_session_id: child.agent_session_id,
-            result: answer.clone(),
-            is_error: false,
-        });
-        Some(TurnInput::ChildResult {
-            tool_use_id: child
-                .parent_tool_use_id
-                .expect("a batch child names its parent's tool_use"),
-            content: answer,
-            is_error: false,
-        })
+        Some(self.pop_child(slot, PopReason::Completed, answer, false))
     }
 
     // ---- Seed 004's watchdog and interruption model (only with `config.interruptions`). ----
@@ -1547,19 +1538,7 @@ impl Runtime {
         } else {
             messages::agent_interrupted("interrupted").into()
         };
-        let child = self.pop(slot, PopReason::Error);
-        self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
-            agent_session_id: child.agent_session_id,
-            result: content.clone(),
-            is_error: true,
-        });
-        Some(TurnInput::ChildResult {
-            tool_use_id: child
-                .parent_tool_use_id
-                .expect("a batch child names its parent"),
-            content,
-            is_error: true,
-        })
+        Some(self.pop_child(slot, PopReason::Error, content, true))
     }
 
     /// Appends a result to the top frame's session (outside a turn).

@@ -15,7 +15,7 @@ use crate::agent::Catalog;
 use crate::runtime::RuntimeConfig;
 use crate::sim::mock_llm::{MockLlm, ScriptedReply};
 use crate::sim::mock_tools::{MockTools, ToolScript};
-use crate::sim::{Limits, Sim};
+use crate::sim::{Limits, Sim, SimBuilder};
 
 pub use load::{load, parse, ScenarioError};
 pub use run::{run, Failure, Outcome, RunOptions};
@@ -84,14 +84,19 @@ pub enum StepKind {
 }
 
 impl Scenario {
-    /// A simulation of this scenario with the given seed.
-    pub fn sim(&self, seed: u64, observe: bool, record: bool) -> Sim {
+    /// A builder for a simulation of this scenario with the given seed (to add faults, say).
+    pub fn sim_builder(&self, seed: u64) -> SimBuilder {
         Sim::builder(self.catalog.clone())
             .config(self.config.clone())
             .llm(MockLlm::new(self.scripts.clone()))
             .tools(MockTools::new(self.tools.clone()))
             .seed(seed)
             .limits(self.limits)
+    }
+
+    /// A simulation of this scenario with the given seed.
+    pub fn sim(&self, seed: u64, observe: bool, record: bool) -> Sim {
+        self.sim_builder(seed)
             .observe(observe)
             .record(record)
             .build()
