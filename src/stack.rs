@@ -314,3 +314,24 @@ impl TurnResult {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manager_keeps_one_stack_per_session_key() {
+        let mut m = AgentStackManager::default();
+        let a = m.get_or_create("telegram_1", || "s-a".into());
+        let b = m.get_or_create("telegram_2", || "s-b".into());
+        assert_ne!(a, b);
+        assert_eq!(m.get_or_create("telegram_1", || unreachable!("exists")), a);
+        assert_eq!(m.entry(a).main_session.session_id, "s-a");
+        assert!(!m.has_active("telegram_1"));
+        assert!(!m.has_active("unknown"));
+        assert_eq!(m.slot("telegram_2"), Some(b));
+        assert_eq!(m.get("telegram_2").unwrap().stack.describe(), "[]");
+        m.clear("telegram_1");
+        assert!(m.get("telegram_1").unwrap().stack.is_empty());
+    }
+}

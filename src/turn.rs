@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::agent::{AgentKind, Catalog};
+use crate::agent::Catalog;
 use crate::ids::IdSource;
 use crate::llm::{LlmError, LlmReply, Usage};
 use crate::messages;
@@ -779,9 +779,4 @@ fn reject_reply(
     });
     frame.phase = Phase::Loop;
     Some(TurnResult::new(TurnAction::Error, message))
-}
-
-/// Whether `kind` may be offered `complete`.
-pub fn offers_complete(kind: AgentKind) -> bool {
-    kind != AgentKind::Main
 }

@@ -72,12 +72,6 @@ impl Clock {
         self.cancelled.insert(timer);
     }
 
-    /// Due time of the next live item.
-    pub fn next_due(&mut self) -> Option<u64> {
-        self.skip_cancelled();
-        self.queue.peek().map(|Reverse(s)| s.at)
-    }
-
     fn skip_cancelled(&mut self) {
         while let Some(Reverse(s)) = self.queue.peek() {
             match s.input {
@@ -106,10 +100,5 @@ impl Clock {
     /// Moves the clock forward to `to` (never backwards).
     pub fn advance_to(&mut self, to: u64) {
         self.now = self.now.max(to);
-    }
-
-    /// Items still queued (cancelled timers included).
-    pub fn pending(&self) -> usize {
-        self.queue.len()
     }
 }
