@@ -231,7 +231,8 @@ enum Dispatch {
     Complete,
     Spawner(&'static dyn Tool),
     AskUser,
-    External,
+    /// An external tool, with its timeout (looked up once, here).
+    External(Option<u64>),
     Refused(String),
 }
 
@@ -249,9 +250,13 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
             Dispatch::Refused(messages::ASK_USER_IN_BATCH.to_owned())
         }
         builtin::ASK_USER => Dispatch::AskUser,
-        _ if !config.tools.contains_key(name) => Dispatch::Refused(messages::tool_not_found(name)),
-        _ if !frame.agent.allows(name) => Dispatch::Refused(messages::tool_not_available(name)),
-        _ => Dispatch::External,
+        _ => match config.tools.get(name) {
+            None => Dispatch::Refused(messages::tool_not_found(name)),
+            Some(_) if !frame.agent.allows(name) => {
+                Dispatch::Refused(messages::tool_not_available(name))
+            }
+            Some(spec) => Dispatch::External(spec.timeout_ms),
+        },
     }
 }
 
@@ -476,7 +481,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
                 Ok(ToolOutcome::Spawn(req)) if req.agent.passthrough => {
                     // A passthrough skill is one external execution: no frame is pushed.
                     let external: Arc<str> = req.agent.frame_name.clone();
-                    start_tool(frame, id, external, input, cx);
+                    start_tool(frame, id, external, input, None, cx);
                     Some(None)
                 }
                 Ok(ToolOutcome::Spawn(req)) => {
@@ -500,12 +505,12 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
                 }
             }
         }
-        Dispatch::External if frame.agent.parallel_tools => {
+        Dispatch::External(_) if frame.agent.parallel_tools => {
             start_batch(frame, cx);
             Some(None)
         }
-        Dispatch::External => {
-            start_tool(frame, id, name, input, cx);
+        Dispatch::External(timeout_ms) => {
+            start_tool(frame, id, name, input, timeout_ms, cx);
             Some(None)
         }
     }
@@ -517,9 +522,10 @@ fn start_tool(
     id: Arc<str>,
     name: Arc<str>,
     input: Arc<serde_json::Value>,
+    timeout_ms: Option<u64>,
     cx: &mut TurnCx<'_>,
 ) {
-    let (call, timer) = emit_run(frame, &id, &name, input, cx);
+    let (call, timer) = emit_run(frame, &id, &name, input, timeout_ms, cx);
     frame.phase = Phase::AwaitTool {
         call,
         tool_use_id: id,
@@ -533,6 +539,7 @@ fn emit_run(
     id: &Arc<str>,
     name: &Arc<str>,
     input: Arc<serde_json::Value>,
+    timeout_ms: Option<u64>,
     cx: &mut TurnCx<'_>,
 ) -> (CallId, Option<CallId>) {
     cx.stream(frame, || StreamEvent::ToolStart {
@@ -550,7 +557,7 @@ fn emit_run(
         name: name.clone(),
         input,
     });
-    let timer = match cx.config.tools.get(&**name).and_then(|t| t.timeout_ms) {
+    let timer = match timeout_ms {
         Some(after_ms) => {
             let timer = cx.next_call();
             cx.effects.push_back(Effect::SetTimer { timer, after_ms });
@@ -573,9 +580,9 @@ fn start_batch(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
         .collect();
     let mut batch = Vec::new();
     for (i, (id, name, input)) in uses.into_iter().enumerate() {
-        if !matches!(classify(frame, &name, cx.config), Dispatch::External) {
+        let Dispatch::External(timeout_ms) = classify(frame, &name, cx.config) else {
             break;
-        }
+        };
         if i > 0 {
             // The first was recorded by the caller.
             cx.detail(|| Event::ToolCall {
@@ -587,7 +594,7 @@ fn start_batch(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
                 input: input.clone(),
             });
         }
-        let (call, timer) = emit_run(frame, &id, &name, input, cx);
+        let (call, timer) = emit_run(frame, &id, &name, input, timeout_ms, cx);
         batch.push(BatchItem {
             call,
             tool_use_id: id,

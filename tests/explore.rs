@@ -66,9 +66,7 @@ fn without_a_planted_bug_a_sweep_breaks_nothing() {
             seed,
             Settings {
                 faults: true,
-                planted: None,
-                record: false,
-                interruptions: None,
+                ..Settings::default()
             },
         );
         assert!(
@@ -92,9 +90,7 @@ fn exploring_a_scenario_file_varies_faults_around_it() {
             seed,
             Settings {
                 faults: true,
-                planted: None,
-                record: false,
-                interruptions: None,
+                ..Settings::default()
             },
         );
         assert!(

@@ -28,7 +28,10 @@ proptest! {
     /// and never panics.
     #[test]
     fn generated_scenarios_keep_every_invariant_under_faults((seed, s) in scenarios()) {
-        let (report, replay) = run_one(&s, seed, Settings { faults: true, planted: None, record: false, interruptions: None });
+        let (report, replay) = run_one(&s, seed, Settings {
+                faults: true,
+                ..Settings::default()
+            });
         prop_assert!(report.violation().is_none(), "seed {seed}: {:?}\nreplay: agentsim explore --generated --seed {seed} --runs 1", report.error);
         prop_assert!(replay.is_none());
     }
