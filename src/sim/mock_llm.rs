@@ -66,13 +66,34 @@ pub struct ScriptedReply {
     pub usage: Usage,
 }
 
+/// What the driver must deliver for one answered model call, owned so that the script is never
+/// copied: content and stream blocks carry their ids, errors their shared message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivery {
+    /// A whole reply.
+    Content(Vec<Block>),
+    /// A reply in pieces: each block with its delay after the previous one.
+    Stream(Vec<(u64, Block)>),
+    /// A failed call.
+    Error {
+        /// Category.
+        kind: LlmErrorKind,
+        /// Message.
+        message: Arc<str>,
+    },
+    /// No answer, ever.
+    Stall,
+}
+
 /// A model call that the script could answer.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Answer<'a> {
-    /// The scripted reply.
-    pub reply: &'a ScriptedReply,
-    /// Its blocks with ids filled in (for `Content` and `Stream`, in order).
-    pub blocks: Vec<Block>,
+pub struct Answer {
+    /// What to deliver.
+    pub delivery: Delivery,
+    /// Latency before the reply (or its first chunk), in ms.
+    pub after_ms: u64,
+    /// Token usage reported with the reply.
+    pub usage: Usage,
     /// 1-based number of this call for its agent.
     pub call: usize,
 }
@@ -86,11 +107,18 @@ pub struct Exhausted {
     pub call: usize,
 }
 
+/// One agent's script and how much of it was used.
+#[derive(Clone, Debug, Default)]
+struct Script {
+    replies: Vec<ScriptedReply>,
+    used: usize,
+}
+
 /// Scripts for every agent.
 #[derive(Clone, Debug, Default)]
 pub struct MockLlm {
-    scripts: BTreeMap<String, Vec<ScriptedReply>>,
-    cursor: BTreeMap<String, usize>,
+    /// Keyed by agent name; ordered, so that [`MockLlm::unused`] is stable.
+    scripts: BTreeMap<String, Script>,
     next_id: u64,
 }
 
@@ -98,41 +126,39 @@ impl MockLlm {
     /// Scripts keyed by agent name (`main`, or a skill's or agent's name).
     pub fn new(scripts: BTreeMap<String, Vec<ScriptedReply>>) -> MockLlm {
         MockLlm {
-            scripts,
-            cursor: BTreeMap::new(),
+            scripts: scripts
+                .into_iter()
+                .map(|(agent, replies)| (agent, Script { replies, used: 0 }))
+                .collect(),
             next_id: 0,
         }
     }
 
-    /// The next reply for `agent`.
-    pub fn next(&mut self, agent: &str) -> Result<Answer<'_>, Exhausted> {
-        let call = match self.cursor.get_mut(agent) {
-            Some(used) => {
-                *used += 1;
-                *used
-            }
-            None => {
-                self.cursor.insert(agent.to_owned(), 1);
-                1
-            }
+    /// The next reply for `agent` (one map lookup; the scripted reply is not copied).
+    pub fn next(&mut self, agent: &str) -> Result<Answer, Exhausted> {
+        let script = match self.scripts.get_mut(agent) {
+            Some(script) => script,
+            // An agent without a script: its calls are still counted, for the error and for
+            // `calls`.
+            None => self.scripts.entry(agent.to_owned()).or_default(),
         };
-        let reply = self
-            .scripts
-            .get(agent)
-            .and_then(|s| s.get(call - 1))
-            .ok_or_else(|| Exhausted {
+        script.used += 1;
+        let call = script.used;
+        let Some(reply) = script.replies.get(call - 1) else {
+            return Err(Exhausted {
                 agent: agent.to_owned(),
                 call,
-            })?;
-        let mut blocks = Vec::new();
+            });
+        };
+        let next_id = &mut self.next_id;
         let mut make = |b: &ScriptBlock| match b {
             ScriptBlock::Text(t) => Block::Text { text: t.clone() },
             ScriptBlock::ToolUse { id, name, input } => {
                 let id = match id {
                     Some(id) => id.clone(),
                     None => {
-                        self.next_id += 1;
-                        tool_use_id(self.next_id)
+                        *next_id += 1;
+                        tool_use_id(*next_id)
                     }
                 };
                 Block::ToolUse {
@@ -142,28 +168,45 @@ impl MockLlm {
                 }
             }
         };
-        match &reply.kind {
-            ReplyKind::Content(content) => blocks.extend(content.iter().map(&mut make)),
-            ReplyKind::Stream(chunks) => blocks.extend(chunks.iter().map(|c| make(&c.block))),
-            ReplyKind::Error { .. } | ReplyKind::Stall => {}
-        }
+        let delivery = match &reply.kind {
+            ReplyKind::Content(content) => {
+                Delivery::Content(content.iter().map(&mut make).collect())
+            }
+            ReplyKind::Stream(chunks) => Delivery::Stream(
+                chunks
+                    .iter()
+                    .map(|c| (c.after_ms, make(&c.block)))
+                    .collect(),
+            ),
+            ReplyKind::Error { kind, message } => Delivery::Error {
+                kind: *kind,
+                message: message.clone(),
+            },
+            ReplyKind::Stall => Delivery::Stall,
+        };
         Ok(Answer {
-            reply,
-            blocks,
+            delivery,
+            after_ms: reply.after_ms,
+            usage: reply.usage,
             call,
         })
     }
 
+    /// The scripted reply behind call `call` (1-based) of `agent`.
+    pub fn scripted(&self, agent: &str, call: usize) -> Option<&ScriptedReply> {
+        self.scripts.get(agent)?.replies.get(call.checked_sub(1)?)
+    }
+
     /// Calls made so far for `agent`.
     pub fn calls(&self, agent: &str) -> usize {
-        self.cursor.get(agent).copied().unwrap_or(0)
+        self.scripts.get(agent).map_or(0, |s| s.used)
     }
 
     /// Script entries left unused, by agent.
     pub fn unused(&self) -> BTreeMap<&str, usize> {
         self.scripts
             .iter()
-            .map(|(a, s)| (a.as_str(), s.len().saturating_sub(self.calls(a))))
+            .map(|(a, s)| (a.as_str(), s.replies.len().saturating_sub(s.used)))
             .filter(|(_, n)| *n > 0)
             .collect()
     }

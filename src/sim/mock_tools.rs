@@ -49,37 +49,35 @@ pub struct ToolExhausted {
 /// Every scripted tool.
 #[derive(Clone, Debug, Default)]
 pub struct MockTools {
-    scripts: BTreeMap<String, ToolScript>,
-    calls: BTreeMap<String, usize>,
+    /// Each tool's script (`None`: not scripted, it echoes its input) and its calls so far.
+    tools: BTreeMap<String, (Option<ToolScript>, usize)>,
 }
 
 impl MockTools {
     /// Scripts by tool name (`skill:<name>` for a passthrough skill).
     pub fn new(scripts: BTreeMap<String, ToolScript>) -> MockTools {
         MockTools {
-            scripts,
-            calls: BTreeMap::new(),
+            tools: scripts
+                .into_iter()
+                .map(|(name, script)| (name, (Some(script), 0)))
+                .collect(),
         }
     }
 
-    /// The next step of `tool`. A tool without a script echoes its input, so that a scenario
-    /// only scripts the tools whose results matter.
+    /// The next step of `tool` (one map lookup). A tool without a script echoes its input, so
+    /// that a scenario only scripts the tools whose results matter.
     pub fn next(
         &mut self,
         tool: &str,
         input: &serde_json::Value,
     ) -> Result<ToolStep, ToolExhausted> {
-        let call = match self.calls.get_mut(tool) {
-            Some(n) => {
-                *n += 1;
-                *n
-            }
-            None => {
-                self.calls.insert(tool.to_owned(), 1);
-                1
-            }
+        let (script, calls) = match self.tools.get_mut(tool) {
+            Some(entry) => entry,
+            None => self.tools.entry(tool.to_owned()).or_default(),
         };
-        match self.scripts.get(tool) {
+        *calls += 1;
+        let call = *calls;
+        match script {
             None => Ok(ToolStep {
                 behavior: ToolBehavior::Result {
                     content: input.to_string().into(),
@@ -97,6 +95,6 @@ impl MockTools {
 
     /// Calls made so far to `tool`.
     pub fn calls(&self, tool: &str) -> usize {
-        self.calls.get(tool).copied().unwrap_or(0)
+        self.tools.get(tool).map_or(0, |(_, calls)| *calls)
     }
 }

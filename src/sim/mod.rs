@@ -26,7 +26,7 @@ use crate::transcript::Block;
 
 use clock::Clock;
 use faults::{FaultPlan, Materialized};
-use mock_llm::{MockLlm, ReplyKind};
+use mock_llm::{Delivery, MockLlm, ReplyKind};
 use mock_tools::{MockTools, ToolBehavior};
 use rng::SimRng;
 
@@ -562,25 +562,21 @@ impl Sim {
         &mut self,
         call: crate::stack::CallId,
         agent: &str,
-        reply: &mock_llm::ScriptedReply,
-        blocks: Vec<Block>,
+        delivery: Delivery,
+        usage: crate::llm::Usage,
         after: u64,
     ) {
         let order = self.rng.next_u64();
-        let usage = reply.usage;
-        match &reply.kind {
-            ReplyKind::Content(_) => {
-                let reply = LlmReply {
-                    content: blocks,
-                    usage,
-                };
+        match delivery {
+            Delivery::Content(content) => {
+                let reply = LlmReply { content, usage };
                 self.clock
                     .schedule(after, order, Input::LlmReply { call, reply });
             }
-            ReplyKind::Stream(chunks) => {
+            Delivery::Stream(chunks) => {
                 let mut at = after;
-                for (chunk, block) in chunks.iter().zip(blocks) {
-                    at = at.saturating_add(chunk.after_ms);
+                for (delay, block) in chunks {
+                    at = at.saturating_add(delay);
                     let chunk = match block {
                         Block::Text { text } => Chunk::Text(text),
                         other => Chunk::ToolUse(other),
@@ -591,15 +587,15 @@ impl Sim {
                 self.clock
                     .schedule(at, order, Input::LlmEnd { call, usage });
             }
-            ReplyKind::Error { kind, message } => {
+            Delivery::Error { kind, message } => {
                 let error = LlmError {
-                    kind: *kind,
+                    kind,
                     message: message.to_string(),
                 };
                 self.clock
                     .schedule(after, order, Input::LlmError { call, error });
             }
-            ReplyKind::Stall => {
+            Delivery::Stall => {
                 let agent = agent.to_owned();
                 self.note(Note::LlmStall { agent });
             }
@@ -629,11 +625,15 @@ impl Sim {
                             .or_default()
                             .push(injected.clone());
                     }
+                    let delivery = match injected.kind {
+                        ReplyKind::Error { kind, message } => Delivery::Error { kind, message },
+                        _ => Delivery::Stall,
+                    };
                     self.schedule_reply(
                         call,
                         &agent.name,
-                        &injected,
-                        Vec::new(),
+                        delivery,
+                        injected.usage,
                         injected.after_ms,
                     );
                     return Ok(());
@@ -643,8 +643,8 @@ impl Sim {
                     let what = format!("model latency +{extra}ms for {}", agent.name);
                     self.note(Note::Fault { what });
                 }
-                let (reply, blocks) = match self.llm.next(&agent.name) {
-                    Ok(answer) => (answer.reply.clone(), answer.blocks),
+                let answer = match self.llm.next(&agent.name) {
+                    Ok(answer) => answer,
                     Err(e) => {
                         return Err(RunError::ScriptExhausted {
                             agent: e.agent,
@@ -653,16 +653,20 @@ impl Sim {
                         })
                     }
                 };
-                let after = reply.after_ms.saturating_add(extra);
+                let after = answer.after_ms.saturating_add(extra);
                 if let Some(m) = &mut self.materialized {
-                    let mut delivered = reply.clone();
+                    let mut delivered = self
+                        .llm
+                        .scripted(&agent.name, answer.call)
+                        .expect("the call was just answered from the script")
+                        .clone();
                     delivered.after_ms = after;
                     m.replies
                         .entry(agent.name.clone())
                         .or_default()
                         .push(delivered);
                 }
-                self.schedule_reply(call, &agent.name, &reply, blocks, after);
+                self.schedule_reply(call, &agent.name, answer.delivery, answer.usage, after);
             }
             Effect::RunTool {
                 call, name, input, ..
