@@ -5,7 +5,6 @@
 //! divergence, not trusted. Every check is incremental: a step costs time proportional to what the
 //! step did, not to the length of the sessions or the depth of the stacks (DESIGN §7).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -96,8 +95,23 @@ struct Pairing {
     /// Index of the last committed message if it is an assistant message: its `tool_use` blocks
     /// are the ones the next user message must answer.
     open: Option<usize>,
-    /// Every `tool_use` id of the session.
-    seen: FxHashSet<Arc<str>>,
+    /// The hash of every `tool_use` id of the committed messages. A hit is confirmed against the
+    /// messages themselves, so a hash collision is never reported as a duplicate.
+    seen: FxHashSet<u64>,
+}
+
+/// Two ids are equal: the same allocation (the common case, an id cloned from the `tool_use`), or
+/// the same text.
+#[inline]
+fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::hash::FxHasher::default();
+    id.hash(&mut h);
+    h.finish()
 }
 
 impl Pairing {
@@ -125,7 +139,7 @@ impl Pairing {
                         self.seen.reserve(16);
                     }
                     for u in message.tool_uses() {
-                        self.seen.insert(u.id.clone());
+                        self.seen.insert(id_hash(u.id));
                     }
                     self.open = Some(i);
                 }
@@ -136,6 +150,15 @@ impl Pairing {
         }
         // The trailing user message is checked but not committed: it may still receive text.
         self.check_message(messages, end, last)
+    }
+
+    /// Whether `id` is a `tool_use` id of a committed message (the hash set answers; a hit is
+    /// confirmed on the messages).
+    fn seen_before(&self, messages: &[Message], id: &Arc<str>) -> bool {
+        self.seen.contains(&id_hash(id))
+            && messages[..self.checked]
+                .iter()
+                .any(|m| m.tool_uses().any(|u| same(u.id, id)))
     }
 
     /// Checks one message. Nothing here allocates unless something is wrong: it runs for every
@@ -149,7 +172,7 @@ impl Pairing {
         let open = self.open.map_or(&[][..], |i| &messages[i].content[..]);
         let is_open = |id: &Arc<str>| {
             open.iter()
-                .any(|b| matches!(b, Block::ToolUse { id: o, .. } if o == id))
+                .any(|b| matches!(b, Block::ToolUse { id: o, .. } if same(o, id)))
         };
         // The location is formatted only when something is wrong: this runs for every message.
         let at = At(index + 1);
@@ -184,8 +207,8 @@ impl Pairing {
                         Block::ToolUse { id, .. } => {
                             let earlier = message.content[..i]
                                 .iter()
-                                .any(|b| matches!(b, Block::ToolUse { id: o, .. } if o == id));
-                            if self.seen.contains(id) || earlier {
+                                .any(|b| matches!(b, Block::ToolUse { id: o, .. } if same(o, id)));
+                            if earlier || self.seen_before(messages, id) {
                                 return Err(format!("{at}: duplicate tool_use id {id}"));
                             }
                         }
@@ -196,7 +219,7 @@ impl Pairing {
             Role::User => {
                 let answers = |id: &Arc<str>, blocks: &[Block]| {
                     blocks.iter().any(
-                        |b| matches!(b, Block::ToolResult { tool_use_id, .. } if tool_use_id == id),
+                        |b| matches!(b, Block::ToolResult { tool_use_id, .. } if same(tool_use_id, id)),
                     )
                 };
                 let mut text_seen = false;
@@ -240,7 +263,7 @@ impl Pairing {
                 for block in &message.content {
                     if let Block::ToolResult { tool_use_id, .. } = block {
                         if let Some(want) = expected.next() {
-                            if want != tool_use_id {
+                            if !same(want, tool_use_id) {
                                 return Err(format!(
                                     "{at}: tool_result {tool_use_id} comes where the result of {want} belongs (results must follow the reply's order)"
                                 ));
@@ -263,17 +286,46 @@ struct Delivery {
     count: u32,
 }
 
+/// One frame of the observer's model of a stack.
+#[derive(Clone, Debug)]
+struct ModelFrame {
+    info: FrameInfo,
+    /// Model calls this frame made, as the observer counted them.
+    calls: u32,
+    /// Validation state of a child's session (the main session's lives in [`KeyModel::main`],
+    /// since it outlives each main frame).
+    pairing: Pairing,
+}
+
+/// The observer's model of one conversation.
+#[derive(Clone, Debug)]
+struct KeyModel {
+    key: Arc<str>,
+    frames: Vec<ModelFrame>,
+    /// The main session and its validation state.
+    main: Option<(Uuid, Pairing)>,
+    /// Pushed or popped in this step (its depth is compared with the runtime's at the end).
+    touched: bool,
+}
+
 /// Checks the invariants. Feed it every step's events with [`Observer::after_step`].
 #[derive(Clone, Debug, Default)]
 pub struct Observer {
-    stacks: BTreeMap<Arc<str>, Vec<FrameInfo>>,
-    pairing: FxHashMap<Uuid, Pairing>,
-    llm_calls: FxHashMap<Uuid, u32>,
+    /// Conversations in the order they appeared; `by_key` finds one, `last` caches the latest.
+    keys: Vec<KeyModel>,
+    by_key: FxHashMap<Arc<str>, usize>,
+    last: usize,
+    /// Call counts and validation state of frames that are not on their model stack (a broken
+    /// stack is reported by the stack checks; these keep the other checks running).
+    stray_calls: FxHashMap<Uuid, u32>,
+    stray_pairing: FxHashMap<Uuid, Pairing>,
     deliveries: Vec<Delivery>,
     /// Results already delivered by popped children, by the parent session they went to.
     delivered: FxHashMap<Uuid, Vec<Arc<str>>>,
-    pushed: Vec<(Arc<str>, Uuid)>,
-    touched: Vec<Arc<str>>,
+    /// Frames pushed in this step: conversation index and frame id.
+    pushed: Vec<(usize, Uuid)>,
+    /// Conversations pushed or popped in this step.
+    touched: Vec<usize>,
 }
 
 impl Observer {
@@ -290,28 +342,59 @@ impl Observer {
         self.end_of_step(rt)
     }
 
-    fn model(&mut self, key: &Arc<str>) -> &mut Vec<FrameInfo> {
-        // One lookup (the key's `Arc` is cloned, which is cheaper than comparing strings twice).
-        self.stacks.entry(key.clone()).or_default()
+    /// The index of `key`'s model: the cached one when it is the same `Arc` (the runtime hands
+    /// out one per conversation), else one hash lookup.
+    fn key_index(&mut self, key: &Arc<str>) -> usize {
+        if let Some(m) = self.keys.get(self.last) {
+            if Arc::ptr_eq(&m.key, key) {
+                return self.last;
+            }
+        }
+        let i = match self.by_key.get(&**key) {
+            Some(&i) => i,
+            None => {
+                self.keys.push(KeyModel {
+                    key: key.clone(),
+                    frames: Vec::new(),
+                    main: None,
+                    touched: false,
+                });
+                self.by_key.insert(key.clone(), self.keys.len() - 1);
+                self.keys.len() - 1
+            }
+        };
+        self.last = i;
+        i
     }
 
-    fn touch(&mut self, key: &Arc<str>) {
-        if !self.touched.contains(key) {
-            self.touched.push(key.clone());
+    fn model(&mut self, key: &Arc<str>) -> &mut Vec<ModelFrame> {
+        let i = self.key_index(key);
+        &mut self.keys[i].frames
+    }
+
+    fn touch(&mut self, key: &Arc<str>) -> usize {
+        let i = self.key_index(key);
+        if !self.keys[i].touched {
+            self.keys[i].touched = true;
+            self.touched.push(i);
         }
+        i
     }
 
     fn on_event(&mut self, rt: &Runtime, event: &Event) -> Result<(), Violation> {
         use names::*;
         match event {
             Event::Push { key, frame, depth } => {
-                self.touch(key);
-                let model = self.model(key);
+                let k = self.touch(key);
+                let model = &mut self.keys[k].frames;
                 match (frame.kind, model.first()) {
                     (AgentKind::Main, Some(bottom)) => {
                         return Err(violation(
                             MAIN_AT_BOTTOM,
-                            format!("main pushed on top of {} at depth {depth}", bottom.name),
+                            format!(
+                                "main pushed on top of {} at depth {depth}",
+                                bottom.info.name
+                            ),
                         ));
                     }
                     (AgentKind::Main, None) => {}
@@ -329,7 +412,11 @@ impl Observer {
                     }
                     _ => {}
                 }
-                model.push(frame.clone());
+                model.push(ModelFrame {
+                    info: frame.clone(),
+                    calls: 0,
+                    pairing: Pairing::default(),
+                });
                 if *depth != model.len() {
                     return Err(violation(
                         STACK_LINKAGE,
@@ -339,19 +426,19 @@ impl Observer {
                         ),
                     ));
                 }
-                self.pushed.push((key.clone(), frame.frame_id));
+                self.pushed.push((k, frame.frame_id));
             }
             Event::Pop {
                 key, frame, reason, ..
             } => {
-                self.touch(key);
-                let model = self.model(key);
+                let k = self.touch(key);
+                let model = &mut self.keys[k].frames;
                 match model.last() {
-                    Some(top) if top.frame_id == frame.frame_id => {}
+                    Some(top) if top.info.frame_id == frame.frame_id => {}
                     Some(top) => {
                         return Err(violation(
                             STACK_LINKAGE,
-                            format!("popped {} but {} is on top", frame.name, top.name),
+                            format!("popped {} but {} is on top", frame.name, top.info.name),
                         ));
                     }
                     None => {
@@ -362,8 +449,12 @@ impl Observer {
                     }
                 }
                 model.pop();
-                let parent = model.last().cloned();
-                self.llm_calls.remove(&frame.frame_id);
+                let parent = model
+                    .last()
+                    .map(|p| (p.info.session_id, p.info.name.clone()));
+                if !self.stray_calls.is_empty() {
+                    self.stray_calls.remove(&frame.frame_id);
+                }
                 if frame.kind == AgentKind::Main && *reason == PopReason::Completed {
                     return Err(violation(
                         SINGLE_DELIVERY,
@@ -371,10 +462,10 @@ impl Observer {
                     ));
                 }
                 match (frame.kind, parent) {
-                    (AgentKind::Main, Some(p)) => {
+                    (AgentKind::Main, Some((_, below))) => {
                         return Err(violation(
                             MAIN_AT_BOTTOM,
-                            format!("main popped with {} still below it", p.name),
+                            format!("main popped with {below} still below it"),
                         ));
                     }
                     (AgentKind::Main, None) => {}
@@ -384,12 +475,15 @@ impl Observer {
                             format!("{} popped with no frame below it", frame.name),
                         ));
                     }
-                    (_, Some(parent)) => {
-                        self.pairing.remove(&frame.session_id);
+                    (_, Some((parent_session, parent_name))) => {
+                        // The child's own validation state went with its model frame.
+                        if !self.stray_pairing.is_empty() {
+                            self.stray_pairing.remove(&frame.session_id);
+                        }
                         self.deliveries.push(Delivery {
                             child: frame.clone(),
-                            parent_session: parent.session_id,
-                            parent_name: parent.name.clone(),
+                            parent_session,
+                            parent_name,
                             count: 0,
                         });
                     }
@@ -437,8 +531,8 @@ impl Observer {
                 }
                 // A result for the link of a child that is still on the stack breaks the link.
                 let model = self.model(key);
-                if let Some(i) = model.iter().rposition(|f| f.session_id == *session_id) {
-                    if let Some(child) = model.get(i + 1) {
+                if let Some(i) = model.iter().rposition(|f| f.info.session_id == *session_id) {
+                    if let Some(child) = model.get(i + 1).map(|c| &c.info) {
                         if child.parent_tool_use_id.as_ref() == Some(tool_use_id) {
                             return Err(violation(
                                 STACK_LINKAGE,
@@ -452,6 +546,7 @@ impl Observer {
                 }
             }
             Event::LlmRequest {
+                key,
                 frame,
                 frame_id,
                 session_id,
@@ -460,7 +555,31 @@ impl Observer {
                 max_iterations,
                 ..
             } => {
-                let calls = self.llm_calls.entry(*frame_id).or_insert(0);
+                let k = self.key_index(key);
+                let KeyModel { frames, main, .. } = &mut self.keys[k];
+                // The caller is on top of its model stack, unless the stack is broken.
+                let (calls, pairing) = match frames
+                    .iter_mut()
+                    .rev()
+                    .find(|f| f.info.frame_id == *frame_id)
+                {
+                    Some(f) if f.info.kind == AgentKind::Main => {
+                        let main = main.get_or_insert_with(|| (*session_id, Pairing::default()));
+                        if main.0 != *session_id {
+                            *main = (*session_id, Pairing::default());
+                        }
+                        (&mut f.calls, &mut main.1)
+                    }
+                    Some(f) if f.info.session_id == *session_id => (&mut f.calls, &mut f.pairing),
+                    Some(f) => (
+                        &mut f.calls,
+                        self.stray_pairing.entry(*session_id).or_default(),
+                    ),
+                    None => (
+                        self.stray_calls.entry(*frame_id).or_insert(0),
+                        self.stray_pairing.entry(*session_id).or_default(),
+                    ),
+                };
                 *calls += 1;
                 if *calls > *max_iterations || iteration > max_iterations {
                     return Err(violation(
@@ -472,7 +591,6 @@ impl Observer {
                     ));
                 }
                 if let Some(request) = rt.request(*call) {
-                    let pairing = self.pairing.entry(*session_id).or_default();
                     pairing
                         .check_request(request.messages)
                         .map_err(|m| violation(TOOL_PAIRING, format!("{frame}: {m}")))?;
@@ -486,11 +604,14 @@ impl Observer {
             } => {
                 let model = self.model(key);
                 match model.last() {
-                    Some(top) if top.frame_id == *frame_id => {}
+                    Some(top) if top.info.frame_id == *frame_id => {}
                     Some(top) => {
                         return Err(violation(
                             ROUTING,
-                            format!("a user message went to {frame}, but {} is on top", top.name),
+                            format!(
+                                "a user message went to {frame}, but {} is on top",
+                                top.info.name
+                            ),
                         ));
                     }
                     None => {
@@ -511,7 +632,11 @@ impl Observer {
                 if let Some(left) = model.last() {
                     return Err(violation(
                         CLEANUP,
-                        format!("{what} but {} (depth {}) remains", left.name, model.len()),
+                        format!(
+                            "{what} but {} (depth {}) remains",
+                            left.info.name,
+                            model.len()
+                        ),
                     ));
                 }
             }
@@ -537,22 +662,22 @@ impl Observer {
             }
         }
         // Frames pushed in this step and still present must name an unresolved tool_use below.
-        for (key, frame_id) in std::mem::take(&mut self.pushed) {
-            let model = self.model(&key);
-            let Some(i) = model.iter().rposition(|f| f.frame_id == frame_id) else {
+        for (k, frame_id) in std::mem::take(&mut self.pushed) {
+            let KeyModel { key, frames, .. } = &self.keys[k];
+            let Some(i) = frames.iter().rposition(|f| f.info.frame_id == frame_id) else {
                 continue;
             };
             if i == 0 {
                 continue;
             }
-            let child = model[i].clone();
+            let child = &frames[i].info;
             let link = child
                 .parent_tool_use_id
                 .clone()
                 .unwrap_or_else(|| "".into());
             let below = rt
                 .stacks()
-                .get(&key)
+                .get(key)
                 .and_then(|e| e.stack.frames().get(i - 1));
             match below {
                 Some(parent) if parent.session.is_unresolved(&link) => {}
@@ -574,13 +699,16 @@ impl Observer {
             }
         }
         // The runtime's stacks must be the ones its events describe.
-        for key in std::mem::take(&mut self.touched) {
-            let model = self.model(&key);
-            let (depth, top) = match rt.stacks().get(&key) {
+        for k in std::mem::take(&mut self.touched) {
+            self.keys[k].touched = false;
+            let KeyModel {
+                key, frames: model, ..
+            } = &self.keys[k];
+            let (depth, top) = match rt.stacks().get(key) {
                 Some(e) => (e.stack.depth(), e.stack.top().map(|f| f.frame_id)),
                 None => (0, None),
             };
-            if depth != model.len() || top != model.last().map(|f| f.frame_id) {
+            if depth != model.len() || top != model.last().map(|f| f.info.frame_id) {
                 return Err(violation(
                     STACK_LINKAGE,
                     format!(

@@ -97,6 +97,10 @@ impl fmt::Display for LlmError {
 /// A borrowed view of one model request: what a real client would send.
 #[derive(Clone, Copy, Debug)]
 pub struct LlmRequest<'a> {
+    /// Session key of the conversation.
+    pub key: &'a Arc<str>,
+    /// The calling agent.
+    pub agent: &'a Arc<crate::agent::AgentDef>,
     /// The frame's cached system prompt.
     pub system: &'a str,
     /// The conversation, borrowed from the frame's session.

@@ -146,29 +146,16 @@ pub enum Input {
 /// What the runtime asks its driver to do.
 #[derive(Clone, Debug)]
 pub enum Effect {
-    /// Call the model; read the request with [`Runtime::request`].
+    /// Call the model; read the request (agent, system prompt, messages) with
+    /// [`Runtime::request`]. Effects name their call only, so that emitting one copies nothing.
     CallLlm {
         /// Id to answer with.
         call: CallId,
-        /// Session key.
-        key: Arc<str>,
-        /// The calling agent.
-        agent: Arc<AgentDef>,
     },
-    /// Run an external tool.
+    /// Run an external tool; read what to run with [`Runtime::tool_run`].
     RunTool {
         /// Id to answer with.
         call: CallId,
-        /// Session key.
-        key: Arc<str>,
-        /// The calling agent.
-        agent: Arc<AgentDef>,
-        /// The `tool_use` id.
-        tool_use_id: Arc<str>,
-        /// Tool name (`skill:<name>` for a passthrough skill).
-        name: Arc<str>,
-        /// JSON input.
-        input: Arc<Value>,
     },
     /// Send text to the user.
     Send {
@@ -206,6 +193,21 @@ pub enum Effect {
         /// The whole file.
         json: String,
     },
+}
+
+/// A borrowed view of one pending external tool run (see [`Runtime::tool_run`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ToolRun<'a> {
+    /// Session key of the conversation.
+    pub key: &'a Arc<str>,
+    /// The calling agent.
+    pub agent: &'a Arc<AgentDef>,
+    /// The `tool_use` id it answers.
+    pub tool_use_id: &'a Arc<str>,
+    /// Tool name (`skill:<name>` for a passthrough skill).
+    pub name: &'a Arc<str>,
+    /// JSON input.
+    pub input: &'a Arc<Value>,
 }
 
 /// A frame as events describe it.
@@ -499,6 +501,16 @@ impl Runtime {
         into.append(&mut self.events);
     }
 
+    /// The events recorded since they were last taken or cleared.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Drops the recorded events (keeping the buffer).
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+    }
+
     /// Whether no conversation has a turn in progress or a queued message: every stack is empty or
     /// its top frame waits for the user.
     pub fn is_idle(&self) -> bool {
@@ -510,9 +522,11 @@ impl Runtime {
 
     /// The request behind a pending [`Effect::CallLlm`], borrowed from the frame's session.
     pub fn request(&self, call: CallId) -> Option<LlmRequest<'_>> {
-        let frame = self.waiting_frame(call)?;
+        let (key, frame) = self.waiting_frame(call)?;
         match &frame.phase {
             Phase::AwaitLlm { call: c, .. } if *c == call => Some(LlmRequest {
+                key,
+                agent: &frame.agent,
                 system: &frame.system_prompt,
                 messages: frame.session.get_messages_for_llm(),
                 model: frame.agent.model.as_deref(),
@@ -521,9 +535,37 @@ impl Runtime {
         }
     }
 
-    fn waiting_frame(&self, call: CallId) -> Option<&StackFrame> {
+    /// The tool run behind a pending [`Effect::RunTool`], borrowed from the frame (`None` once
+    /// the run was answered, timed out or cancelled).
+    pub fn tool_run(&self, call: CallId) -> Option<ToolRun<'_>> {
+        let (key, frame) = self.waiting_frame(call)?;
+        let (tool_use_id, name) = match &frame.phase {
+            Phase::AwaitTool {
+                call: c,
+                tool_use_id,
+                name,
+                ..
+            } if *c == call => (tool_use_id, name),
+            Phase::AwaitTools { batch } => batch
+                .iter()
+                .find(|i| i.call == call && i.output.is_none())
+                .map(|i| (&i.tool_use_id, &i.name))?,
+            _ => return None,
+        };
+        let input = frame.session.tool_use_input(tool_use_id)?;
+        Some(ToolRun {
+            key,
+            agent: &frame.agent,
+            tool_use_id,
+            name,
+            input,
+        })
+    }
+
+    fn waiting_frame(&self, call: CallId) -> Option<(&Arc<str>, &StackFrame)> {
         let slot = (call >> CALL_SEQ_BITS) as usize;
-        self.stacks.entries().get(slot)?.stack.top()
+        let entry = self.stacks.entries().get(slot)?;
+        Some((&entry.key, entry.stack.top()?))
     }
 
     /// Feeds one input and runs until every frame it woke waits again.

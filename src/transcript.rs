@@ -277,6 +277,15 @@ impl Session {
             .find(|u| !later.iter().any(|m| m.answers(u.id)))
     }
 
+    /// The input of the `tool_use` `tool_use_id` of the last assistant message.
+    pub fn tool_use_input(&self, tool_use_id: &Arc<str>) -> Option<&Arc<Value>> {
+        let at = self.last_assistant()?;
+        self.messages[at]
+            .tool_uses()
+            .find(|u| Arc::ptr_eq(u.id, tool_use_id) || u.id == tool_use_id)
+            .map(|u| u.input)
+    }
+
     /// Whether `tool_use_id` is a `tool_use` of the last assistant message that has no result yet.
     pub fn is_unresolved(&self, tool_use_id: &str) -> bool {
         let Some(at) = self.last_assistant() else {

@@ -391,11 +391,7 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                     max_iterations: frame.max_iterations,
                     messages: frame.session.messages.len(),
                 });
-                cx.effects.push_back(Effect::CallLlm {
-                    call,
-                    key: cx.key.clone(),
-                    agent: frame.agent.clone(),
-                });
+                cx.effects.push_back(Effect::CallLlm { call });
                 frame.phase = Phase::AwaitLlm {
                     call,
                     partial: Vec::new(),
@@ -418,18 +414,25 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
         frame.phase = Phase::Loop;
         return None;
     };
-    let (id, name, input) = (next.id.clone(), next.name.clone(), next.input.clone());
+    let (id, name) = (next.id.clone(), next.name.clone());
     cx.detail(|| Event::ToolCall {
         key: cx.key.clone(),
         frame: frame.agent.frame_name.clone(),
         frame_id: frame.frame_id,
         tool_use_id: id.clone(),
         name: name.clone(),
-        input: input.clone(),
+        input: next.input.clone(),
     });
-    match classify(frame, &name, cx.config) {
+    let dispatch = classify(frame, &name, cx.config);
+    // An external tool's driver reads the input from the session (`Runtime::tool_run`).
+    let input = match dispatch {
+        Dispatch::External(_) => None,
+        _ => Some(next.input.clone()),
+    };
+    let input = || input.expect("cloned for every dispatch but an external one");
+    match dispatch {
         Dispatch::Complete => {
-            let result = complete_result(&input);
+            let result = complete_result(&input());
             cx.add_result(frame, id, result.clone(), false);
             cx.resolve_all(frame, messages::SKIPPED_AFTER_COMPLETE);
             Some(Some(TurnResult::new(TurnAction::Complete, result)))
@@ -439,6 +442,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
             None
         }
         Dispatch::AskUser => {
+            let input = input();
             let Some(question) = input.get("question").and_then(|q| q.as_str()) else {
                 cx.finish_tool(
                     frame,
@@ -463,6 +467,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
             Some(Some(TurnResult::new(TurnAction::Interrupt, text)))
         }
         Dispatch::Spawner(tool) => {
+            let input = input();
             let ctx = ToolContext {
                 catalog: cx.catalog,
                 caller: &frame.agent,
@@ -481,7 +486,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
                 Ok(ToolOutcome::Spawn(req)) if req.agent.passthrough => {
                     // A passthrough skill is one external execution: no frame is pushed.
                     let external: Arc<str> = req.agent.frame_name.clone();
-                    start_tool(frame, id, external, input, None, cx);
+                    start_tool(frame, id, external, None, cx);
                     Some(None)
                 }
                 Ok(ToolOutcome::Spawn(req)) => {
@@ -510,7 +515,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
             Some(None)
         }
         Dispatch::External(timeout_ms) => {
-            start_tool(frame, id, name, input, timeout_ms, cx);
+            start_tool(frame, id, name, timeout_ms, cx);
             Some(None)
         }
     }
@@ -521,11 +526,10 @@ fn start_tool(
     frame: &mut StackFrame,
     id: Arc<str>,
     name: Arc<str>,
-    input: Arc<serde_json::Value>,
     timeout_ms: Option<u64>,
     cx: &mut TurnCx<'_>,
 ) {
-    let (call, timer) = emit_run(frame, &id, &name, input, timeout_ms, cx);
+    let (call, timer) = emit_run(frame, &id, &name, timeout_ms, cx);
     frame.phase = Phase::AwaitTool {
         call,
         tool_use_id: id,
@@ -538,7 +542,6 @@ fn emit_run(
     frame: &mut StackFrame,
     id: &Arc<str>,
     name: &Arc<str>,
-    input: Arc<serde_json::Value>,
     timeout_ms: Option<u64>,
     cx: &mut TurnCx<'_>,
 ) -> (CallId, Option<CallId>) {
@@ -549,14 +552,7 @@ fn emit_run(
     cx.activity(frame, |a| a.tool_start);
     tracing::debug!(frame = %frame.agent.frame_name, tool = %name, id = %id, "tool call");
     let call = cx.next_call();
-    cx.effects.push_back(Effect::RunTool {
-        call,
-        key: cx.key.clone(),
-        agent: frame.agent.clone(),
-        tool_use_id: id.clone(),
-        name: name.clone(),
-        input,
-    });
+    cx.effects.push_back(Effect::RunTool { call });
     let timer = match timeout_ms {
         Some(after_ms) => {
             let timer = cx.next_call();
@@ -594,7 +590,7 @@ fn start_batch(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
                 input: input.clone(),
             });
         }
-        let (call, timer) = emit_run(frame, &id, &name, input, timeout_ms, cx);
+        let (call, timer) = emit_run(frame, &id, &name, timeout_ms, cx);
         batch.push(BatchItem {
             call,
             tool_use_id: id,

@@ -506,9 +506,8 @@ impl Sim {
         self.rt.handle(input);
         // The invariants are checked on what the runtime did before its effects are applied, so
         // that a script running out in the same step cannot hide a violation.
-        self.rt.take_events(&mut self.scratch);
         if let Some(observer) = &mut self.observer {
-            if let Err(violation) = observer.after_step(&self.rt, &self.scratch) {
+            if let Err(violation) = observer.after_step(&self.rt, self.rt.events()) {
                 self.flush_events();
                 return Err(RunError::Violation {
                     violation,
@@ -535,6 +534,7 @@ impl Sim {
 
     fn flush_events(&mut self) {
         if self.record {
+            self.rt.take_events(&mut self.scratch);
             let (t_ms, step) = (self.clock.now(), self.steps);
             self.records
                 .extend(self.scratch.drain(..).map(|event| Record {
@@ -543,7 +543,7 @@ impl Sim {
                     entry: Entry::Runtime(event),
                 }));
         } else {
-            self.scratch.clear();
+            self.rt.clear_events();
         }
     }
 
@@ -557,11 +557,10 @@ impl Sim {
         }
     }
 
-    /// Schedules a model reply (or error, or stream) for `call`.
+    /// Schedules a model reply (or error, or stream) for `call`; a stall schedules nothing.
     fn schedule_reply(
         &mut self,
         call: crate::stack::CallId,
-        agent: &str,
         delivery: Delivery,
         usage: crate::llm::Usage,
         after: u64,
@@ -595,16 +594,13 @@ impl Sim {
                 self.clock
                     .schedule(after, order, Input::LlmError { call, error });
             }
-            Delivery::Stall => {
-                let agent = agent.to_owned();
-                self.note(Note::LlmStall { agent });
-            }
+            Delivery::Stall => {}
         }
     }
 
     fn apply(&mut self, effect: Effect) -> Result<(), RunError> {
         match effect {
-            Effect::CallLlm { call, agent, .. } => {
+            Effect::CallLlm { call } => {
                 self.llm_calls += 1;
                 if self.llm_calls > self.limits.max_llm_calls {
                     return Err(RunError::LlmCallLimit {
@@ -613,104 +609,130 @@ impl Sim {
                         stack: self.describe_stacks(),
                     });
                 }
-                if let Some(injected) = self.faults.as_mut().and_then(FaultPlan::llm) {
-                    let what = match &injected.kind {
-                        ReplyKind::Stall => format!("the model stalls for {}", agent.name),
-                        _ => format!("model error for {}", agent.name),
+                // The request is borrowed from the runtime: nothing is copied unless a fault or
+                // the materialized record needs the agent's name.
+                let mut notes = Vec::new();
+                let (delivery, usage, after) = {
+                    let Some(request) = self.rt.request(call) else {
+                        return Ok(()); // Nobody waits for this call any more.
                     };
-                    self.note(Note::Fault { what });
-                    if let Some(m) = &mut self.materialized {
-                        m.replies
-                            .entry(agent.name.clone())
-                            .or_default()
-                            .push(injected.clone());
-                    }
-                    let delivery = match injected.kind {
-                        ReplyKind::Error { kind, message } => Delivery::Error { kind, message },
-                        _ => Delivery::Stall,
-                    };
-                    self.schedule_reply(
-                        call,
-                        &agent.name,
-                        delivery,
-                        injected.usage,
-                        injected.after_ms,
-                    );
-                    return Ok(());
-                }
-                let extra = self.faults.as_mut().map_or(0, FaultPlan::llm_latency);
-                if extra > 0 {
-                    let what = format!("model latency +{extra}ms for {}", agent.name);
-                    self.note(Note::Fault { what });
-                }
-                let answer = match self.llm.next(&agent.name) {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        return Err(RunError::ScriptExhausted {
-                            agent: e.agent,
-                            call: e.call,
-                            stack: self.describe_stacks(),
-                        })
-                    }
-                };
-                let after = answer.after_ms.saturating_add(extra);
-                if let Some(m) = &mut self.materialized {
-                    let mut delivered = self
-                        .llm
-                        .scripted(&agent.name, answer.call)
-                        .expect("the call was just answered from the script")
-                        .clone();
-                    delivered.after_ms = after;
-                    m.replies
-                        .entry(agent.name.clone())
-                        .or_default()
-                        .push(delivered);
-                }
-                self.schedule_reply(call, &agent.name, answer.delivery, answer.usage, after);
-            }
-            Effect::RunTool {
-                call, name, input, ..
-            } => {
-                let injected = self.faults.as_mut().and_then(FaultPlan::tool);
-                let mut step = match injected {
-                    Some(step) => {
-                        self.note(Note::Fault {
-                            what: format!("tool {name} fails"),
-                        });
-                        step
-                    }
-                    None => self.tools.next(&name, &input).map_err(|e| {
-                        RunError::ToolScriptExhausted {
-                            tool: e.tool,
-                            call: e.call,
+                    let agent: &str = &request.agent.name;
+                    if let Some(injected) = self.faults.as_mut().and_then(FaultPlan::llm) {
+                        let what = match &injected.kind {
+                            ReplyKind::Stall => format!("the model stalls for {agent}"),
+                            _ => format!("model error for {agent}"),
+                        };
+                        notes.push(Note::Fault { what });
+                        if let Some(m) = &mut self.materialized {
+                            m.replies
+                                .entry(agent.to_owned())
+                                .or_default()
+                                .push(injected.clone());
                         }
-                    })?,
+                        let delivery = match injected.kind {
+                            ReplyKind::Error { kind, message } => Delivery::Error { kind, message },
+                            _ => Delivery::Stall,
+                        };
+                        if delivery == Delivery::Stall {
+                            notes.push(Note::LlmStall {
+                                agent: agent.to_owned(),
+                            });
+                        }
+                        (delivery, injected.usage, injected.after_ms)
+                    } else {
+                        let extra = self.faults.as_mut().map_or(0, FaultPlan::llm_latency);
+                        if extra > 0 {
+                            let what = format!("model latency +{extra}ms for {agent}");
+                            notes.push(Note::Fault { what });
+                        }
+                        let answer = match self.llm.next(agent) {
+                            Ok(answer) => answer,
+                            Err(e) => {
+                                return Err(RunError::ScriptExhausted {
+                                    agent: e.agent,
+                                    call: e.call,
+                                    stack: self.describe_stacks(),
+                                })
+                            }
+                        };
+                        let after = answer.after_ms.saturating_add(extra);
+                        if let Some(m) = &mut self.materialized {
+                            let mut delivered = self
+                                .llm
+                                .scripted(agent, answer.call)
+                                .expect("the call was just answered from the script")
+                                .clone();
+                            delivered.after_ms = after;
+                            m.replies
+                                .entry(agent.to_owned())
+                                .or_default()
+                                .push(delivered);
+                        }
+                        if answer.delivery == Delivery::Stall {
+                            notes.push(Note::LlmStall {
+                                agent: agent.to_owned(),
+                            });
+                        }
+                        (answer.delivery, answer.usage, after)
+                    }
                 };
-                let extra = self.faults.as_mut().map_or(0, FaultPlan::tool_latency);
-                if extra > 0 {
-                    self.note(Note::Fault {
-                        what: format!("tool {name} latency +{extra}ms"),
-                    });
-                    step.after_ms = step.after_ms.saturating_add(extra);
+                for note in notes {
+                    self.note(note);
                 }
-                if let Some(m) = &mut self.materialized {
-                    m.tools
-                        .entry(name.to_string())
-                        .or_default()
-                        .push(step.clone());
+                self.schedule_reply(call, delivery, usage, after);
+            }
+            Effect::RunTool { call } => {
+                let mut notes = Vec::new();
+                let mut step = {
+                    let Some(run) = self.rt.tool_run(call) else {
+                        return Ok(()); // Nobody waits for this run any more.
+                    };
+                    let name = run.name;
+                    let injected = self.faults.as_mut().and_then(FaultPlan::tool);
+                    let mut step = match injected {
+                        Some(step) => {
+                            notes.push(Note::Fault {
+                                what: format!("tool {name} fails"),
+                            });
+                            step
+                        }
+                        None => self.tools.next(name, run.input).map_err(|e| {
+                            RunError::ToolScriptExhausted {
+                                tool: e.tool,
+                                call: e.call,
+                            }
+                        })?,
+                    };
+                    let extra = self.faults.as_mut().map_or(0, FaultPlan::tool_latency);
+                    if extra > 0 {
+                        notes.push(Note::Fault {
+                            what: format!("tool {name} latency +{extra}ms"),
+                        });
+                        step.after_ms = step.after_ms.saturating_add(extra);
+                    }
+                    if let Some(m) = &mut self.materialized {
+                        m.tools
+                            .entry(name.to_string())
+                            .or_default()
+                            .push(step.clone());
+                    }
+                    if step.behavior == ToolBehavior::Hang {
+                        notes.push(Note::ToolHang { tool: name.clone() });
+                    }
+                    step
+                };
+                for note in notes {
+                    self.note(note);
                 }
                 let order = self.rng.next_u64();
-                let result = match step.behavior {
+                let result = match std::mem::replace(&mut step.behavior, ToolBehavior::Hang) {
                     ToolBehavior::Result { content, is_error } => {
                         Ok(crate::tools::ToolOutput { content, is_error })
                     }
                     ToolBehavior::Fail(message) => {
                         Err(crate::tools::ToolError(message.to_string()))
                     }
-                    ToolBehavior::Hang => {
-                        self.note(Note::ToolHang { tool: name });
-                        return Ok(());
-                    }
+                    ToolBehavior::Hang => return Ok(()),
                 };
                 self.clock
                     .schedule(step.after_ms, order, Input::ToolDone { call, result });
