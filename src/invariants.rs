@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::agent::AgentKind;
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::runtime::{Event, FrameInfo, PopReason, Runtime};
-use crate::transcript::{Block, Message, Role};
+use crate::transcript::{id_hash, Block, Message, Role};
 
 /// Names of the invariants, as printed when one breaks.
 pub mod names {
@@ -105,13 +105,6 @@ struct Pairing {
 #[inline]
 fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
     Arc::ptr_eq(a, b) || **a == **b
-}
-
-fn id_hash(id: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = crate::hash::FxHasher::default();
-    id.hash(&mut h);
-    h.finish()
 }
 
 impl Pairing {

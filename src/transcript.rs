@@ -162,10 +162,11 @@ pub struct Session {
     pub messages: Vec<Message>,
     /// Free-form metadata, ordered so that its serialisation is stable.
     pub metadata: BTreeMap<String, Value>,
-    /// Every `tool_use` id of the session, for the duplicate check; derived from `messages`, never
-    /// iterated into output.
+    /// The hash of every `tool_use` id of the session, for the duplicate check; derived from
+    /// `messages`, never iterated into output. A hit is confirmed on the messages, so a hash
+    /// collision is never taken for a duplicate (and no id is shared just to be indexed).
     #[serde(skip)]
-    tool_use_ids: FxHashSet<Arc<str>>,
+    tool_use_ids: FxHashSet<u64>,
 }
 
 /// A `Session` could not be read back from JSON.
@@ -188,7 +189,7 @@ impl Session {
         let block = Block::text(content);
         match self.messages.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(block),
-            _ => self.messages.push(Message {
+            _ => self.push(Message {
                 role: Role::User,
                 content: vec![block],
             }),
@@ -204,10 +205,10 @@ impl Session {
                     // Skip the early rehashes of a set that usually holds a handful of ids.
                     self.tool_use_ids.reserve(16);
                 }
-                self.tool_use_ids.insert(id.clone());
+                self.tool_use_ids.insert(id_hash(id));
             }
         }
-        self.messages.push(Message {
+        self.push(Message {
             role: Role::Assistant,
             content,
         });
@@ -232,12 +233,20 @@ impl Session {
                     .unwrap_or(last.content.len());
                 last.content.insert(at, block);
             }
-            _ => self.messages.push(Message {
+            _ => self.push(Message {
                 role: Role::User,
                 content: vec![block],
             }),
         }
         self.messages.last().expect("a message was just added")
+    }
+
+    /// Appends a message; a new session starts with room for a few exchanges.
+    fn push(&mut self, message: Message) {
+        if self.messages.capacity() == 0 {
+            self.messages.reserve(8);
+        }
+        self.messages.push(message);
     }
 
     /// The messages to send to the model. A borrow: nothing is copied.
@@ -319,14 +328,26 @@ impl Session {
         self.tool_use_ids = self
             .messages
             .iter()
-            .flat_map(|m| m.tool_uses().map(|u| u.id.clone()))
+            .flat_map(|m| m.tool_uses().map(|u| id_hash(u.id)))
             .collect();
     }
 
     /// Whether some assistant message of this session already used `id`.
     pub fn has_tool_use_id(&self, id: &str) -> bool {
-        self.tool_use_ids.contains(id)
+        self.tool_use_ids.contains(&id_hash(id))
+            && self
+                .messages
+                .iter()
+                .any(|m| m.tool_uses().any(|u| &**u.id == id))
     }
+}
+
+/// The hash of a `tool_use` id, for the duplicate indexes.
+pub(crate) fn id_hash(id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::hash::FxHasher::default();
+    id.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]

@@ -359,6 +359,8 @@ pub fn execute_turn(
 
 /// The loop proper, from the frame's current phase.
 fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
+    // Set when running tools just found none left, so the loop head need not look again.
+    let mut all_resolved = false;
     loop {
         match frame.phase {
             Phase::Loop => {
@@ -375,7 +377,7 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                 let skip = cx.config.has_bug(PlantedBug::SkipUnresolvedAfterChild)
                     && frame.resumed_from_child;
                 frame.resumed_from_child = false;
-                if !skip && frame.session.next_unresolved_tool_use().is_some() {
+                if !skip && !all_resolved && frame.session.next_unresolved_tool_use().is_some() {
                     frame.phase = Phase::RunTools;
                     continue;
                 }
@@ -402,6 +404,7 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                 if let Some(done) = run_next_tool(frame, cx) {
                     return done;
                 }
+                all_resolved = matches!(frame.phase, Phase::Loop);
             }
             _ => return None,
         }
@@ -725,11 +728,22 @@ fn on_reply(
         frame.phase = Phase::AwaitUser;
         return Some(TurnResult::new(TurnAction::SendText, ""));
     }
-    let mut text = String::new();
+    // The reply's text: one block's text is shared as it is, several are joined.
+    let mut text: Option<Arc<str>> = None;
+    let mut joined: Option<String> = None;
     let mut has_tool_use = false;
     for (i, block) in reply.content.iter().enumerate() {
         match block {
-            Block::Text { text: t } => text.push_str(t),
+            Block::Text { text: t } => match (&text, &mut joined) {
+                (None, _) => text = Some(t.clone()),
+                (Some(first), None) => {
+                    let mut all = String::with_capacity(first.len() + t.len());
+                    all.push_str(first);
+                    all.push_str(t);
+                    joined = Some(all);
+                }
+                (Some(_), Some(all)) => all.push_str(t),
+            },
             Block::ToolUse { id, .. } => {
                 has_tool_use = true;
                 // A reused id would make the next request invalid under both APIs: the reply is
@@ -748,10 +762,12 @@ fn on_reply(
             }
         }
     }
-    if !streamed && !text.is_empty() {
-        cx.stream(frame, || StreamEvent::TextDelta {
-            text: text.as_str().into(),
-        });
+    let text: Option<Arc<str>> = match (text, joined) {
+        (_, Some(all)) => Some(all.into()),
+        (one, None) => one,
+    };
+    if let (false, Some(text)) = (streamed, &text) {
+        cx.stream(frame, || StreamEvent::TextDelta { text: text.clone() });
     }
     cx.journal(|| ContextEntry::Assistant {
         agent_session_id: frame.agent_session_id,
@@ -764,7 +780,10 @@ fn on_reply(
         run(frame, cx)
     } else {
         frame.phase = Phase::AwaitUser;
-        Some(TurnResult::new(TurnAction::SendText, text))
+        Some(TurnResult::new(
+            TurnAction::SendText,
+            text.unwrap_or_else(|| "".into()),
+        ))
     }
 }
 
