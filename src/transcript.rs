@@ -148,7 +148,7 @@ impl Message {
 }
 
 /// The state of one conversation (seed 002's `SessionState`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// Session id.
     pub session_id: String,
@@ -167,6 +167,25 @@ pub struct Session {
     /// collision is never taken for a duplicate (and no id is shared just to be indexed).
     #[serde(skip)]
     tool_use_ids: FxHashSet<u64>,
+}
+
+/// A clone keeps the original's spare room for messages, so that a copied long session (a
+/// restarted run, a benchmark's starting point) appends without first moving every message it
+/// holds, as the original would.
+impl Clone for Session {
+    fn clone(&self) -> Session {
+        let mut messages = Vec::with_capacity(self.messages.capacity());
+        messages.extend(self.messages.iter().cloned());
+        Session {
+            session_id: self.session_id.clone(),
+            provider: self.provider.clone(),
+            chat_id: self.chat_id.clone(),
+            user_id: self.user_id.clone(),
+            messages,
+            metadata: self.metadata.clone(),
+            tool_use_ids: self.tool_use_ids.clone(),
+        }
+    }
 }
 
 /// A `Session` could not be read back from JSON.
@@ -430,6 +449,21 @@ mod tests {
         let back = Session::from_json(&s.to_json()).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.get_messages_for_llm().len(), 3);
+    }
+
+    #[test]
+    fn a_clone_is_equal_and_keeps_room_to_grow() {
+        let mut s = Session::new("s");
+        for i in 0..20 {
+            s.add_user_message(format!("q{i}"));
+            s.add_assistant_message(vec![Block::tool_use(format!("t{i}"), "echo", json!({}))]);
+            s.add_tool_result(format!("t{i}"), "r", false);
+        }
+        assert!(s.messages.capacity() > s.messages.len());
+        let c = s.clone();
+        assert_eq!(c, s);
+        assert_eq!(c.messages.capacity(), s.messages.capacity());
+        assert!(c.has_tool_use_id("t7") && !c.has_tool_use_id("t99"));
     }
 
     #[test]
