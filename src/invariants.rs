@@ -654,62 +654,74 @@ impl Observer {
                 self.delivered.entry(d.parent_session).or_default().push(id);
             }
         }
-        // Frames pushed in this step and still present must name an unresolved tool_use below.
-        for (k, frame_id) in std::mem::take(&mut self.pushed) {
-            let KeyModel { key, frames, .. } = &self.keys[k];
-            let Some(i) = frames.iter().rposition(|f| f.info.frame_id == frame_id) else {
-                continue;
-            };
-            if i == 0 {
-                continue;
-            }
-            let child = &frames[i].info;
-            let link = child
-                .parent_tool_use_id
-                .clone()
-                .unwrap_or_else(|| "".into());
-            let below = rt
-                .stacks()
-                .get(key)
-                .and_then(|e| e.stack.frames().get(i - 1));
-            match below {
-                Some(parent) if parent.session.is_unresolved(&link) => {}
-                Some(parent) => {
-                    return Err(violation(
-                        STACK_LINKAGE,
-                        format!(
-                            "{} names {link}, which is not an unresolved tool_use of {}",
-                            child.name, parent.agent.frame_name
-                        ),
-                    ));
-                }
-                None => {
-                    return Err(violation(
-                        STACK_LINKAGE,
-                        format!("{} has no frame below it in the runtime", child.name),
-                    ));
-                }
-            }
-        }
+        // The two lists below are cleared, not dropped, so that their buffers serve every step.
+        let pushed = std::mem::take(&mut self.pushed);
+        let linked = pushed
+            .iter()
+            .try_for_each(|&(k, frame_id)| self.check_link(rt, k, frame_id));
+        self.pushed = pushed;
+        self.pushed.clear();
+        linked?;
         // The runtime's stacks must be the ones its events describe.
-        for k in std::mem::take(&mut self.touched) {
+        let touched = std::mem::take(&mut self.touched);
+        let matched = touched.iter().try_for_each(|&k| self.check_depth(rt, k));
+        for &k in &touched {
             self.keys[k].touched = false;
-            let KeyModel {
-                key, frames: model, ..
-            } = &self.keys[k];
-            let (depth, top) = match rt.stacks().get(key) {
-                Some(e) => (e.stack.depth(), e.stack.top().map(|f| f.frame_id)),
-                None => (0, None),
-            };
-            if depth != model.len() || top != model.last().map(|f| f.info.frame_id) {
-                return Err(violation(
-                    STACK_LINKAGE,
-                    format!(
-                        "the runtime's stack for {key} has depth {depth} but its push/pop events give {}",
-                        model.len()
-                    ),
-                ));
-            }
+        }
+        self.touched = touched;
+        self.touched.clear();
+        matched
+    }
+
+    /// A frame pushed in this step and still present must name an unresolved `tool_use` of the
+    /// frame below it.
+    fn check_link(&self, rt: &Runtime, k: usize, frame_id: Uuid) -> Result<(), Violation> {
+        let KeyModel { key, frames, .. } = &self.keys[k];
+        let Some(i) = frames.iter().rposition(|f| f.info.frame_id == frame_id) else {
+            return Ok(());
+        };
+        if i == 0 {
+            return Ok(());
+        }
+        let child = &frames[i].info;
+        let link: &str = child.parent_tool_use_id.as_deref().unwrap_or("");
+        let below = rt
+            .stacks()
+            .get(key)
+            .and_then(|e| e.stack.frames().get(i - 1));
+        match below {
+            Some(parent) if parent.session.is_unresolved(link) => Ok(()),
+            Some(parent) => Err(violation(
+                names::STACK_LINKAGE,
+                format!(
+                    "{} names {link}, which is not an unresolved tool_use of {}",
+                    child.name, parent.agent.frame_name
+                ),
+            )),
+            None => Err(violation(
+                names::STACK_LINKAGE,
+                format!("{} has no frame below it in the runtime", child.name),
+            )),
+        }
+    }
+
+    /// The runtime's stack for conversation `k` has the depth and top frame of the model.
+    fn check_depth(&self, rt: &Runtime, k: usize) -> Result<(), Violation> {
+        let KeyModel {
+            key, frames: model, ..
+        } = &self.keys[k];
+        let (depth, top) = match rt.stacks().get(key) {
+            Some(e) => (e.stack.depth(), e.stack.top().map(|f| f.frame_id)),
+            None => (0, None),
+        };
+        if depth != model.len() || top != model.last().map(|f| f.info.frame_id) {
+            return Err(violation(
+                names::STACK_LINKAGE,
+                format!(
+                    "the runtime's stack for {key} has depth {depth} but its push/pop events give {}",
+                    model.len()
+                ),
+            ));
         }
         Ok(())
     }
