@@ -135,9 +135,13 @@ enum Command {
         /// Workloads to run (default: all).
         #[arg(long = "workload", value_name = "W", value_parser = parse_workload)]
         workloads: Vec<Workload>,
-        /// Seconds to measure each workload and observer setting.
+        /// Seconds to measure each workload and observer setting (per repetition).
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
+        /// Measure each workload this many times and report the median repetition with the
+        /// fastest and slowest (on a shared, noisy machine, 5 or more).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        repeat: u32,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -173,9 +177,10 @@ fn main() -> ExitCode {
         Command::Bench {
             workloads,
             seconds,
+            repeat,
             json,
             observer,
-        } => bench(workloads, seconds, json, observer),
+        } => bench(workloads, seconds, repeat, json, observer),
         Command::Explore {
             file,
             generated,
@@ -343,9 +348,16 @@ fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
 struct BenchRow {
     workload: &'static str,
     observer: bool,
+    /// Of the median repetition.
     turns_per_sec: f64,
+    /// Of the median repetition.
     ns_per_turn: f64,
+    /// Fastest and slowest repetition.
+    ns_per_turn_min: f64,
+    ns_per_turn_max: f64,
+    repeats: u32,
     peak_rss_bytes: Option<u64>,
+    /// Over every repetition.
     turns: u64,
     runs: u64,
 }
@@ -363,9 +375,33 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// One repetition: runs of fresh copies for at least `seconds` of measured time. Runs are timed in
+/// batches of copies made outside the timer, so neither the copy nor the clock read is counted per
+/// run. Returns the measured seconds, the model turns and the runs.
+fn measure(
+    prepared: &agentsim::workloads::Prepared,
+    workload: Workload,
+    seconds: f64,
+) -> Result<(f64, u64, u64), agentsim::sim::RunError> {
+    let batch = if workload == Workload::W4 { 4 } else { 256 };
+    let (mut elapsed, mut turns, mut runs) = (0.0f64, 0u64, 0u64);
+    while elapsed < seconds {
+        let mut sims: Vec<_> = (0..batch).map(|_| prepared.fresh()).collect();
+        let start = Instant::now();
+        for sim in &mut sims {
+            turns += prepared.run(sim)?;
+        }
+        elapsed += start.elapsed().as_secs_f64();
+        runs += batch;
+        drop(sims);
+    }
+    Ok((elapsed, turns, runs))
+}
+
 fn bench(
     mut workloads: Vec<Workload>,
     seconds: f64,
+    repeat: u32,
     json: bool,
     setting: ObserverSetting,
 ) -> ExitCode {
@@ -386,39 +422,43 @@ fn bench(
         for &observer in settings {
             let prepared = workload.prepare(observer);
             reset_peak_rss();
-            // Runs are timed in batches of fresh copies made outside the timer, so neither the
-            // copy nor the clock read is counted per run.
-            let batch = if workload == Workload::W4 { 4 } else { 256 };
-            let (mut elapsed, mut turns, mut runs) = (0.0f64, 0u64, 0u64);
-            while elapsed < seconds {
-                let mut sims: Vec<_> = (0..batch).map(|_| prepared.fresh()).collect();
-                let start = Instant::now();
-                for sim in &mut sims {
-                    match prepared.run(sim) {
-                        Ok(n) => turns += n,
-                        Err(e) => {
-                            eprintln!("error: workload {} failed: {e}", workload.name());
-                            return ExitCode::FAILURE;
-                        }
+            let (mut ns, mut turns, mut runs) = (Vec::new(), 0u64, 0u64);
+            for _ in 0..repeat {
+                match measure(&prepared, workload, seconds) {
+                    Ok((elapsed, t, r)) => {
+                        ns.push(elapsed * 1e9 / t as f64);
+                        turns += t;
+                        runs += r;
+                    }
+                    Err(e) => {
+                        eprintln!("error: workload {} failed: {e}", workload.name());
+                        return ExitCode::FAILURE;
                     }
                 }
-                elapsed += start.elapsed().as_secs_f64();
-                runs += batch;
-                drop(sims);
             }
+            ns.sort_by(f64::total_cmp);
+            let median = ns[ns.len() / 2];
             rows.push(BenchRow {
                 workload: workload.name(),
                 observer,
-                turns_per_sec: turns as f64 / elapsed,
-                ns_per_turn: elapsed * 1e9 / turns as f64,
+                turns_per_sec: 1e9 / median,
+                ns_per_turn: median,
+                ns_per_turn_min: ns[0],
+                ns_per_turn_max: ns[ns.len() - 1],
+                repeats: repeat,
                 peak_rss_bytes: peak_rss(),
                 turns,
                 runs,
             });
             if !json {
                 let r = rows.last().expect("just pushed");
+                let range = if repeat > 1 {
+                    format!(" ({:.0}-{:.0})", r.ns_per_turn_min, r.ns_per_turn_max)
+                } else {
+                    String::new()
+                };
                 println!(
-                    "{:<3} observer {:<3}  {:>12.0} turns/s  {:>8.1} ns/turn  peak RSS {:>7.1} MiB   {}",
+                    "{:<3} observer {:<3}  {:>12.0} turns/s  {:>8.1} ns/turn{range}  peak RSS {:>7.1} MiB   {}",
                     r.workload,
                     if observer { "on" } else { "off" },
                     r.turns_per_sec,

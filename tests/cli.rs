@@ -249,3 +249,45 @@ fn explore_help_names_every_planted_bug() {
         assert!(text.contains(bug.name()), "{bug} missing from --help");
     }
 }
+
+#[test]
+fn bench_json_reports_every_field_for_each_repetition() {
+    let o = agentsim(&[
+        "bench",
+        "--workload",
+        "w1",
+        "--observer",
+        "both",
+        "--seconds",
+        "0.02",
+        "--repeat",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("bench --json is JSON");
+    let rows = out["workloads"].as_array().expect("a workloads array");
+    assert_eq!(rows.len(), 2, "observer on and off: {out}");
+    for (row, observer) in rows.iter().zip([true, false]) {
+        assert_eq!(row["workload"], "w1");
+        assert_eq!(row["observer"], observer);
+        assert_eq!(row["repeats"], 3);
+        let f = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("{k} in {row}"));
+        let (min, ns, max) = (f("ns_per_turn_min"), f("ns_per_turn"), f("ns_per_turn_max"));
+        assert!(0.0 < min && min <= ns && ns <= max, "{row}");
+        assert!((f("turns_per_sec") * ns / 1e9 - 1.0).abs() < 1e-9, "{row}");
+        // Every run of W1 makes 9 model turns.
+        assert_eq!(f("turns"), 9.0 * f("runs"), "{row}");
+    }
+}
+
+#[test]
+fn bench_rejects_a_bad_repeat_or_seconds_as_usage_errors() {
+    let o = agentsim(&["bench", "--repeat", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--repeat"), "{}", stderr(&o));
+    let o = agentsim(&["bench", "--seconds", "-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = agentsim(&["bench", "--workload", "w9"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
