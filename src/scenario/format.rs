@@ -304,7 +304,7 @@ pub struct AgentSpec {
     /// One-line description.
     #[serde(default)]
     pub description: Option<String>,
-    /// System prompt (default: "You are <frame name>.").
+    /// System prompt (default: "You are `<frame name>`.").
     #[serde(default)]
     pub system: Option<String>,
     /// Model name.

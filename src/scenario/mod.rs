@@ -1,6 +1,6 @@
-//! Scenario files: one file is one test. [`format`] is the file format, [`load`] reads and checks
-//! a file with located errors, [`run`] plays its steps against a [`Sim`] and [`expect`] checks its
-//! expectations.
+//! Scenario files: one file is one test. [`format`](mod@format) is the file format,
+//! [`load`](mod@load) reads and checks a file with located errors, [`run`](mod@run) plays its steps
+//! against a [`Sim`] and [`expect`] checks its expectations.
 
 pub mod expect;
 pub mod format;

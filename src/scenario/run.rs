@@ -1,4 +1,4 @@
-//! Running a scenario: play its steps against a [`Sim`], check its expectations, and report the
+//! Running a scenario: play its steps against a [`Sim`](crate::sim::Sim), check its expectations, and report the
 //! outcome with the exact command that reruns it.
 
 use std::fmt;
