@@ -496,9 +496,9 @@ impl Runtime {
         self.effects.pop_front()
     }
 
-    /// Takes the events recorded since the last call.
-    pub fn take_events(&mut self, into: &mut Vec<Event>) {
-        into.append(&mut self.events);
+    /// Takes the events recorded since the last call, in order.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
+        self.events.drain(..)
     }
 
     /// The events recorded since they were last taken or cleared.

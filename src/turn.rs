@@ -426,16 +426,11 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
         name: name.clone(),
         input: next.input.clone(),
     });
-    let dispatch = classify(frame, &name, cx.config);
-    // An external tool's driver reads the input from the session (`Runtime::tool_run`).
-    let input = match dispatch {
-        Dispatch::External(_) => None,
-        _ => Some(next.input.clone()),
-    };
-    let input = || input.expect("cloned for every dispatch but an external one");
-    match dispatch {
+    // Only built-ins take the input; an external tool's driver reads it from the session
+    // (`Runtime::tool_run`).
+    match classify(frame, &name, cx.config) {
         Dispatch::Complete => {
-            let result = complete_result(&input());
+            let result = complete_result(&next.input.clone());
             cx.add_result(frame, id, result.clone(), false);
             cx.resolve_all(frame, messages::SKIPPED_AFTER_COMPLETE);
             Some(Some(TurnResult::new(TurnAction::Complete, result)))
@@ -445,7 +440,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
             None
         }
         Dispatch::AskUser => {
-            let input = input();
+            let input = next.input.clone();
             let Some(question) = input.get("question").and_then(|q| q.as_str()) else {
                 cx.finish_tool(
                     frame,
@@ -470,7 +465,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
             Some(Some(TurnResult::new(TurnAction::Interrupt, text)))
         }
         Dispatch::Spawner(tool) => {
-            let input = input();
+            let input = next.input.clone();
             let ctx = ToolContext {
                 catalog: cx.catalog,
                 caller: &frame.agent,
@@ -728,22 +723,10 @@ fn on_reply(
         frame.phase = Phase::AwaitUser;
         return Some(TurnResult::new(TurnAction::SendText, ""));
     }
-    // The reply's text: one block's text is shared as it is, several are joined.
-    let mut text: Option<Arc<str>> = None;
-    let mut joined: Option<String> = None;
     let mut has_tool_use = false;
     for (i, block) in reply.content.iter().enumerate() {
         match block {
-            Block::Text { text: t } => match (&text, &mut joined) {
-                (None, _) => text = Some(t.clone()),
-                (Some(first), None) => {
-                    let mut all = String::with_capacity(first.len() + t.len());
-                    all.push_str(first);
-                    all.push_str(t);
-                    joined = Some(all);
-                }
-                (Some(_), Some(all)) => all.push_str(t),
-            },
+            Block::Text { .. } => {}
             Block::ToolUse { id, .. } => {
                 has_tool_use = true;
                 // A reused id would make the next request invalid under both APIs: the reply is
@@ -762,10 +745,7 @@ fn on_reply(
             }
         }
     }
-    let text: Option<Arc<str>> = match (text, joined) {
-        (_, Some(all)) => Some(all.into()),
-        (one, None) => one,
-    };
+    let text = reply_text(&reply.content);
     if let (false, Some(text)) = (streamed, &text) {
         cx.stream(frame, || StreamEvent::TextDelta { text: text.clone() });
     }
@@ -785,6 +765,22 @@ fn on_reply(
             text.unwrap_or_else(|| "".into()),
         ))
     }
+}
+
+/// The reply's text: one block's text is shared as it is, several are joined.
+fn reply_text(content: &[Block]) -> Option<Arc<str>> {
+    let mut texts = content.iter().filter_map(|b| match b {
+        Block::Text { text } => Some(text),
+        _ => None,
+    });
+    let first = texts.next()?;
+    let Some(second) = texts.next() else {
+        return Some(first.clone());
+    };
+    let mut all = String::from(&**first);
+    all.push_str(second);
+    texts.for_each(|t| all.push_str(t));
+    Some(all.into())
 }
 
 fn reject_reply(

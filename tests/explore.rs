@@ -61,20 +61,24 @@ fn every_planted_bug_is_found_from_seed_zero_and_shrunk_to_ten_steps_or_fewer() 
 fn without_a_planted_bug_a_sweep_breaks_nothing() {
     let source = Source::Generated(GenConfig::default());
     for seed in 0..300 {
-        let (report, _) = run_one(
-            &source.scenario(seed),
-            seed,
-            Settings {
-                faults: true,
-                ..Settings::default()
-            },
-        );
-        assert!(
-            report.violation().is_none(),
-            "seed {seed}: {:?}",
-            report.error
-        );
+        run_clean_with_faults(&source, seed);
     }
+}
+
+/// Runs `seed` of `source` with faults and asserts that no invariant broke; returns the faults
+/// the run injected.
+fn run_clean_with_faults(source: &Source, seed: u64) -> u64 {
+    let settings = Settings {
+        faults: true,
+        ..Settings::default()
+    };
+    let (report, _) = run_one(&source.scenario(seed), seed, settings);
+    assert!(
+        report.violation().is_none(),
+        "seed {seed}: {:?}",
+        report.error
+    );
+    report.faults
 }
 
 #[test]
@@ -85,20 +89,7 @@ fn exploring_a_scenario_file_varies_faults_around_it() {
     let source = Source::Scenario(Box::new(base));
     let mut faults = 0;
     for seed in 0..200 {
-        let (report, _) = run_one(
-            &source.scenario(seed),
-            seed,
-            Settings {
-                faults: true,
-                ..Settings::default()
-            },
-        );
-        assert!(
-            report.violation().is_none(),
-            "seed {seed}: {:?}",
-            report.error
-        );
-        faults += report.faults;
+        faults += run_clean_with_faults(&source, seed);
     }
     assert!(
         faults > 50,

@@ -27,7 +27,7 @@ use crate::transcript::Block;
 use clock::Clock;
 use faults::{FaultPlan, Materialized};
 use mock_llm::{Delivery, MockLlm, ReplyKind};
-use mock_tools::{MockTools, ToolBehavior};
+use mock_tools::{MockTools, ToolBehavior, ToolStep};
 use rng::SimRng;
 
 /// Bounds that turn a runaway run into a clear failure.
@@ -276,7 +276,6 @@ impl SimBuilder {
             record: self.record,
             limits: self.limits,
             records: Vec::new(),
-            scratch: Vec::new(),
             steps: 0,
             llm_calls: 0,
             seed: self.seed,
@@ -300,7 +299,6 @@ pub struct Sim {
     record: bool,
     limits: Limits,
     records: Vec<Record>,
-    scratch: Vec<Event>,
     steps: u64,
     llm_calls: u64,
     seed: u64,
@@ -534,10 +532,9 @@ impl Sim {
 
     fn flush_events(&mut self) {
         if self.record {
-            self.rt.take_events(&mut self.scratch);
             let (t_ms, step) = (self.clock.now(), self.steps);
             self.records
-                .extend(self.scratch.drain(..).map(|event| Record {
+                .extend(self.rt.drain_events().map(|event| Record {
                     t_ms,
                     step,
                     entry: Entry::Runtime(event),
@@ -683,7 +680,7 @@ impl Sim {
             }
             Effect::RunTool { call } => {
                 let mut notes = Vec::new();
-                let mut step = {
+                let ToolStep { behavior, after_ms } = {
                     let Some(run) = self.rt.tool_run(call) else {
                         return Ok(()); // Nobody waits for this run any more.
                     };
@@ -725,7 +722,7 @@ impl Sim {
                     self.note(note);
                 }
                 let order = self.rng.next_u64();
-                let result = match std::mem::replace(&mut step.behavior, ToolBehavior::Hang) {
+                let result = match behavior {
                     ToolBehavior::Result { content, is_error } => {
                         Ok(crate::tools::ToolOutput { content, is_error })
                     }
@@ -735,7 +732,7 @@ impl Sim {
                     ToolBehavior::Hang => return Ok(()),
                 };
                 self.clock
-                    .schedule(step.after_ms, order, Input::ToolDone { call, result });
+                    .schedule(after_ms, order, Input::ToolDone { call, result });
             }
             Effect::SetTimer { timer, after_ms } => {
                 let order = self.rng.next_u64();
