@@ -539,26 +539,23 @@ impl Runtime {
     /// the run was answered, timed out or cancelled).
     pub fn tool_run(&self, call: CallId) -> Option<ToolRun<'_>> {
         let (key, frame) = self.waiting_frame(call)?;
-        let (tool_use_id, name) = match &frame.phase {
+        let (at, name) = match &frame.phase {
             Phase::AwaitTool {
-                call: c,
-                tool_use_id,
-                name,
-                ..
-            } if *c == call => (tool_use_id, name),
+                call: c, at, name, ..
+            } if *c == call => (*at, name.as_ref()),
             Phase::AwaitTools { batch } => batch
                 .iter()
                 .find(|i| i.call == call && i.output.is_none())
-                .map(|i| (&i.tool_use_id, &i.name))?,
+                .map(|i| (i.at, None))?,
             _ => return None,
         };
-        let input = frame.session.tool_use_input(tool_use_id)?;
+        let tool_use = frame.session.tool_use_at(at)?;
         Some(ToolRun {
             key,
             agent: &frame.agent,
-            tool_use_id,
-            name,
-            input,
+            tool_use_id: tool_use.id,
+            name: name.unwrap_or(tool_use.name),
+            input: tool_use.input,
         })
     }
 

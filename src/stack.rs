@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::agent::{AgentDef, AgentKind};
 use crate::llm::Usage;
-use crate::transcript::{Block, Session};
+use crate::transcript::{Block, BlockAt, Session};
 
 /// Identifies one model call or tool run handed to the driver. The slot of the session key sits in
 /// the high 32 bits, so an input finds its stack without a lookup.
@@ -25,11 +25,12 @@ pub struct BatchItem {
     /// The run's id.
     pub call: CallId,
     /// The `tool_use` it answers.
-    pub tool_use_id: Arc<str>,
-    /// Tool name.
-    pub name: Arc<str>,
+    pub at: BlockAt,
     /// The outcome, once the tool finished.
     pub output: Option<(Arc<str>, bool)>,
+    /// Whether its result is already in the session (only the planted completion-order bug
+    /// appends results before the whole batch finished).
+    pub appended: bool,
     /// The timeout timer, if the tool has one.
     pub timer: Option<CallId>,
 }
@@ -55,9 +56,9 @@ pub enum Phase {
         /// The run.
         call: CallId,
         /// The `tool_use` it answers.
-        tool_use_id: Arc<str>,
-        /// Tool name.
-        name: Arc<str>,
+        at: BlockAt,
+        /// The name it runs under when it is not the tool use's own (a passthrough skill).
+        name: Option<Arc<str>>,
         /// The timeout timer, if any.
         timer: Option<CallId>,
     },

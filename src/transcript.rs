@@ -106,6 +106,17 @@ pub struct ToolUse<'a> {
     pub input: &'a Arc<Value>,
 }
 
+/// Where a block sits in a session: the index of its message and its index in that message. A
+/// frame that waits for a tool names the `tool_use` this way instead of holding copies of its id
+/// and name: the session does not change while the frame waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockAt {
+    /// Index of the message.
+    pub message: u32,
+    /// Index of the block in it.
+    pub block: u32,
+}
+
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
@@ -298,20 +309,40 @@ impl Session {
 
     /// The first unresolved `tool_use`, without allocating.
     pub fn next_unresolved_tool_use(&self) -> Option<ToolUse<'_>> {
-        let at = self.last_assistant()?;
-        let later = &self.messages[at + 1..];
-        self.messages[at]
-            .tool_uses()
-            .find(|u| !later.iter().any(|m| m.answers(u.id)))
+        self.next_unresolved().map(|(_, u)| u)
     }
 
-    /// The input of the `tool_use` `tool_use_id` of the last assistant message.
-    pub fn tool_use_input(&self, tool_use_id: &Arc<str>) -> Option<&Arc<Value>> {
-        let at = self.last_assistant()?;
-        self.messages[at]
-            .tool_uses()
-            .find(|u| Arc::ptr_eq(u.id, tool_use_id) || u.id == tool_use_id)
-            .map(|u| u.input)
+    /// The first unresolved `tool_use` and where it sits.
+    pub fn next_unresolved(&self) -> Option<(BlockAt, ToolUse<'_>)> {
+        self.unresolved().next()
+    }
+
+    /// The unresolved `tool_use` blocks of the last assistant message, in order, with where each
+    /// sits.
+    pub fn unresolved(&self) -> impl Iterator<Item = (BlockAt, ToolUse<'_>)> {
+        let at = self.last_assistant();
+        let (content, later): (&[Block], &[Message]) = match at {
+            Some(at) => (&self.messages[at].content, &self.messages[at + 1..]),
+            None => (&[], &[]),
+        };
+        let message = at.unwrap_or(0) as u32;
+        content.iter().enumerate().filter_map(move |(i, b)| {
+            let u = b.as_tool_use()?;
+            let at = BlockAt {
+                message,
+                block: i as u32,
+            };
+            (!later.iter().any(|m| m.answers(u.id))).then_some((at, u))
+        })
+    }
+
+    /// The `tool_use` block at `at`, if there is one.
+    pub fn tool_use_at(&self, at: BlockAt) -> Option<ToolUse<'_>> {
+        self.messages
+            .get(at.message as usize)?
+            .content
+            .get(at.block as usize)?
+            .as_tool_use()
     }
 
     /// Whether `tool_use_id` is a `tool_use` of the last assistant message that has no result yet.

@@ -23,7 +23,7 @@ use crate::runtime::{Effect, Event, FrameInfo, RuntimeConfig};
 use crate::stack::{BatchItem, CallId, Phase, StackFrame, TurnAction, TurnResult};
 use crate::tools::{builtin, complete_result, SpawnRequest, Tool, ToolContext, ToolOutcome};
 use crate::tools::{ToolOutput, UseAgent, UseSkill};
-use crate::transcript::{Block, Session};
+use crate::transcript::{Block, BlockAt, Session};
 
 /// What resumes a frame's turn.
 #[derive(Clone, Debug)]
@@ -194,17 +194,27 @@ impl TurnCx<'_> {
             .add_tool_result(tool_use_id, content, is_error);
     }
 
-    /// Appends a result of a tool this frame dispatched, with its stream indicator.
+    /// Appends the result of the tool use at `at`, which this frame dispatched, with its stream
+    /// indicator. `name` overrides the tool's name in that indicator (a passthrough skill runs
+    /// under its own name).
     fn finish_tool(
         &mut self,
         frame: &mut StackFrame,
-        id: Arc<str>,
-        name: Arc<str>,
+        at: BlockAt,
+        name: Option<&Arc<str>>,
         content: Arc<str>,
         is_error: bool,
     ) {
+        let Some(tool_use) = frame.session.tool_use_at(at) else {
+            // Sessions only grow, so a waiting frame's tool use stays where it was; were it gone,
+            // the observer would report the tool use left without a result.
+            debug_assert!(false, "no tool_use at {at:?}");
+            return;
+        };
+        let id = tool_use.id.clone();
+        let name = name.unwrap_or(tool_use.name);
         self.stream(frame, || StreamEvent::ToolFinish {
-            name,
+            name: name.clone(),
             id: id.clone(),
             is_error,
         });
@@ -228,11 +238,16 @@ impl TurnCx<'_> {
 
 /// How the runtime treats one `tool_use`.
 enum Dispatch {
+    /// An external tool, with its timeout (looked up once, here).
+    External(Option<u64>),
+    Builtin(Builtin),
+}
+
+/// A tool use the runtime answers itself.
+enum Builtin {
     Complete,
     Spawner(&'static dyn Tool),
     AskUser,
-    /// An external tool, with its timeout (looked up once, here).
-    External(Option<u64>),
     Refused(String),
 }
 
@@ -241,19 +256,19 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
         builtin::COMPLETE
             if frame.is_main() && !config.has_bug(PlantedBug::MainCompleteAccepted) =>
         {
-            Dispatch::Refused(messages::tool_not_available(name))
+            Dispatch::Builtin(Builtin::Refused(messages::tool_not_available(name)))
         }
-        builtin::COMPLETE => Dispatch::Complete,
-        builtin::USE_SKILL => Dispatch::Spawner(&UseSkill),
-        builtin::USE_AGENT => Dispatch::Spawner(&UseAgent),
+        builtin::COMPLETE => Dispatch::Builtin(Builtin::Complete),
+        builtin::USE_SKILL => Dispatch::Builtin(Builtin::Spawner(&UseSkill)),
+        builtin::USE_AGENT => Dispatch::Builtin(Builtin::Spawner(&UseAgent)),
         builtin::ASK_USER if frame.agent.batch.is_some() => {
-            Dispatch::Refused(messages::ASK_USER_IN_BATCH.to_owned())
+            Dispatch::Builtin(Builtin::Refused(messages::ASK_USER_IN_BATCH.to_owned()))
         }
-        builtin::ASK_USER => Dispatch::AskUser,
+        builtin::ASK_USER => Dispatch::Builtin(Builtin::AskUser),
         _ => match config.tools.get(name) {
-            None => Dispatch::Refused(messages::tool_not_found(name)),
+            None => Dispatch::Builtin(Builtin::Refused(messages::tool_not_found(name))),
             Some(_) if !frame.agent.allows(name) => {
-                Dispatch::Refused(messages::tool_not_available(name))
+                Dispatch::Builtin(Builtin::Refused(messages::tool_not_available(name)))
             }
             Some(spec) => Dispatch::External(spec.timeout_ms),
         },
@@ -413,42 +428,47 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
 
 /// Handles one unresolved tool use. `Some(r)` leaves the loop with `r`; `None` continues it.
 fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<TurnResult>> {
-    let Some(next) = frame.session.next_unresolved_tool_use() else {
+    let Some((at, next)) = frame.session.next_unresolved() else {
         frame.phase = Phase::Loop;
         return None;
     };
-    let (id, name) = (next.id.clone(), next.name.clone());
     cx.detail(|| Event::ToolCall {
         key: cx.key.clone(),
         frame: frame.agent.frame_name.clone(),
         frame_id: frame.frame_id,
-        tool_use_id: id.clone(),
-        name: name.clone(),
+        tool_use_id: next.id.clone(),
+        name: next.name.clone(),
         input: next.input.clone(),
     });
-    // Only built-ins take the input; an external tool's driver reads it from the session
-    // (`Runtime::tool_run`).
-    match classify(frame, &name, cx.config) {
-        Dispatch::Complete => {
-            let result = complete_result(&next.input.clone());
+    let builtin = match classify(frame, next.name, cx.config) {
+        // An external tool's driver reads the id, name and input from the session
+        // (`Runtime::tool_run`): nothing is copied for it.
+        Dispatch::External(_) if frame.agent.parallel_tools => {
+            start_batch(frame, cx);
+            return Some(None);
+        }
+        Dispatch::External(timeout_ms) => {
+            start_tool(frame, at, None, timeout_ms, cx);
+            return Some(None);
+        }
+        Dispatch::Builtin(builtin) => builtin,
+    };
+    let (id, input) = (next.id.clone(), next.input.clone());
+    match builtin {
+        Builtin::Complete => {
+            let result = complete_result(&input);
             cx.add_result(frame, id, result.clone(), false);
             cx.resolve_all(frame, messages::SKIPPED_AFTER_COMPLETE);
             Some(Some(TurnResult::new(TurnAction::Complete, result)))
         }
-        Dispatch::Refused(text) => {
-            cx.finish_tool(frame, id, name, text.into(), true);
+        Builtin::Refused(text) => {
+            cx.finish_tool(frame, at, None, text.into(), true);
             None
         }
-        Dispatch::AskUser => {
-            let input = next.input.clone();
+        Builtin::AskUser => {
             let Some(question) = input.get("question").and_then(|q| q.as_str()) else {
-                cx.finish_tool(
-                    frame,
-                    id,
-                    name,
-                    messages::missing_field("question").into(),
-                    true,
-                );
+                let text = messages::missing_field("question").into();
+                cx.finish_tool(frame, at, None, text, true);
                 return None;
             };
             let mut text = question.to_owned();
@@ -464,8 +484,7 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
             frame.phase = Phase::AwaitAnswer { tool_use_id: id };
             Some(Some(TurnResult::new(TurnAction::Interrupt, text)))
         }
-        Dispatch::Spawner(tool) => {
-            let input = next.input.clone();
+        Builtin::Spawner(tool) => {
             let ctx = ToolContext {
                 catalog: cx.catalog,
                 caller: &frame.agent,
@@ -473,18 +492,19 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
             };
             match tool.call(&input, &ctx) {
                 Ok(ToolOutcome::Output(out)) => {
-                    cx.finish_tool(frame, id, name, out.content, out.is_error);
+                    cx.finish_tool(frame, at, None, out.content, out.is_error);
                     None
                 }
                 Err(e) => {
                     let text = messages::tool_failed(&e.0);
-                    cx.finish_tool(frame, id, name, text.into(), true);
+                    cx.finish_tool(frame, at, None, text.into(), true);
                     None
                 }
                 Ok(ToolOutcome::Spawn(req)) if req.agent.passthrough => {
-                    // A passthrough skill is one external execution: no frame is pushed.
+                    // A passthrough skill is one external execution, under the skill's name: no
+                    // frame is pushed.
                     let external: Arc<str> = req.agent.frame_name.clone();
-                    start_tool(frame, id, external, None, cx);
+                    start_tool(frame, at, Some(external), None, cx);
                     Some(None)
                 }
                 Ok(ToolOutcome::Spawn(req)) => {
@@ -508,29 +528,22 @@ fn run_next_tool(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<Option<T
                 }
             }
         }
-        Dispatch::External(_) if frame.agent.parallel_tools => {
-            start_batch(frame, cx);
-            Some(None)
-        }
-        Dispatch::External(timeout_ms) => {
-            start_tool(frame, id, name, timeout_ms, cx);
-            Some(None)
-        }
     }
 }
 
-/// Emits one external tool run and waits for it.
+/// Emits one external tool run for the tool use at `at` and waits for it. `name` overrides the
+/// tool's name (a passthrough skill runs under its own).
 fn start_tool(
     frame: &mut StackFrame,
-    id: Arc<str>,
-    name: Arc<str>,
+    at: BlockAt,
+    name: Option<Arc<str>>,
     timeout_ms: Option<u64>,
     cx: &mut TurnCx<'_>,
 ) {
-    let (call, timer) = emit_run(frame, &id, &name, timeout_ms, cx);
+    let (call, timer) = emit_run(frame, at, name.as_ref(), timeout_ms, cx);
     frame.phase = Phase::AwaitTool {
         call,
-        tool_use_id: id,
+        at,
         name,
         timer,
     };
@@ -538,17 +551,20 @@ fn start_tool(
 
 fn emit_run(
     frame: &mut StackFrame,
-    id: &Arc<str>,
-    name: &Arc<str>,
+    at: BlockAt,
+    name: Option<&Arc<str>>,
     timeout_ms: Option<u64>,
     cx: &mut TurnCx<'_>,
 ) -> (CallId, Option<CallId>) {
-    cx.stream(frame, || StreamEvent::ToolStart {
-        name: name.clone(),
-        id: id.clone(),
-    });
+    if let Some(tool_use) = frame.session.tool_use_at(at) {
+        let name = name.unwrap_or(tool_use.name);
+        cx.stream(frame, || StreamEvent::ToolStart {
+            name: name.clone(),
+            id: tool_use.id.clone(),
+        });
+        tracing::debug!(frame = %frame.agent.frame_name, tool = %name, id = %tool_use.id, "tool call");
+    }
     cx.activity(frame, |a| a.tool_start);
-    tracing::debug!(frame = %frame.agent.frame_name, tool = %name, id = %id, "tool call");
     let call = cx.next_call();
     cx.effects.push_back(Effect::RunTool { call });
     let timer = match timeout_ms {
@@ -566,15 +582,13 @@ fn emit_run(
 /// one is known to be external; the run stops at the first built-in or refused tool, which then
 /// runs in order after the batch.
 fn start_batch(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
-    let uses: Vec<(Arc<str>, Arc<str>, Arc<serde_json::Value>)> = frame
-        .session
-        .unresolved_tool_uses()
-        .iter()
-        .map(|u| (u.id.clone(), u.name.clone(), u.input.clone()))
-        .collect();
-    let mut batch = Vec::new();
-    for (i, (id, name, input)) in uses.into_iter().enumerate() {
-        let Dispatch::External(timeout_ms) = classify(frame, &name, cx.config) else {
+    let uses: Vec<BlockAt> = frame.session.unresolved().map(|(at, _)| at).collect();
+    let mut batch = Vec::with_capacity(uses.len());
+    for (i, at) in uses.into_iter().enumerate() {
+        let Some(tool_use) = frame.session.tool_use_at(at) else {
+            break;
+        };
+        let Dispatch::External(timeout_ms) = classify(frame, tool_use.name, cx.config) else {
             break;
         };
         if i > 0 {
@@ -583,17 +597,17 @@ fn start_batch(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
                 key: cx.key.clone(),
                 frame: frame.agent.frame_name.clone(),
                 frame_id: frame.frame_id,
-                tool_use_id: id.clone(),
-                name: name.clone(),
-                input: input.clone(),
+                tool_use_id: tool_use.id.clone(),
+                name: tool_use.name.clone(),
+                input: tool_use.input.clone(),
             });
         }
-        let (call, timer) = emit_run(frame, &id, &name, timeout_ms, cx);
+        let (call, timer) = emit_run(frame, at, None, timeout_ms, cx);
         batch.push(BatchItem {
             call,
-            tool_use_id: id,
-            name,
+            at,
             output: None,
+            appended: false,
             timer,
         });
     }
@@ -613,15 +627,12 @@ fn on_tool_outcome(
     }
     match std::mem::take(&mut frame.phase) {
         Phase::AwaitTool {
-            tool_use_id,
-            name,
-            timer,
-            ..
+            at, name, timer, ..
         } => {
             if let Some(timer) = timer {
                 cx.effects.push_back(Effect::CancelTimer { timer });
             }
-            cx.finish_tool(frame, tool_use_id, name, content, is_error);
+            cx.finish_tool(frame, at, name.as_ref(), content, is_error);
             frame.phase = Phase::RunTools;
             true
         }
@@ -634,15 +645,9 @@ fn on_tool_outcome(
                         }
                     }
                     if cx.config.has_bug(PlantedBug::CompletionOrderResults) {
-                        cx.finish_tool(
-                            frame,
-                            item.tool_use_id.clone(),
-                            item.name.clone(),
-                            content.clone(),
-                            is_error,
-                        );
+                        cx.finish_tool(frame, item.at, None, content.clone(), is_error);
                         item.output = Some(("".into(), false));
-                        item.tool_use_id = "".into();
+                        item.appended = true;
                         continue;
                     }
                     item.output = Some((content.clone(), is_error));
@@ -655,11 +660,13 @@ fn on_tool_outcome(
             // Every tool finished: results go in in the reply's order, whatever order they
             // finished in.
             for item in batch {
-                let (content, is_error) = item.output.expect("checked above");
-                if item.tool_use_id.is_empty() {
+                let Some((content, is_error)) = item.output else {
+                    continue; // Checked above: every item has its output.
+                };
+                if item.appended {
                     continue; // Already appended by the completion-order bug.
                 }
-                cx.finish_tool(frame, item.tool_use_id, item.name, content, is_error);
+                cx.finish_tool(frame, item.at, None, content, is_error);
             }
             frame.phase = Phase::RunTools;
             true
@@ -672,20 +679,23 @@ fn on_tool_outcome(
 }
 
 fn on_tool_timeout(frame: &mut StackFrame, timer: CallId, cx: &mut TurnCx<'_>) -> bool {
-    let (name, timeout_ms) = match &frame.phase {
-        Phase::AwaitTool { name, .. } => (name.clone(), 0),
+    let (at, name) = match &frame.phase {
+        Phase::AwaitTool { at, name, .. } => (*at, name.as_ref()),
         Phase::AwaitTools { batch } => match batch.iter().find(|i| i.timer == Some(timer)) {
-            Some(item) => (item.name.clone(), 0),
+            Some(item) => (item.at, None),
             None => return false,
         },
         _ => return false,
     };
+    let Some(name) = name.or(frame.session.tool_use_at(at).map(|u| u.name)) else {
+        return false;
+    };
     let timeout_ms = cx
         .config
         .tools
-        .get(&*name)
+        .get(&**name)
         .and_then(|t| t.timeout_ms)
-        .unwrap_or(timeout_ms);
+        .unwrap_or(0);
     let text: Arc<str> = messages::tool_timed_out(&name, timeout_ms).into();
     on_tool_outcome(frame, timer, text, true, cx)
 }
