@@ -696,7 +696,7 @@ fn on_tool_timeout(frame: &mut StackFrame, timer: CallId, cx: &mut TurnCx<'_>) -
         .get(&**name)
         .and_then(|t| t.timeout_ms)
         .unwrap_or(0);
-    let text: Arc<str> = messages::tool_timed_out(&name, timeout_ms).into();
+    let text: Arc<str> = messages::tool_timed_out(name, timeout_ms).into();
     on_tool_outcome(frame, timer, text, true, cx)
 }
 
