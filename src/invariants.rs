@@ -732,7 +732,7 @@ mod tests {
     use super::*;
     use crate::agent::Catalog;
     use crate::runtime::{PopReason, RuntimeConfig};
-    use crate::transcript::Session;
+    use crate::transcript::{Content, Session};
     use serde_json::json;
 
     fn rt() -> Runtime {
@@ -957,7 +957,7 @@ mod tests {
         // Two user messages in a row, built by hand.
         let user = Message {
             role: Role::User,
-            content: vec![Block::text("x")],
+            content: smallvec::smallvec![Block::text("x")],
         };
         assert!(check(&[user.clone(), user.clone()])
             .unwrap_err()
@@ -968,7 +968,7 @@ mod tests {
         s.add_tool_result("b", "2", false);
         s.messages.push(Message {
             role: Role::Assistant,
-            content: vec![Block::tool_use("a", "echo", json!({}))],
+            content: smallvec::smallvec![Block::tool_use("a", "echo", json!({}))],
         });
         s.add_tool_result("a", "again", false);
         assert!(check(&s.messages)
@@ -984,7 +984,7 @@ mod tests {
         // An empty assistant message.
         let empty = Message {
             role: Role::Assistant,
-            content: vec![],
+            content: Content::new(),
         };
         assert!(check(&[user.clone(), empty, user])
             .unwrap_err()

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::transcript::{Block, Message};
+use crate::transcript::{Block, Content, Message};
 
 /// Token usage of one or more model calls (seed 002's cost tracking).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ impl Usage {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LlmReply {
     /// Content blocks; empty for an empty reply.
-    pub content: Vec<Block>,
+    pub content: Content,
     /// Token usage, if the model reported it.
     pub usage: Usage,
 }

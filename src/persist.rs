@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::agent::AgentKind;
 use crate::llm::Usage;
-use crate::transcript::{Block, Session};
+use crate::transcript::{Content, Session};
 
 /// Version of the `state.json` format.
 pub const STATE_VERSION: u32 = 1;
@@ -55,7 +55,7 @@ pub enum ContextEntry {
         /// The session.
         agent_session_id: Uuid,
         /// Its blocks.
-        content: Vec<Block>,
+        content: Content,
     },
     /// A `tool_result` added to a session.
     ToolResult {

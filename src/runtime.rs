@@ -26,7 +26,7 @@ use crate::messages;
 use crate::planted::PlantedBug;
 use crate::stack::{AgentStackManager, CallId, Phase, StackFrame, TurnAction, TurnResult};
 use crate::tools::{ToolError, ToolOutput};
-use crate::transcript::{Block, Session};
+use crate::transcript::{Block, Content, Session};
 use crate::turn::{execute_turn, frame_info, StreamEvent, TurnCx, TurnInput, CALL_SEQ_BITS};
 use crate::watchdog::{
     CancelScope, Cause, ContinueFlag, InterruptedReturn, InterruptionConfig, ParentResume,
@@ -313,7 +313,7 @@ pub enum Event {
         /// Frame id.
         frame_id: Uuid,
         /// The content.
-        content: Vec<Block>,
+        content: Content,
         /// Token usage.
         usage: Usage,
     },

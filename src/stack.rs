@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::agent::{AgentDef, AgentKind};
 use crate::llm::Usage;
-use crate::transcript::{Block, BlockAt, Session};
+use crate::transcript::{BlockAt, Content, Session};
 
 /// Identifies one model call or tool run handed to the driver. The slot of the session key sits in
 /// the high 32 bits, so an input finds its stack without a lookup.
@@ -49,7 +49,7 @@ pub enum Phase {
         /// The call.
         call: CallId,
         /// Blocks streamed so far.
-        partial: Vec<Block>,
+        partial: Content,
     },
     /// Waiting for one external tool.
     AwaitTool {

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use smallvec::SmallVec;
 
 use crate::hash::FxHashSet;
 
@@ -117,13 +118,17 @@ pub struct BlockAt {
     pub block: u32,
 }
 
+/// The blocks of one message. Most messages hold one block (a reply with one tool use, its
+/// result, a user's text), and one block is stored inline, without an allocation of its own.
+pub type Content = SmallVec<[Block; 1]>;
+
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// Author.
     pub role: Role,
     /// Content blocks, in order.
-    pub content: Vec<Block>,
+    pub content: Content,
 }
 
 impl Message {
@@ -221,14 +226,15 @@ impl Session {
             Some(last) if last.role == Role::User => last.content.push(block),
             _ => self.push(Message {
                 role: Role::User,
-                content: vec![block],
+                content: smallvec::smallvec![block],
             }),
         }
         self.messages.last().expect("a message was just added")
     }
 
     /// Appends an assistant message.
-    pub fn add_assistant_message(&mut self, content: Vec<Block>) -> &Message {
+    pub fn add_assistant_message(&mut self, content: impl Into<Content>) -> &Message {
+        let content = content.into();
         for block in &content {
             if let Block::ToolUse { id, .. } = block {
                 if self.tool_use_ids.capacity() == 0 {
@@ -265,7 +271,7 @@ impl Session {
             }
             _ => self.push(Message {
                 role: Role::User,
-                content: vec![block],
+                content: smallvec::smallvec![block],
             }),
         }
         self.messages.last().expect("a message was just added")

@@ -23,7 +23,7 @@ use crate::runtime::{Effect, Event, FrameInfo, RuntimeConfig};
 use crate::stack::{BatchItem, CallId, Phase, StackFrame, TurnAction, TurnResult};
 use crate::tools::{builtin, complete_result, SpawnRequest, Tool, ToolContext, ToolOutcome};
 use crate::tools::{ToolOutput, UseAgent, UseSkill};
-use crate::transcript::{Block, BlockAt, Session};
+use crate::transcript::{Block, BlockAt, Content, Session};
 
 /// What resumes a frame's turn.
 #[derive(Clone, Debug)]
@@ -411,7 +411,7 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                 cx.effects.push_back(Effect::CallLlm { call });
                 frame.phase = Phase::AwaitLlm {
                     call,
-                    partial: Vec::new(),
+                    partial: Content::new(),
                 };
                 return None;
             }
@@ -726,9 +726,9 @@ fn on_reply(
         if cx.config.has_bug(PlantedBug::EmptyReplyRecorded) {
             cx.journal(|| ContextEntry::Assistant {
                 agent_session_id: frame.agent_session_id,
-                content: Vec::new(),
+                content: Content::new(),
             });
-            frame.session.add_assistant_message(Vec::new());
+            frame.session.add_assistant_message(Content::new());
         }
         frame.phase = Phase::AwaitUser;
         return Some(TurnResult::new(TurnAction::SendText, ""));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::llm::{LlmErrorKind, Usage};
-use crate::transcript::Block;
+use crate::transcript::{Block, Content};
 
 /// A content block as a script states it.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,7 +71,7 @@ pub struct ScriptedReply {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Delivery {
     /// A whole reply.
-    Content(Vec<Block>),
+    Content(Content),
     /// A reply in pieces: each block with its delay after the previous one.
     Stream(Vec<(u64, Block)>),
     /// A failed call.
