@@ -170,7 +170,11 @@ impl MockLlm {
         };
         let delivery = match &reply.kind {
             ReplyKind::Content(content) => {
-                Delivery::Content(content.iter().map(&mut make).collect())
+                let mut blocks = Content::with_capacity(content.len());
+                for block in content {
+                    blocks.push(make(block));
+                }
+                Delivery::Content(blocks)
             }
             ReplyKind::Stream(chunks) => Delivery::Stream(
                 chunks
