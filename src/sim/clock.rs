@@ -46,6 +46,9 @@ impl Ord for Scheduled {
 pub struct Clock {
     now: u64,
     seq: u64,
+    /// The only item, when exactly one is scheduled (then `queue` is empty): a sequential run
+    /// (one model call or one tool at a time) never touches the heap.
+    only: Option<Scheduled>,
     queue: BinaryHeap<Reverse<Scheduled>>,
     cancelled: BTreeSet<CallId>,
 }
@@ -59,12 +62,34 @@ impl Clock {
     /// Schedules `input` at `now + after_ms`.
     pub fn schedule(&mut self, after_ms: u64, order: u64, input: Input) {
         self.seq += 1;
-        self.queue.push(Reverse(Scheduled {
+        let item = Scheduled {
             at: self.now.saturating_add(after_ms),
             order,
             seq: self.seq,
             input,
-        }));
+        };
+        if self.only.is_none() && self.queue.is_empty() {
+            self.only = Some(item);
+            return;
+        }
+        if let Some(only) = self.only.take() {
+            self.queue.push(Reverse(only));
+        }
+        self.queue.push(Reverse(item));
+    }
+
+    fn peek(&self) -> Option<&Scheduled> {
+        match &self.only {
+            Some(only) => Some(only),
+            None => self.queue.peek().map(|Reverse(s)| s),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Scheduled> {
+        match self.only.take() {
+            Some(only) => Some(only),
+            None => self.queue.pop().map(|Reverse(s)| s),
+        }
     }
 
     /// Forgets a timer: when it comes due it is dropped without a step.
@@ -73,11 +98,14 @@ impl Clock {
     }
 
     fn skip_cancelled(&mut self) {
-        while let Some(Reverse(s)) = self.queue.peek() {
+        if self.cancelled.is_empty() {
+            return;
+        }
+        while let Some(s) = self.peek() {
             match s.input {
                 Input::Timer { timer } if self.cancelled.contains(&timer) => {
                     self.cancelled.remove(&timer);
-                    self.queue.pop();
+                    self.pop();
                 }
                 _ => break,
             }
@@ -87,18 +115,69 @@ impl Clock {
     /// Pops the next live item due at or before `limit`, moving the clock to its time.
     pub fn pop_due(&mut self, limit: u64) -> Option<Scheduled> {
         self.skip_cancelled();
-        match self.queue.peek() {
-            Some(Reverse(s)) if s.at <= limit => {
-                let Reverse(item) = self.queue.pop().expect("peeked");
-                self.now = self.now.max(item.at);
-                Some(item)
-            }
-            _ => None,
+        if self.peek()?.at > limit {
+            return None;
         }
+        let item = self.pop()?;
+        self.now = self.now.max(item.at);
+        Some(item)
     }
 
     /// Moves the clock forward to `to` (never backwards).
     pub fn advance_to(&mut self, to: u64) {
         self.now = self.now.max(to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timer(t: CallId) -> Input {
+        Input::Timer { timer: t }
+    }
+
+    fn popped(clock: &mut Clock) -> Vec<(u64, CallId)> {
+        std::iter::from_fn(|| clock.pop_due(u64::MAX))
+            .map(|s| match s.input {
+                Input::Timer { timer } => (s.at, timer),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn items_come_out_by_time_then_seeded_order_then_insertion() {
+        let mut clock = Clock::default();
+        clock.schedule(5, 9, timer(1));
+        clock.schedule(5, 3, timer(2));
+        clock.schedule(1, 7, timer(3));
+        clock.schedule(5, 3, timer(4));
+        assert_eq!(popped(&mut clock), [(1, 3), (5, 2), (5, 4), (5, 1)]);
+        assert_eq!(clock.now(), 5);
+    }
+
+    #[test]
+    fn a_lone_item_and_the_heap_take_turns_without_reordering() {
+        let mut clock = Clock::default();
+        clock.schedule(2, 0, timer(1));
+        assert_eq!(clock.pop_due(1).map(|s| s.at), None, "not due yet");
+        clock.schedule(1, 0, timer(2)); // The lone item moves into the heap beside this one.
+        assert_eq!(popped(&mut clock), [(1, 2), (2, 1)]);
+        clock.schedule(3, 0, timer(3));
+        assert_eq!(popped(&mut clock), [(5, 3)]);
+    }
+
+    #[test]
+    fn cancelled_timers_are_skipped_whether_alone_or_queued() {
+        let mut clock = Clock::default();
+        clock.schedule(1, 0, timer(1));
+        clock.cancel_timer(1);
+        assert!(clock.pop_due(u64::MAX).is_none());
+        clock.schedule(1, 0, timer(2));
+        clock.schedule(2, 0, timer(3));
+        clock.cancel_timer(2);
+        // A skipped timer does not move the clock: the survivor is due at 0 + 2.
+        assert_eq!(popped(&mut clock), [(2, 3)]);
     }
 }
