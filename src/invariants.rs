@@ -209,6 +209,7 @@ impl Pairing {
                     }
                 }
             }
+            Role::User if results_follow_uses(open, &message.content) => {}
             Role::User => {
                 let answers = |id: &Arc<str>, blocks: &[Block]| {
                     blocks.iter().any(
@@ -268,6 +269,36 @@ impl Pairing {
         }
         Ok(())
     }
+}
+
+/// The common shape of a user message, checked in one pass: a result for every open tool use,
+/// in their order, then nothing but text. Such a message passes every check of a user message
+/// (the open message's ids were found distinct when it was checked); any other shape gets the
+/// full check, which names what is wrong.
+fn results_follow_uses(open: &[Block], content: &[Block]) -> bool {
+    let mut uses = open.iter().filter_map(|b| match b {
+        Block::ToolUse { id, .. } => Some(id),
+        _ => None,
+    });
+    let mut blocks = content.iter();
+    let mut rest = None;
+    for block in blocks.by_ref() {
+        match block {
+            Block::ToolResult { tool_use_id, .. } => match uses.next() {
+                Some(id) if same(id, tool_use_id) => {}
+                _ => return false,
+            },
+            other => {
+                rest = Some(other);
+                break;
+            }
+        }
+    }
+    uses.next().is_none()
+        && rest
+            .into_iter()
+            .chain(blocks)
+            .all(|b| matches!(b, Block::Text { .. }))
 }
 
 /// A child popped in this step, waiting for its one delivery.
@@ -992,5 +1023,65 @@ mod tests {
         assert!(check(&[user.clone(), empty, user])
             .unwrap_err()
             .contains("empty content"));
+        // Text before the results, and a tool use in a user message, built by hand.
+        let mut s = session();
+        s.messages.push(Message {
+            role: Role::User,
+            content: smallvec::smallvec![
+                Block::text("hi"),
+                Block::tool_result("a", "1", false),
+                Block::tool_result("b", "2", false),
+            ],
+        });
+        assert!(check(&s.messages).unwrap_err().contains("after text"));
+        let mut s = session();
+        s.add_tool_result("a", "1", false);
+        s.add_tool_result("b", "2", false);
+        s.messages
+            .last_mut()
+            .unwrap()
+            .content
+            .push(Block::tool_use("c", "echo", json!({})));
+        assert!(check(&s.messages)
+            .unwrap_err()
+            .contains("a user message holds tool_use c"));
+    }
+
+    #[test]
+    fn the_one_pass_user_check_takes_only_well_formed_messages() {
+        let uses = [
+            Block::text("thinking"),
+            Block::tool_use("a", "echo", json!({})),
+            Block::tool_use("b", "echo", json!({})),
+        ];
+        let (ra, rb) = (
+            Block::tool_result("a", "1", false),
+            Block::tool_result("b", "2", false),
+        );
+        let text = Block::text("and");
+        assert!(results_follow_uses(&uses, &[ra.clone(), rb.clone()]));
+        assert!(results_follow_uses(
+            &uses,
+            &[ra.clone(), rb.clone(), text.clone()]
+        ));
+        assert!(results_follow_uses(&[], &[text.clone()]));
+        // Everything else goes to the full check.
+        assert!(!results_follow_uses(&uses, &[rb.clone(), ra.clone()]));
+        assert!(!results_follow_uses(&uses, &[ra.clone()]));
+        assert!(!results_follow_uses(
+            &uses,
+            &[ra.clone(), rb.clone(), rb.clone()]
+        ));
+        assert!(!results_follow_uses(
+            &uses,
+            &[text.clone(), ra.clone(), rb.clone()]
+        ));
+        assert!(!results_follow_uses(&uses, &[ra.clone(), text, rb.clone()]));
+        assert!(!results_follow_uses(&[], &[ra]));
+        let stray = Block::tool_use("c", "echo", json!({}));
+        assert!(!results_follow_uses(
+            &uses,
+            &[Block::tool_result("a", "1", false), rb, stray]
+        ));
     }
 }
