@@ -1064,10 +1064,10 @@ mod tests {
             &uses,
             &[ra.clone(), rb.clone(), text.clone()]
         ));
-        assert!(results_follow_uses(&[], &[text.clone()]));
+        assert!(results_follow_uses(&[], std::slice::from_ref(&text)));
         // Everything else goes to the full check.
         assert!(!results_follow_uses(&uses, &[rb.clone(), ra.clone()]));
-        assert!(!results_follow_uses(&uses, &[ra.clone()]));
+        assert!(!results_follow_uses(&uses, std::slice::from_ref(&ra)));
         assert!(!results_follow_uses(
             &uses,
             &[ra.clone(), rb.clone(), rb.clone()]
