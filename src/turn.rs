@@ -707,9 +707,10 @@ fn on_reply(
     cx: &mut TurnCx<'_>,
 ) -> Option<TurnResult> {
     // Both APIs reject empty text blocks: a reply of nothing but empty text is an empty reply.
-    reply
-        .content
-        .retain(|b| !matches!(b, Block::Text { text } if text.is_empty()));
+    let empty_text = |b: &Block| matches!(b, Block::Text { text } if text.is_empty());
+    if reply.content.iter().any(empty_text) {
+        reply.content.retain(|b| !empty_text(b));
+    }
     frame.usage += reply.usage;
     *cx.usage += reply.usage;
     cx.activity(frame, |a| a.first_output);
