@@ -276,29 +276,14 @@ impl Pairing {
 /// (the open message's ids were found distinct when it was checked); any other shape gets the
 /// full check, which names what is wrong.
 fn results_follow_uses(open: &[Block], content: &[Block]) -> bool {
-    let mut uses = open.iter().filter_map(|b| match b {
-        Block::ToolUse { id, .. } => Some(id),
-        _ => None,
-    });
     let mut blocks = content.iter();
-    let mut rest = None;
-    for block in blocks.by_ref() {
-        match block {
-            Block::ToolResult { tool_use_id, .. } => match uses.next() {
-                Some(id) if same(id, tool_use_id) => {}
-                _ => return false,
-            },
-            other => {
-                rest = Some(other);
-                break;
-            }
+    for u in open.iter().filter_map(Block::as_tool_use) {
+        match blocks.next() {
+            Some(Block::ToolResult { tool_use_id, .. }) if same(u.id, tool_use_id) => {}
+            _ => return false,
         }
     }
-    uses.next().is_none()
-        && rest
-            .into_iter()
-            .chain(blocks)
-            .all(|b| matches!(b, Block::Text { .. }))
+    blocks.all(|b| matches!(b, Block::Text { .. }))
 }
 
 /// A child popped in this step, waiting for its one delivery.
@@ -689,20 +674,20 @@ impl Observer {
             }
         }
         // The two lists below are cleared, not dropped, so that their buffers serve every step.
-        let pushed = std::mem::take(&mut self.pushed);
-        let linked = pushed
+        let linked = self
+            .pushed
             .iter()
             .try_for_each(|&(k, frame_id)| self.check_link(rt, k, frame_id));
-        self.pushed = pushed;
         self.pushed.clear();
         linked?;
         // The runtime's stacks must be the ones its events describe.
-        let touched = std::mem::take(&mut self.touched);
-        let matched = touched.iter().try_for_each(|&k| self.check_depth(rt, k));
-        for &k in &touched {
+        let matched = self
+            .touched
+            .iter()
+            .try_for_each(|&k| self.check_depth(rt, k));
+        for &k in &self.touched {
             self.keys[k].touched = false;
         }
-        self.touched = touched;
         self.touched.clear();
         matched
     }

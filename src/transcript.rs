@@ -303,14 +303,7 @@ impl Session {
     /// After a child completes, the parent's last message is a user message holding some results;
     /// this walks back to the last assistant message and keeps the uses that nothing answered.
     pub fn unresolved_tool_uses(&self) -> Vec<ToolUse<'_>> {
-        let Some(at) = self.last_assistant() else {
-            return Vec::new();
-        };
-        let later = &self.messages[at + 1..];
-        self.messages[at]
-            .tool_uses()
-            .filter(|u| !later.iter().any(|m| m.answers(u.id)))
-            .collect()
+        self.unresolved().map(|(_, u)| u).collect()
     }
 
     /// The first unresolved `tool_use`, without allocating.
@@ -353,13 +346,7 @@ impl Session {
 
     /// Whether `tool_use_id` is a `tool_use` of the last assistant message that has no result yet.
     pub fn is_unresolved(&self, tool_use_id: &str) -> bool {
-        let Some(at) = self.last_assistant() else {
-            return false;
-        };
-        let later = &self.messages[at + 1..];
-        self.messages[at]
-            .tool_uses()
-            .any(|u| &**u.id == tool_use_id && !later.iter().any(|m| m.answers(u.id)))
+        self.unresolved().any(|(_, u)| &**u.id == tool_use_id)
     }
 
     /// Seed 002's name for [`Session::unresolved_tool_uses`].
