@@ -375,25 +375,22 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// One repetition: runs of fresh copies for at least `seconds` of measured time. Runs are timed in
-/// batches of copies made outside the timer, so neither the copy nor the clock read is counted per
-/// run. Returns the measured seconds, the model turns and the runs.
+/// One repetition: runs of fresh copies for at least `seconds` of measured time. Each run is copied
+/// from the starting point, run and dropped in turn, as `explore` and `check` do with theirs; only
+/// the run is timed (the copy and the drop are not). Returns the measured seconds, the model turns
+/// and the runs.
 fn measure(
     prepared: &agentsim::workloads::Prepared,
-    workload: Workload,
     seconds: f64,
 ) -> Result<(f64, u64, u64), agentsim::sim::RunError> {
-    let batch = if workload == Workload::W4 { 4 } else { 256 };
     let (mut elapsed, mut turns, mut runs) = (0.0f64, 0u64, 0u64);
     while elapsed < seconds {
-        let mut sims: Vec<_> = (0..batch).map(|_| prepared.fresh()).collect();
+        let mut sim = prepared.fresh();
         let start = Instant::now();
-        for sim in &mut sims {
-            turns += prepared.run(sim)?;
-        }
+        turns += prepared.run(&mut sim)?;
         elapsed += start.elapsed().as_secs_f64();
-        runs += batch;
-        drop(sims);
+        runs += 1;
+        drop(sim);
     }
     Ok((elapsed, turns, runs))
 }
@@ -424,7 +421,7 @@ fn bench(
             reset_peak_rss();
             let (mut ns, mut turns, mut runs) = (Vec::new(), 0u64, 0u64);
             for _ in 0..repeat {
-                match measure(&prepared, workload, seconds) {
+                match measure(&prepared, seconds) {
                     Ok((elapsed, t, r)) => {
                         ns.push(elapsed * 1e9 / t as f64);
                         turns += t;
