@@ -11,7 +11,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::agent::AgentKind;
-use crate::hash::{FxHashMap, FxHashSet};
+use crate::hash::{FxHashMap, IdHashes};
 use crate::runtime::{Event, FrameInfo, PopReason, Runtime};
 use crate::transcript::{id_hash, Block, Message, Role};
 
@@ -97,7 +97,7 @@ struct Pairing {
     open: Option<usize>,
     /// The hash of every `tool_use` id of the committed messages. A hit is confirmed against the
     /// messages themselves, so a hash collision is never reported as a duplicate.
-    seen: FxHashSet<u64>,
+    seen: IdHashes,
 }
 
 /// Two ids are equal: the same allocation (the common case, an id cloned from the `tool_use`), or
@@ -127,10 +127,6 @@ impl Pairing {
             self.check_message(messages, i, message)?;
             match message.role {
                 Role::Assistant => {
-                    if self.seen.capacity() == 0 {
-                        // Sessions usually hold a handful of tool uses: skip the early rehashes.
-                        self.seen.reserve(16);
-                    }
                     for u in message.tool_uses() {
                         self.seen.insert(id_hash(u.id));
                     }
@@ -148,7 +144,7 @@ impl Pairing {
     /// Whether `id` is a `tool_use` id of a committed message (the hash set answers; a hit is
     /// confirmed on the messages).
     fn seen_before(&self, messages: &[Message], id: &Arc<str>) -> bool {
-        self.seen.contains(&id_hash(id))
+        self.seen.contains(id_hash(id))
             && messages[..self.checked]
                 .iter()
                 .any(|m| m.tool_uses().any(|u| same(u.id, id)))

@@ -657,7 +657,7 @@ impl Runtime {
             .iter()
             .map(|e| ConversationState {
                 key: e.key.to_string(),
-                main_session_id: session_uuid(&e.main_session),
+                main_session_id: e.main_session_id,
                 usage: e.usage,
                 inbox: e.inbox.iter().map(|t| t.to_string()).collect(),
                 active_stack: e
@@ -715,7 +715,7 @@ impl Runtime {
         rt.seq = state.seq;
         for conv in state.conversations {
             let main_id = conv.main_session_id;
-            let slot = rt.stacks.get_or_create(&conv.key, || main_id.to_string());
+            let slot = rt.stacks.get_or_create(&conv.key, || main_id);
             let mut frames = Vec::new();
             for meta in conv.active_stack {
                 let agent = match meta.agent_type {
@@ -773,8 +773,7 @@ impl Runtime {
 
     fn slot(&mut self, key: &str) -> usize {
         let ids = &mut self.ids;
-        self.stacks
-            .get_or_create(key, || ids.next_uuid().to_string())
+        self.stacks.get_or_create(key, || ids.next_uuid())
     }
 
     fn top_phase_mut(&mut self, slot: usize) -> Option<&mut Phase> {
@@ -927,7 +926,7 @@ impl Runtime {
             let agent = self.catalog.main.clone();
             let frame = StackFrame {
                 frame_id: self.ids.next_uuid(),
-                agent_session_id: session_uuid(&session),
+                agent_session_id: entry.main_session_id,
                 turn_start: session.messages.len(),
                 session,
                 system_prompt: agent.system_prompt.clone(),
@@ -1696,10 +1695,6 @@ fn frame_timers(phase: &Phase) -> Vec<CallId> {
         Phase::AwaitTools { batch } => batch.iter().filter_map(|i| i.timer).collect(),
         _ => Vec::new(),
     }
-}
-
-fn session_uuid(session: &Session) -> Uuid {
-    Uuid::parse_str(&session.session_id).unwrap_or(Uuid::nil())
 }
 
 /// The tool calls of the main agent's current turn, with their results.

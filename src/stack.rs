@@ -203,6 +203,8 @@ pub struct StackEntry {
     pub stack: AgentStack,
     /// The main agent's conversation between turns (moved into the main frame during a turn).
     pub main_session: Session,
+    /// Its id (the session names it as text; this saves parsing it back).
+    pub main_session_id: Uuid,
     /// User messages that arrived while the top frame was busy, delivered in order when it waits.
     pub inbox: VecDeque<Arc<str>>,
     /// Token usage of the whole conversation.
@@ -219,16 +221,18 @@ pub struct AgentStackManager {
 impl AgentStackManager {
     /// The slot of `key`, creating an empty stack for it if needed. `main_session_id` names the
     /// main conversation when it is created.
-    pub fn get_or_create(&mut self, key: &str, main_session_id: impl FnOnce() -> String) -> usize {
+    pub fn get_or_create(&mut self, key: &str, main_session_id: impl FnOnce() -> Uuid) -> usize {
         if let Some(&slot) = self.by_key.get(key) {
             return slot;
         }
         let key: Arc<str> = key.into();
         let slot = self.entries.len();
+        let main_session_id = main_session_id();
         self.entries.push(StackEntry {
             key: key.clone(),
             stack: AgentStack::default(),
-            main_session: Session::new(main_session_id()),
+            main_session: Session::new(crate::ids::uuid_string(main_session_id)),
+            main_session_id,
             inbox: VecDeque::new(),
             usage: Usage::default(),
         });
@@ -323,11 +327,14 @@ mod tests {
     #[test]
     fn the_manager_keeps_one_stack_per_session_key() {
         let mut m = AgentStackManager::default();
-        let a = m.get_or_create("telegram_1", || "s-a".into());
-        let b = m.get_or_create("telegram_2", || "s-b".into());
+        let (id_a, id_b) = (Uuid::from_u128(0xa), Uuid::from_u128(0xb));
+        let a = m.get_or_create("telegram_1", || id_a);
+        let b = m.get_or_create("telegram_2", || id_b);
         assert_ne!(a, b);
         assert_eq!(m.get_or_create("telegram_1", || unreachable!("exists")), a);
-        assert_eq!(m.entry(a).main_session.session_id, "s-a");
+        assert_eq!(m.entry(a).main_session_id, id_a);
+        assert_eq!(m.entry(a).main_session.session_id, id_a.to_string());
+        assert_eq!(m.entry(b).main_session.session_id, id_b.to_string());
         assert!(!m.has_active("telegram_1"));
         assert!(!m.has_active("unknown"));
         assert_eq!(m.slot("telegram_2"), Some(b));

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use smallvec::SmallVec;
 
-use crate::hash::FxHashSet;
+use crate::hash::IdHashes;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,7 +182,7 @@ pub struct Session {
     /// `messages`, never iterated into output. A hit is confirmed on the messages, so a hash
     /// collision is never taken for a duplicate (and no id is shared just to be indexed).
     #[serde(skip)]
-    tool_use_ids: FxHashSet<u64>,
+    tool_use_ids: IdHashes,
 }
 
 /// A clone keeps the original's spare room for messages, so that a copied long session (a
@@ -237,10 +237,6 @@ impl Session {
         let content = content.into();
         for block in &content {
             if let Block::ToolUse { id, .. } = block {
-                if self.tool_use_ids.capacity() == 0 {
-                    // Skip the early rehashes of a set that usually holds a handful of ids.
-                    self.tool_use_ids.reserve(16);
-                }
                 self.tool_use_ids.insert(id_hash(id));
             }
         }
@@ -377,7 +373,7 @@ impl Session {
 
     /// Whether some assistant message of this session already used `id`.
     pub fn has_tool_use_id(&self, id: &str) -> bool {
-        self.tool_use_ids.contains(&id_hash(id))
+        self.tool_use_ids.contains(id_hash(id))
             && self
                 .messages
                 .iter()
