@@ -163,6 +163,11 @@ impl AgentStack {
 
     /// Pushes a frame.
     pub fn push(&mut self, frame: StackFrame) {
+        if self.frames.capacity() == 0 {
+            // Room for main and one child: frames are large (a session each), and the default
+            // first growth to four would take a block too big for the allocator's fast path.
+            self.frames.reserve_exact(2);
+        }
         self.frames.push(frame);
     }
 
@@ -227,6 +232,10 @@ impl AgentStackManager {
         }
         let key: Arc<str> = key.into();
         let slot = self.entries.len();
+        if self.entries.capacity() == 0 {
+            // Most runs hold one conversation; the default first growth makes room for four.
+            self.entries.reserve_exact(1);
+        }
         let main_session_id = main_session_id();
         self.entries.push(StackEntry {
             key: key.clone(),
