@@ -145,15 +145,14 @@ impl IdHashes {
 /// Set equality, whichever form each side is in.
 impl PartialEq for IdHashes {
     fn eq(&self, other: &IdHashes) -> bool {
-        let members = |s: &IdHashes| -> Vec<u64> {
-            let mut v: Vec<u64> = match s {
-                IdHashes::Inline { len, items } => items[..usize::from(*len)].to_vec(),
-                IdHashes::Spilled(set) => set.iter().copied().collect(),
-            };
-            v.sort_unstable();
-            v
+        // Members are distinct, so equal counts and one side within the other make them equal.
+        let within = |a: &IdHashes, b: &IdHashes| match a {
+            IdHashes::Inline { len, items } => {
+                items[..usize::from(*len)].iter().all(|&h| b.contains(h))
+            }
+            IdHashes::Spilled(set) => set.iter().all(|&h| b.contains(h)),
         };
-        self.len() == other.len() && members(self) == members(other)
+        self.len() == other.len() && within(self, other)
     }
 }
 

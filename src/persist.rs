@@ -277,9 +277,7 @@ pub fn replay_context(context: &str, skip_initial: bool) -> Result<Replayed, Res
 }
 
 fn session(sessions: &mut BTreeMap<Uuid, Session>, id: Uuid) -> &mut Session {
-    sessions
-        .entry(id)
-        .or_insert_with(|| Session::new(id.to_string()))
+    sessions.entry(id).or_insert_with(|| Session::with_id(id))
 }
 
 /// `state.json` and `context.jsonl` in a directory.

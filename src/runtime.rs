@@ -726,7 +726,7 @@ impl Runtime {
                 .ok_or_else(|| RestoreError::MissingAgent(meta.agent_name.clone()))?;
                 let session = match (meta.agent_type, sessions.remove(&meta.agent_session_id)) {
                     (_, Some(s)) => s,
-                    (AgentKind::Main, None) => Session::new(main_id.to_string()),
+                    (AgentKind::Main, None) => Session::with_id(main_id),
                     (_, None) => return Err(RestoreError::MissingSession(meta.agent_session_id)),
                 };
                 let phase = match meta.waiting {
@@ -756,7 +756,7 @@ impl Runtime {
             entry.inbox = conv.inbox.into_iter().map(Into::into).collect();
             entry.main_session = sessions
                 .remove(&main_id)
-                .unwrap_or_else(|| Session::new(main_id.to_string()));
+                .unwrap_or_else(|| Session::with_id(main_id));
             for frame in frames {
                 entry.stack.push(frame);
             }

@@ -240,7 +240,7 @@ impl AgentStackManager {
         self.entries.push(StackEntry {
             key: key.clone(),
             stack: AgentStack::default(),
-            main_session: Session::new(crate::ids::uuid_string(main_session_id)),
+            main_session: Session::with_id(main_session_id),
             main_session_id,
             inbox: VecDeque::new(),
             usage: Usage::default(),

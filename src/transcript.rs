@@ -218,6 +218,11 @@ impl Session {
         }
     }
 
+    /// An empty session named by a runtime-issued id (its hyphenated lower-case form).
+    pub fn with_id(id: uuid::Uuid) -> Session {
+        Session::new(crate::ids::uuid_string(id))
+    }
+
     /// Appends user text. If the last message is already a user message (a tool result, or a user
     /// message the model never answered), the text joins it so that roles keep alternating.
     pub fn add_user_message(&mut self, content: impl Into<Arc<str>>) -> &Message {

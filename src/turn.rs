@@ -280,7 +280,7 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
     let req_batch = req.agent.batch.is_some();
     let agent_session_id = ids.next_uuid();
     let frame_id = ids.next_uuid();
-    let mut session = Session::new(crate::ids::uuid_string(agent_session_id));
+    let mut session = Session::with_id(agent_session_id);
     session.add_user_message(req.message);
     StackFrame {
         frame_id,
