@@ -11,8 +11,8 @@
 //! ```
 //! use std::collections::BTreeMap;
 //! use std::sync::Arc;
-//! use agentsim::agent::{AgentDef, AgentKind, Catalog};
-//! use agentsim::llm::Usage;
+//! use agentsim::model::agent::{AgentDef, AgentKind, Catalog};
+//! use agentsim::model::llm::Usage;
 //! use agentsim::sim::mock_llm::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};
 //! use agentsim::sim::Sim;
 //!
@@ -40,47 +40,36 @@
 //!
 //! Modules, in reading order:
 //!
-//! - [`transcript`]: messages, content blocks and the [`transcript::Session`].
-//! - [`llm`]: model replies, stream chunks, errors, token usage.
-//! - [`agent`]: agent definitions, the catalog, seed 002's config and response types.
-//! - [`tools`]: tool outcomes (a spawn is a value), the `Tool` trait, `use_skill` / `use_agent`.
-//! - [`messages`]: the exact strings the runtime writes and sends.
-//! - [`stack`]: frames, the stack, the per-key stack manager, `TurnAction` / `TurnResult`.
-//! - [`turn`]: `execute_turn`, the agent core loop as a resumable state machine.
-//! - [`watchdog`]: seed 004's activity watchdog and interruption model, with `legacy` and `fixed` presets.
-//! - [`runtime`]: the sans-IO runtime: inputs, effects, events, the orchestration loop.
-//! - [`planted`]: realistic stack bugs the runtime can be configured to have (for the explorer's tests).
-//! - [`persist`]: `state.json` and `context.jsonl`: the journal, the frame metadata, restore, the file store.
-//! - [`ids`]: seeded id source.
-//! - [`hash`]: the fast fixed hasher for lookup-only sets.
-//! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, mock model and tools.
-//! - [`invariants`]: the observer that checks the named invariants after every step.
-//! - [`scenario`]: scenario files: format, loading with located errors, running, expectations.
-//! - [`explore`]: many seeds with faults; a failing run materialized into a plain scenario.
-//! - [`generate`]: random scenarios from a seed, for property tests and exploration.
-//! - [`shrink`]: minimise a failing scenario while it still breaks the same invariant.
-//! - [`render`]: the transcript's text and JSON renderings.
+//! - [`model`]: the vocabulary: messages and sessions, model replies, agent definitions, ids, the
+//!   exact strings the runtime writes.
+//! - [`agents`]: frames, the stack of a conversation, the built-in delegation tools, seed 004's
+//!   watchdog.
+//! - [`protocol`]: the contract between the runtime and its drivers: inputs, effects, events.
+//! - [`runtime`]: the sans-IO reference runtime: routing, the orchestration loop, the turn, tool
+//!   dispatch, interruptions, persistence and restore, planted bugs.
+//! - [`persist`]: the journal and state formats (pure), and replaying the journal into sessions.
+//! - [`observe`]: the observer that checks the named invariants after every step.
+//! - [`wire`]: provider request formats and the public `tool-pairing` validator.
+//! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
+//!   recording, limits.
+//! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, scripted model and tools.
+//! - [`store`]: where persisted bytes go on disk.
+//! - [`scenario`]: scenario files: format, loading with located errors, the step interpreter,
+//!   expectations.
+//! - [`explore`]: many seeds with faults, generated scenarios, shrinking, planted bugs.
+//! - [`report`]: the transcript's text and JSON renderings.
 //! - [`workloads`]: the benchmark workloads shared by `cargo bench` and `agentsim bench`.
 #![deny(missing_docs)]
 
-pub mod agent;
+pub mod agents;
 pub mod explore;
-pub mod generate;
-pub mod hash;
-pub mod ids;
-pub mod invariants;
-pub mod llm;
-pub mod messages;
+pub mod model;
+pub mod observe;
 pub mod persist;
-pub mod planted;
-pub mod render;
+pub mod protocol;
+pub mod report;
 pub mod runtime;
 pub mod scenario;
-pub mod shrink;
 pub mod sim;
-pub mod stack;
-pub mod tools;
-pub mod transcript;
-pub mod turn;
-pub mod watchdog;
+pub mod store;
 pub mod workloads;

@@ -8,8 +8,8 @@ use std::time::Instant;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use agentsim::explore;
-use agentsim::generate::GenConfig;
-use agentsim::render;
+use agentsim::explore::generate::GenConfig;
+use agentsim::report;
 use agentsim::scenario::{self, RunOptions};
 use agentsim::workloads::Workload;
 
@@ -111,7 +111,7 @@ enum Command {
         /// main-complete-accepted, display-leak, cancel-leaves-frame, completion-order-results,
         /// empty-reply-recorded, restore-forgets-first-message.
         #[arg(long, value_name = "NAME")]
-        bug: Option<agentsim::planted::PlantedBug>,
+        bug: Option<agentsim::runtime::planted::PlantedBug>,
         /// Model seed 004's watchdog and interruptions around this preset, with timings and some
         /// knobs drawn per seed.
         #[arg(long, value_enum, value_name = "PRESET")]
@@ -212,8 +212,8 @@ fn main() -> ExitCode {
                 // Replaying one seed shows its transcript, faults and all.
                 record: runs == 1,
                 interruptions: interruptions.map(|p| match p {
-                    Preset::Legacy => agentsim::watchdog::InterruptionConfig::legacy(),
-                    Preset::Fixed => agentsim::watchdog::InterruptionConfig::fixed(),
+                    Preset::Legacy => agentsim::agents::watchdog::InterruptionConfig::legacy(),
+                    Preset::Fixed => agentsim::agents::watchdog::InterruptionConfig::fixed(),
                 }),
             };
             let jobs = jobs
@@ -243,8 +243,8 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
     };
     let outcome = scenario::run(&scenario, RunOptions { seed, observe });
     match format {
-        Format::Text => print!("{}", render::text(&outcome)),
-        Format::Json => println!("{}", render::json(&outcome)),
+        Format::Text => print!("{}", report::text(&outcome)),
+        Format::Json => println!("{}", report::json(&outcome)),
     }
     match &outcome.failure {
         None => ExitCode::SUCCESS,
@@ -487,7 +487,7 @@ fn replay_command(source: &explore::Source, seed: u64, settings: explore::Settin
         cmd.push_str(&format!(" --bug {bug}"));
     }
     if let Some(ic) = settings.interruptions {
-        let preset = if ic == agentsim::watchdog::InterruptionConfig::legacy() {
+        let preset = if ic == agentsim::agents::watchdog::InterruptionConfig::legacy() {
             "legacy"
         } else {
             "fixed"
@@ -528,7 +528,7 @@ fn explore_cmd(
                 let base = source.scenario(seed);
                 let (report, replay) = explore::run_one(&base, seed, settings);
                 if settings.record {
-                    print!("{}", render::records_text(&report.records));
+                    print!("{}", report::records_text(&report.records));
                 }
                 faults.fetch_add(report.faults, Ordering::Relaxed);
                 match (&report.error, replay) {
@@ -623,7 +623,7 @@ fn explore_cmd(
         let Some((dir, budget)) = write else {
             continue;
         };
-        let shrunk = agentsim::shrink::shrink(replay, invariant, budget);
+        let shrunk = agentsim::explore::shrink::shrink(replay, invariant, budget);
         let path = dir.join(format!("{invariant}-{seed}.yaml"));
         let yaml = agentsim::scenario::write::to_yaml(&shrunk.scenario);
         let written = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, yaml));

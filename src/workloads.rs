@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::agent::{AgentDef, AgentKind, Catalog};
-use crate::llm::Usage;
+use crate::model::agent::{AgentDef, AgentKind, Catalog};
+use crate::model::llm::Usage;
 use crate::runtime::{RuntimeConfig, ToolSpec};
 use crate::scenario::DEFAULT_KEY;
 use crate::sim::mock_llm::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};

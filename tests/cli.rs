@@ -245,7 +245,7 @@ fn explore_without_bugs_exits_zero_with_a_summary() {
 fn explore_help_names_every_planted_bug() {
     let o = agentsim(&["explore", "--help"]);
     let text = stdout(&o);
-    for bug in agentsim::planted::PlantedBug::ALL {
+    for bug in agentsim::runtime::planted::PlantedBug::ALL {
         assert!(text.contains(bug.name()), "{bug} missing from --help");
     }
 }

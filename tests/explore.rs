@@ -1,11 +1,12 @@
 //! The explorer finds every planted bug from seed 0 within 10,000 generated runs, and shrinks each
 //! failure to at most 10 steps into a scenario that replays it with no fault plan.
 
+use agentsim::explore::generate::GenConfig;
+use agentsim::explore::planted::caught_by;
+use agentsim::explore::shrink::{reproduces, shrink};
 use agentsim::explore::{run_one, Settings, Source};
-use agentsim::generate::GenConfig;
-use agentsim::planted::PlantedBug;
+use agentsim::runtime::planted::PlantedBug;
 use agentsim::scenario::{self, write, RunOptions};
-use agentsim::shrink::{reproduces, shrink};
 
 const MAX_RUNS: u64 = 10_000;
 const MAX_SHRUNK_STEPS: usize = 10;
@@ -24,16 +25,16 @@ fn every_planted_bug_is_found_from_seed_zero_and_shrunk_to_ten_steps_or_fewer() 
         let found = (0..MAX_RUNS).find_map(|seed| {
             let (report, replay) = run_one(&source.scenario(seed), seed, settings);
             let v = report.violation()?;
-            (v.invariant == bug.caught_by())
+            (v.invariant == caught_by(bug))
                 .then(|| (seed, replay.expect("a violation has a replay")))
         });
         let (seed, replay) = found.unwrap_or_else(|| panic!("{bug} not found in {MAX_RUNS} runs"));
         // The materialized scenario replays the failure without faults.
         assert!(
-            reproduces(&replay, bug.caught_by()),
+            reproduces(&replay, caught_by(bug)),
             "{bug}: the replay does not reproduce"
         );
-        let shrunk = shrink(replay, bug.caught_by(), 3_000).scenario;
+        let shrunk = shrink(replay, caught_by(bug), 3_000).scenario;
         assert!(
             shrunk.steps.len() <= MAX_SHRUNK_STEPS,
             "{bug}: shrunk to {} steps",
@@ -45,7 +46,7 @@ fn every_planted_bug_is_found_from_seed_zero_and_shrunk_to_ten_steps_or_fewer() 
         let outcome = scenario::run(&loaded, RunOptions::default());
         assert_eq!(
             outcome.reproduced.as_deref(),
-            Some(bug.caught_by()),
+            Some(caught_by(bug)),
             "{bug}\n{yaml}"
         );
         table.push(format!(
@@ -99,7 +100,7 @@ fn exploring_a_scenario_file_varies_faults_around_it() {
 
 #[test]
 fn exploring_under_the_legacy_interruption_preset_finds_the_seed_004_leak_and_fixed_does_not() {
-    use agentsim::watchdog::InterruptionConfig;
+    use agentsim::agents::watchdog::InterruptionConfig;
     let source = Source::Generated(GenConfig::default());
     let legacy = Settings {
         faults: true,

@@ -1,9 +1,9 @@
 //! Properties over generated scenarios. The number of cases is small by default so CI stays fast;
 //! set `AGENTSIM_PROPTEST_CASES` to explore more (e.g. 100000 for a long soak).
 
+use agentsim::explore::generate::{generate, GenConfig};
 use agentsim::explore::{run_one, Settings};
-use agentsim::generate::{generate, GenConfig};
-use agentsim::render;
+use agentsim::report;
 use agentsim::scenario::{self, RunOptions, Scenario};
 use proptest::prelude::*;
 
@@ -15,7 +15,7 @@ fn cases() -> u32 {
 }
 
 /// Whole scenarios with the seed that generated them (and drives their run). Shrinking happens at
-/// the scenario level, in `agentsim::shrink`, which knows what a smaller scenario is.
+/// the scenario level, in `agentsim::explore::shrink`, which knows what a smaller scenario is.
 fn scenarios() -> impl Strategy<Value = (u64, Scenario)> {
     any::<u64>().prop_map(|seed| (seed, generate(seed, &GenConfig::default())))
 }
@@ -41,6 +41,6 @@ proptest! {
     fn generated_runs_are_deterministic((_seed, s) in scenarios()) {
         let a = scenario::run(&s, RunOptions::default());
         let b = scenario::run(&s, RunOptions::default());
-        prop_assert_eq!(render::records_text(&a.records), render::records_text(&b.records));
+        prop_assert_eq!(report::records_text(&a.records), report::records_text(&b.records));
     }
 }

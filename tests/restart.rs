@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use agentsim::generate::{generate, GenConfig};
-use agentsim::persist::{FileStore, RestoreError};
+use agentsim::explore::generate::{generate, GenConfig};
+use agentsim::persist::RestoreError;
 use agentsim::runtime::Runtime;
 use agentsim::scenario::{self, RunOptions, Scenario, Step, StepKind};
 use agentsim::sim::{Entry, Note, Record};
+use agentsim::store::FileStore;
 use proptest::prelude::*;
 
 fn cases() -> u32 {

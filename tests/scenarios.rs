@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agentsim::render;
+use agentsim::report;
 use agentsim::scenario::{self, RunOptions};
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -42,7 +42,7 @@ fn test_name(root: &Path, path: &Path) -> String {
 fn check_scenario(path: &Path, snapshot: &str) -> Result<(), Failed> {
     let scenario = scenario::load(path).map_err(|e| Failed::from(e.to_string()))?;
     let first = scenario::run(&scenario, RunOptions::default());
-    let text = render::text(&first);
+    let text = report::text(&first);
     if let Some(failure) = &first.failure {
         return Err(format!(
             "{failure}\n  rerun: {}\n\ntranscript:\n{text}",
@@ -50,7 +50,7 @@ fn check_scenario(path: &Path, snapshot: &str) -> Result<(), Failed> {
         )
         .into());
     }
-    let second = render::text(&scenario::run(&scenario, RunOptions::default()));
+    let second = report::text(&scenario::run(&scenario, RunOptions::default()));
     if second != text {
         return Err("two runs with the same seed gave different transcripts".into());
     }

@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-use crate::runtime::Event;
+use crate::protocol::Event;
+use crate::protocol::StreamEvent;
 use crate::sim::{Entry, Record, Sim};
-use crate::turn::StreamEvent;
 
 use super::format::ExpectSpec;
 use super::DEFAULT_KEY;

@@ -191,33 +191,33 @@ pub struct InterruptionsSpec {
     /// Whose: `parent` or `main`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
-    pub child_pauses: Option<crate::watchdog::PauseTarget>,
+    pub child_pauses: Option<crate::agents::watchdog::PauseTarget>,
     /// `each_send` (released after the child's first send, activity not refreshed) or `delegation`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
-    pub parent_resume: Option<crate::watchdog::ParentResume>,
+    pub parent_resume: Option<crate::agents::watchdog::ParentResume>,
     /// `cleared_per_send` (the seed's flag) or `typed_cause`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
-    pub continue_flag: Option<crate::watchdog::ContinueFlag>,
+    pub continue_flag: Option<crate::agents::watchdog::ContinueFlag>,
     /// Continuations allowed per send.
     #[serde(default)]
     pub recovery_limit: Option<u32>,
     /// `sentinel` or `typed_error`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
-    pub interrupted_returns: Option<crate::watchdog::InterruptedReturn>,
+    pub interrupted_returns: Option<crate::agents::watchdog::InterruptedReturn>,
     /// `substring` or `typed`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
-    pub tool_recognises: Option<crate::watchdog::Recognition>,
+    pub tool_recognises: Option<crate::agents::watchdog::Recognition>,
     /// Agents share one model client.
     #[serde(default)]
     pub shared_client: Option<bool>,
     /// `top_frame` or `unwind`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
-    pub cancel: Option<crate::watchdog::CancelScope>,
+    pub cancel: Option<crate::agents::watchdog::CancelScope>,
 }
 
 /// A preset of the interruption model.
@@ -250,8 +250,8 @@ pub struct ActivitySpec {
 
 impl InterruptionsSpec {
     /// The configuration: the preset with the overrides applied.
-    pub fn config(&self) -> crate::watchdog::InterruptionConfig {
-        use crate::watchdog::InterruptionConfig;
+    pub fn config(&self) -> crate::agents::watchdog::InterruptionConfig {
+        use crate::agents::watchdog::InterruptionConfig;
         let mut c = match self.preset {
             Some(PresetSpec::Legacy) => InterruptionConfig::legacy(),
             Some(PresetSpec::Fixed) | None => InterruptionConfig::fixed(),
@@ -330,7 +330,7 @@ pub struct AgentSpec {
     /// `accept_empty`, `extract_from_conversation` or `ask_for_summary`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
-    pub batch: Option<crate::agent::EmptyAnswer>,
+    pub batch: Option<crate::model::agent::EmptyAnswer>,
 }
 
 /// One scripted model reply: a string is a text reply; a map states the reply in full.

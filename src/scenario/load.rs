@@ -9,9 +9,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use serde_saphyr::{Location, Spanned};
 
-use crate::agent::{AgentDef, AgentKind, Catalog};
-use crate::invariants::names;
-use crate::llm::{LlmErrorKind, Usage};
+use crate::model::agent::{AgentDef, AgentKind, Catalog};
+use crate::model::llm::{LlmErrorKind, Usage};
+use crate::observe::names;
 use crate::runtime::{RuntimeConfig, ToolSpec};
 use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
 use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
@@ -288,7 +288,7 @@ impl Builder<'_> {
         }
         if let Some(list) = &s.tools {
             for tool in list {
-                if !tools.contains_key(tool) && !crate::tools::builtin::is_builtin(tool) {
+                if !tools.contains_key(tool) && !crate::agents::tools::builtin::is_builtin(tool) {
                     return Err(self.error(
                         at,
                         format!("agent '{name}' lists tool '{tool}', which is not declared under `tools`"),

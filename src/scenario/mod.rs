@@ -11,7 +11,7 @@ pub mod write;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::agent::Catalog;
+use crate::model::agent::Catalog;
 use crate::runtime::RuntimeConfig;
 use crate::sim::mock_llm::{MockLlm, ScriptedReply};
 use crate::sim::mock_tools::{MockTools, ToolScript};

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::{AgentDef, AgentKind};
-use crate::llm::{LlmErrorKind, Usage};
+use crate::model::agent::{AgentDef, AgentKind};
+use crate::model::llm::{LlmErrorKind, Usage};
 use crate::runtime::DEFAULT_CANCEL_WORDS;
 use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptedReply};
 use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
@@ -317,7 +317,7 @@ pub fn to_yaml(s: &Scenario) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render;
+    use crate::report;
     use crate::scenario::{load, parse, run, RunOptions};
     use std::path::Path;
 
@@ -356,8 +356,8 @@ mod tests {
             let a = run(&original, RunOptions::default());
             let b = run(&back, RunOptions::default());
             assert_eq!(
-                render::records_text(&a.records),
-                render::records_text(&b.records),
+                report::records_text(&a.records),
+                report::records_text(&b.records),
                 "{}: the written scenario replays differently\n{yaml}",
                 file.display()
             );

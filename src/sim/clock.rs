@@ -8,8 +8,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
-use crate::runtime::Input;
-use crate::stack::CallId;
+use crate::model::ids::CallId;
+use crate::protocol::Input;
 
 /// One scheduled input.
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::llm::{LlmErrorKind, Usage};
+use crate::model::llm::{LlmErrorKind, Usage};
 use crate::runtime::DEFAULT_CANCEL_WORDS;
 use crate::sim::mock_llm::{ReplyKind, ScriptedReply};
 use crate::sim::mock_tools::{ToolBehavior, ToolStep};

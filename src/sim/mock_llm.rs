@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::llm::{LlmErrorKind, Usage};
-use crate::transcript::{Block, Content};
+use crate::model::llm::{LlmErrorKind, Usage};
+use crate::model::transcript::{Block, Content};
 
 /// A content block as a script states it.
 #[derive(Clone, Debug, PartialEq)]

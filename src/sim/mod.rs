@@ -18,11 +18,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::agent::Catalog;
-use crate::invariants::{Observer, Violation};
-use crate::llm::{Chunk, LlmError, LlmReply};
-use crate::runtime::{Effect, Event, Input, Runtime, RuntimeConfig};
-use crate::transcript::Block;
+use crate::model::agent::Catalog;
+use crate::model::llm::{Chunk, LlmError, LlmReply};
+use crate::model::transcript::Block;
+use crate::observe::{Observer, Violation};
+use crate::protocol::{Effect, Event, Input};
+use crate::runtime::{Runtime, RuntimeConfig};
 
 use clock::Clock;
 use faults::{FaultPlan, Materialized};
@@ -448,7 +449,7 @@ impl Sim {
             Some(state) => Runtime::restore(catalog, config, state, &self.persisted_context)
                 .map_err(|e| RunError::Violation {
                     violation: Violation {
-                        invariant: crate::invariants::names::RESTART_EQUIVALENCE,
+                        invariant: crate::observe::names::RESTART_EQUIVALENCE,
                         message: format!("the persisted state does not restore: {e}"),
                     },
                     step: self.steps,
@@ -557,9 +558,9 @@ impl Sim {
     /// Schedules a model reply (or error, or stream) for `call`; a stall schedules nothing.
     fn schedule_reply(
         &mut self,
-        call: crate::stack::CallId,
+        call: crate::model::ids::CallId,
         delivery: Delivery,
-        usage: crate::llm::Usage,
+        usage: crate::model::llm::Usage,
         after: u64,
     ) {
         let order = self.rng.next_u64();
@@ -724,10 +725,10 @@ impl Sim {
                 let order = self.rng.next_u64();
                 let result = match behavior {
                     ToolBehavior::Result { content, is_error } => {
-                        Ok(crate::tools::ToolOutput { content, is_error })
+                        Ok(crate::agents::tools::ToolOutput { content, is_error })
                     }
                     ToolBehavior::Fail(message) => {
-                        Err(crate::tools::ToolError(message.to_string()))
+                        Err(crate::agents::tools::ToolError(message.to_string()))
                     }
                     ToolBehavior::Hang => return Ok(()),
                 };

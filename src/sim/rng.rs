@@ -5,7 +5,7 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use crate::ids::splitmix64;
+use crate::model::ids::splitmix64;
 
 /// A seeded generator.
 #[derive(Clone, Debug)]

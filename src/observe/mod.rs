@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::agent::AgentKind;
-use crate::hash::{FxHashMap, IdHashes};
-use crate::runtime::{Event, FrameInfo, PopReason, Runtime};
-use crate::transcript::{id_hash, Block, Message, Role};
+use crate::model::agent::AgentKind;
+use crate::model::hash::{FxHashMap, IdHashes};
+use crate::model::transcript::{id_hash, Block, Message, Role};
+use crate::protocol::{Event, FrameInfo, PopReason};
+use crate::runtime::Runtime;
 
 /// Names of the invariants, as printed when one breaks.
 pub mod names {
@@ -502,7 +503,7 @@ impl Observer {
                 content,
                 ..
             } => {
-                if let Some(display) = crate::messages::display_only(content) {
+                if let Some(display) = crate::model::messages::display_only(content) {
                     return Err(violation(
                         NO_DISPLAY_LEAK,
                         format!(
@@ -745,9 +746,9 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::Catalog;
-    use crate::runtime::{PopReason, RuntimeConfig};
-    use crate::transcript::{Content, Session};
+    use crate::model::agent::Catalog;
+    use crate::model::transcript::{Content, Session};
+    use crate::runtime::RuntimeConfig;
     use serde_json::json;
 
     fn rt() -> Runtime {

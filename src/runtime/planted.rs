@@ -65,23 +65,6 @@ impl PlantedBug {
             PlantedBug::RestoreForgetsFirstMessage => "restore-forgets-first-message",
         }
     }
-
-    /// The invariant that catches it.
-    pub fn caught_by(self) -> &'static str {
-        use crate::invariants::names::*;
-        match self {
-            PlantedBug::DropCascadeResult | PlantedBug::DoubleDelivery => SINGLE_DELIVERY,
-            PlantedBug::IterationOffByOne => ITERATION_BOUND,
-            PlantedBug::RouteBelowTop => ROUTING,
-            PlantedBug::SkipUnresolvedAfterChild
-            | PlantedBug::CompletionOrderResults
-            | PlantedBug::EmptyReplyRecorded
-            | PlantedBug::RestoreForgetsFirstMessage => TOOL_PAIRING,
-            PlantedBug::MainCompleteAccepted => SINGLE_DELIVERY,
-            PlantedBug::DisplayLeak => NO_DISPLAY_LEAK,
-            PlantedBug::CancelLeavesFrame => CLEANUP,
-        }
-    }
 }
 
 impl fmt::Display for PlantedBug {

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stack::CallId;
+use crate::model::ids::CallId;
 
 /// What resets an agent's inactivity clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use smallvec::SmallVec;
 
-use crate::hash::IdHashes;
+use crate::model::hash::IdHashes;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,7 +220,7 @@ impl Session {
 
     /// An empty session named by a runtime-issued id (its hyphenated lower-case form).
     pub fn with_id(id: uuid::Uuid) -> Session {
-        Session::new(crate::ids::uuid_string(id))
+        Session::new(crate::model::ids::uuid_string(id))
     }
 
     /// Appends user text. If the last message is already a user message (a tool result, or a user
@@ -389,7 +389,7 @@ impl Session {
 /// The hash of a `tool_use` id, for the duplicate indexes.
 pub(crate) fn id_hash(id: &str) -> u64 {
     use std::hash::{Hash, Hasher};
-    let mut h = crate::hash::FxHasher::default();
+    let mut h = crate::model::hash::FxHasher::default();
     id.hash(&mut h);
     h.finish()
 }

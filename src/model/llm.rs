@@ -1,7 +1,7 @@
 //! What passes between the runtime and a model: replies, stream chunks, errors and token usage.
 //!
-//! The runtime never calls a model itself: it emits [`crate::runtime::Effect::CallLlm`] and is fed
-//! the reply as an [`crate::runtime::Input`]. The request is borrowed from the frame's session
+//! The runtime never calls a model itself: it emits [`crate::protocol::Effect::CallLlm`] and is fed
+//! the reply as an [`crate::protocol::Input`]. The request is borrowed from the frame's session
 //! through [`crate::runtime::Runtime::request`], so nothing copies a conversation per call.
 
 use std::fmt;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::transcript::{Block, Content, Message};
+use crate::model::transcript::{Block, Content, Message};
 
 /// Token usage of one or more model calls (seed 002's cost tracking).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,7 +100,7 @@ pub struct LlmRequest<'a> {
     /// Session key of the conversation.
     pub key: &'a Arc<str>,
     /// The calling agent.
-    pub agent: &'a Arc<crate::agent::AgentDef>,
+    pub agent: &'a Arc<crate::model::agent::AgentDef>,
     /// The frame's cached system prompt.
     pub system: &'a str,
     /// The conversation, borrowed from the frame's session.

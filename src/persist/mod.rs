@@ -4,24 +4,21 @@
 //! its `agent_session_id`, including each child's initial message and a completion entry when a
 //! frame completes or fails.
 //!
-//! The runtime emits both as effects ([`crate::runtime::Effect::WriteState`],
-//! [`crate::runtime::Effect::AppendContext`]); the simulator keeps the bytes in memory (for restart
-//! properties), [`FileStore`] writes them to disk (for real use). [`crate::runtime::Runtime::restore`]
+//! The runtime emits both as effects ([`crate::protocol::Effect::WriteState`],
+//! [`crate::protocol::Effect::AppendContext`]); the simulator keeps the bytes in memory (for restart
+//! properties), [`crate::store::FileStore`] writes them to disk (for real use). [`crate::runtime::Runtime::restore`]
 //! rebuilds every frame from them. A torn last line of `context.jsonl` (a crash mid-write) is
 //! ignored; any other unreadable line is an error naming it, so nothing recorded is silently lost.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::agent::AgentKind;
-use crate::llm::Usage;
-use crate::transcript::{Content, Session};
+use crate::model::agent::AgentKind;
+use crate::model::llm::Usage;
+use crate::model::transcript::{Content, Session};
 
 /// Version of the `state.json` format.
 pub const STATE_VERSION: u32 = 1;
@@ -278,74 +275,4 @@ pub fn replay_context(context: &str, skip_initial: bool) -> Result<Replayed, Res
 
 fn session(sessions: &mut BTreeMap<Uuid, Session>, id: Uuid) -> &mut Session {
     sessions.entry(id).or_insert_with(|| Session::with_id(id))
-}
-
-/// `state.json` and `context.jsonl` in a directory.
-#[derive(Clone, Debug)]
-pub struct FileStore {
-    dir: PathBuf,
-}
-
-impl FileStore {
-    /// A store in `dir` (created if needed).
-    pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<FileStore> {
-        let dir = dir.into();
-        fs::create_dir_all(&dir)?;
-        Ok(FileStore { dir })
-    }
-
-    /// Path of `state.json`.
-    pub fn state_path(&self) -> PathBuf {
-        self.dir.join("state.json")
-    }
-
-    /// Path of `context.jsonl`.
-    pub fn context_path(&self) -> PathBuf {
-        self.dir.join("context.jsonl")
-    }
-
-    /// Replaces `state.json` atomically: a temporary file, fsync, rename, fsync of the directory.
-    pub fn write_state(&self, json: &str) -> std::io::Result<()> {
-        let tmp = self.dir.join("state.json.tmp");
-        {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(json.as_bytes())?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, self.state_path())?;
-        sync_dir(&self.dir)
-    }
-
-    /// Appends lines to `context.jsonl` and syncs them.
-    pub fn append_context(&self, lines: &str) -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.context_path())?;
-        f.write_all(lines.as_bytes())?;
-        f.sync_data()
-    }
-
-    /// Reads both files (`None` for a missing `state.json`, "" for a missing journal).
-    pub fn load(&self) -> std::io::Result<(Option<String>, String)> {
-        let state = match fs::read_to_string(self.state_path()) {
-            Ok(s) => Some(s),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
-        let context = match fs::read_to_string(self.context_path()) {
-            Ok(s) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e),
-        };
-        Ok((state, context))
-    }
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    // Directories can be opened and synced on Unix; elsewhere the rename is the best we have.
-    match fs::File::open(dir) {
-        Ok(d) => d.sync_all().or(Ok(())),
-        Err(_) => Ok(()),
-    }
 }

@@ -9,11 +9,11 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::runtime::{Event, PopReason};
+use crate::model::transcript::Block;
+use crate::protocol::StreamEvent;
+use crate::protocol::{Event, PopReason};
 use crate::scenario::{Failure, Outcome};
 use crate::sim::{Entry, Note, Record};
-use crate::transcript::Block;
-use crate::turn::StreamEvent;
 
 /// `[   1.250s]`: virtual time with millisecond precision.
 fn time(ms: u64) -> String {
@@ -169,8 +169,8 @@ pub fn line(entry: &Entry) -> String {
     }
 }
 
-fn kind_name(kind: crate::llm::LlmErrorKind) -> &'static str {
-    use crate::llm::LlmErrorKind::*;
+fn kind_name(kind: crate::model::llm::LlmErrorKind) -> &'static str {
+    use crate::model::llm::LlmErrorKind::*;
     match kind {
         RateLimit => "rate_limit",
         Overloaded => "overloaded",

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::agent::{AgentDef, AgentKind, Catalog, EmptyAnswer};
-use crate::llm::{LlmErrorKind, Usage};
+use crate::model::agent::{AgentDef, AgentKind, Catalog, EmptyAnswer};
+use crate::model::llm::{LlmErrorKind, Usage};
 use crate::runtime::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
 use crate::scenario::{Scenario, Step, StepKind, DEFAULT_KEY};
 use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptedReply};

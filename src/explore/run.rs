@@ -3,17 +3,17 @@
 //!
 //! A run under faults is *materialized*: the replies and tool outcomes actually delivered, and the
 //! user messages placed between exact simulator steps (`run: N`), become a plain scenario that
-//! replays the failure with no fault plan. [`crate::shrink`] then minimises that scenario.
+//! replays the failure with no fault plan. [`crate::explore::shrink`] then minimises that scenario.
 
-use crate::generate::{generate, GenConfig};
-use crate::invariants::Violation;
-use crate::planted::PlantedBug;
+use crate::agents::watchdog::InterruptionConfig;
+use crate::explore::generate::{generate, GenConfig};
+use crate::observe::Violation;
+use crate::runtime::planted::PlantedBug;
 use crate::scenario::{Scenario, Step, StepKind};
 use crate::sim::faults::{FaultPlan, FaultRates};
 use crate::sim::mock_tools::ToolScript;
 use crate::sim::rng::SimRng;
 use crate::sim::{RunError, Sim};
-use crate::watchdog::InterruptionConfig;
 
 /// Where the scenarios come from.
 #[derive(Clone, Debug)]

@@ -54,6 +54,10 @@ impl IdSource {
     }
 }
 
+/// Identifies one model call or tool run handed to the driver. The slot of the session key sits in
+/// the high 32 bits, so an input finds its stack without a lookup.
+pub type CallId = u64;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,14 +7,14 @@
 //! test).
 //!
 //! External tools (the scenario's mock tools, or real ones under another driver) are not called
-//! here: the runtime emits [`crate::runtime::Effect::RunTool`] and is fed the [`ToolOutput`].
+//! here: the runtime emits [`crate::protocol::Effect::RunTool`] and is fed the [`ToolOutput`].
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::agent::{AgentDef, AgentKind, Catalog};
-use crate::messages;
+use crate::model::agent::{AgentDef, AgentKind, Catalog};
+use crate::model::messages;
 
 /// Names of the built-in tools.
 pub mod builtin {

@@ -1,0 +1,21 @@
+//! Which invariant catches each planted bug (see [`crate::runtime::planted`]): the explorer's
+//! tests and `agentsim explore --planted` check that exploration finds each bug through it.
+
+use crate::observe::names::*;
+use crate::runtime::planted::PlantedBug;
+
+/// The invariant that catches `bug`.
+pub fn caught_by(bug: PlantedBug) -> &'static str {
+    match bug {
+        PlantedBug::DropCascadeResult | PlantedBug::DoubleDelivery => SINGLE_DELIVERY,
+        PlantedBug::IterationOffByOne => ITERATION_BOUND,
+        PlantedBug::RouteBelowTop => ROUTING,
+        PlantedBug::SkipUnresolvedAfterChild
+        | PlantedBug::CompletionOrderResults
+        | PlantedBug::EmptyReplyRecorded
+        | PlantedBug::RestoreForgetsFirstMessage => TOOL_PAIRING,
+        PlantedBug::MainCompleteAccepted => SINGLE_DELIVERY,
+        PlantedBug::DisplayLeak => NO_DISPLAY_LEAK,
+        PlantedBug::CancelLeavesFrame => CLEANUP,
+    }
+}

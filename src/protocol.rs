@@ -1,0 +1,428 @@
+//! The contract between the runtime and the drivers that run it: [`Input`], [`Effect`], [`Event`]
+//! and the [`StreamEvent`]s a conversation publishes.
+//!
+//! A driver owns a [`crate::runtime::Runtime`] and loops: feed one [`Input`] with
+//! [`crate::runtime::Runtime::handle`], then take every [`Effect`] with
+//! [`crate::runtime::Runtime::poll_effect`] and carry it out. The runtime never waits; a driver may
+//! carry out effects at once (the simulator) or concurrently (the tokio driver). The rules a second
+//! driver must keep:
+//!
+//! - **Calls are named, not copied.** [`Effect::CallLlm`] and [`Effect::RunTool`] name a
+//!   [`CallId`] only. The driver borrows what to send with `Runtime::request(call)` or
+//!   `Runtime::tool_run(call)`. The borrow is valid until the next `handle`: a driver that sends
+//!   the request later (over HTTP, say) serialises or copies it before it feeds the next input.
+//!   Either answers `None` when the call is already *stale*.
+//! - **Stale calls.** A call is stale once nobody waits for it: its frame was cancelled, deleted,
+//!   interrupted or timed out, or a restart replaced the runtime that issued it. A driver may
+//!   drop a stale call, or feed its answer anyway: the runtime records [`Event::Stale`] and
+//!   changes nothing. Answers are matched by [`CallId`], never by position or time.
+//! - **Timers.** [`Effect::SetTimer`] asks for [`Input::Timer`] after a delay on the driver's clock;
+//!   [`Effect::CancelTimer`] withdraws it (a late firing is stale, as above). Before each input the
+//!   driver tells the runtime the time with `Runtime::set_now`; the runtime reads no clock.
+//! - **Persistence.** With persistence on, [`Effect::AppendContext`] carries journal lines in the
+//!   order of the session operations they record, and [`Effect::WriteState`] the whole state at a
+//!   consistent point. A driver must make each append durable before it writes a later state
+//!   (the state never names an entry the journal lacks), write the state atomically, and apply
+//!   both in the order they were emitted. Restoring from the last state and the journal gives a
+//!   runtime that continues the same run; calls that were in flight are issued again.
+//! - **User-facing output.** [`Effect::Send`] and [`Effect::Stream`] go to the user or the stream
+//!   subscribers of a conversation; they never feed back into the runtime.
+//!
+//! [`Event`]s are the runtime's record of what happened, for observers and transcripts; a driver
+//! needs none of them to run the runtime.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::agents::frame::StackFrame;
+use crate::agents::tools::{ToolError, ToolOutput};
+use crate::model::agent::{AgentDef, AgentKind, AgentResponse};
+use crate::model::ids::CallId;
+use crate::model::llm::{Chunk, LlmError, LlmErrorKind, LlmReply, Usage};
+use crate::model::transcript::Content;
+
+/// What the driver feeds the runtime.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A user message for the conversation `key`.
+    User {
+        /// Session key.
+        key: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A complete model reply.
+    LlmReply {
+        /// The call it answers.
+        call: CallId,
+        /// The reply.
+        reply: LlmReply,
+    },
+    /// One chunk of a streamed reply.
+    LlmChunk {
+        /// The call it belongs to.
+        call: CallId,
+        /// The chunk.
+        chunk: Chunk,
+    },
+    /// The end of a streamed reply.
+    LlmEnd {
+        /// The call.
+        call: CallId,
+        /// Token usage.
+        usage: Usage,
+    },
+    /// A failed model call.
+    LlmError {
+        /// The call.
+        call: CallId,
+        /// What went wrong.
+        error: LlmError,
+    },
+    /// An external tool finished: its output, or the error it failed with (which the runtime turns
+    /// into `Tool execution failed: <message>`).
+    ToolDone {
+        /// The run.
+        call: CallId,
+        /// Its outcome.
+        result: Result<ToolOutput, ToolError>,
+    },
+    /// A timer fired.
+    Timer {
+        /// The timer.
+        timer: CallId,
+    },
+}
+
+/// What the runtime asks its driver to do.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Call the model; read the request (agent, system prompt, messages) with
+    /// [`Runtime::request`]. Effects name their call only, so that emitting one copies nothing.
+    CallLlm {
+        /// Id to answer with.
+        call: CallId,
+    },
+    /// Run an external tool; read what to run with [`Runtime::tool_run`].
+    RunTool {
+        /// Id to answer with.
+        call: CallId,
+    },
+    /// Send text to the user.
+    Send {
+        /// Session key.
+        key: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// Feed [`Input::Timer`] after `after_ms`.
+    SetTimer {
+        /// Timer id.
+        timer: CallId,
+        /// Delay in milliseconds.
+        after_ms: u64,
+    },
+    /// Forget a timer.
+    CancelTimer {
+        /// Timer id.
+        timer: CallId,
+    },
+    /// Publish a stream event.
+    Stream {
+        /// Session key.
+        key: Arc<str>,
+        /// The event.
+        event: StreamEvent,
+    },
+    /// Append these lines to `context.jsonl`.
+    AppendContext {
+        /// One JSON entry per line, newline-terminated.
+        line: String,
+    },
+    /// Replace `state.json` (atomically) with this.
+    WriteState {
+        /// The whole file.
+        json: String,
+    },
+}
+
+/// A borrowed view of one pending external tool run (see [`Runtime::tool_run`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ToolRun<'a> {
+    /// Session key of the conversation.
+    pub key: &'a Arc<str>,
+    /// The calling agent.
+    pub agent: &'a Arc<AgentDef>,
+    /// The `tool_use` id it answers.
+    pub tool_use_id: &'a Arc<str>,
+    /// Tool name (`skill:<name>` for a passthrough skill).
+    pub name: &'a Arc<str>,
+    /// JSON input.
+    pub input: &'a Arc<Value>,
+}
+
+/// A frame as events describe it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FrameInfo {
+    /// Frame id.
+    pub frame_id: Uuid,
+    /// `main`, `skill:<name>`, `agent:<name>`.
+    pub name: Arc<str>,
+    /// Its kind.
+    pub kind: AgentKind,
+    /// The parent's `tool_use` it answers.
+    pub parent_tool_use_id: Option<Arc<str>>,
+    /// Its session's id.
+    pub session_id: Uuid,
+}
+
+/// Why a frame left the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PopReason {
+    /// The main agent answered the user.
+    Answered,
+    /// The child called `complete`.
+    Completed,
+    /// The frame hit its iteration limit.
+    MaxIterations,
+    /// The frame's model call failed.
+    Error,
+    /// The user cancelled.
+    Cancelled,
+}
+
+/// What happened, for observers and the transcript. Recorded in order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A user message was routed to a frame.
+    UserMessage {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame it went to.
+        frame: Arc<str>,
+        /// That frame's id.
+        frame_id: Uuid,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A user message arrived while a turn was in progress and waits for the top frame.
+    Queued {
+        /// Session key.
+        key: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A frame was pushed.
+    Push {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame.
+        frame: FrameInfo,
+        /// Depth after the push.
+        depth: usize,
+    },
+    /// A frame was popped.
+    Pop {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame.
+        frame: FrameInfo,
+        /// Depth after the pop.
+        depth: usize,
+        /// Why.
+        reason: PopReason,
+        /// Iterations it used.
+        iterations: u32,
+    },
+    /// A model call was made.
+    LlmRequest {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The frame's session.
+        session_id: Uuid,
+        /// Call id.
+        call: CallId,
+        /// Iteration of the frame this call belongs to.
+        iteration: u32,
+        /// The frame's limit.
+        max_iterations: u32,
+        /// Messages in the request.
+        messages: usize,
+    },
+    /// A model reply arrived.
+    LlmReply {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The content.
+        content: Content,
+        /// Token usage.
+        usage: Usage,
+    },
+    /// A model call failed.
+    LlmError {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The category.
+        kind: LlmErrorKind,
+        /// The message.
+        message: Arc<str>,
+    },
+    /// An input arrived for a call nobody waits for any more (after a cancel or a timeout).
+    Stale {
+        /// The call or timer.
+        call: CallId,
+        /// What it was.
+        what: &'static str,
+    },
+    /// A tool use is being handled.
+    ToolCall {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The `tool_use` id.
+        tool_use_id: Arc<str>,
+        /// Tool name.
+        name: Arc<str>,
+        /// JSON input.
+        input: Arc<Value>,
+    },
+    /// A `tool_result` was appended to a session.
+    ToolResult {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The session it went into.
+        session_id: Uuid,
+        /// The `tool_use` it answers.
+        tool_use_id: Arc<str>,
+        /// Content.
+        content: Arc<str>,
+        /// Whether it is an error.
+        is_error: bool,
+    },
+    /// Text was sent to the user.
+    Sent {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame that produced it.
+        frame: Arc<str>,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// A frame's reply was empty: nothing was sent.
+    EmptyReply {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+    },
+    /// A stream event was published.
+    Stream {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// The event.
+        event: StreamEvent,
+    },
+    /// The main agent finished a user turn (seed 002's `AgentResponse`).
+    Response {
+        /// Session key.
+        key: Arc<str>,
+        /// The response.
+        response: AgentResponse,
+    },
+    /// A batch delegation talked to its child: the child's answer, or the second send asking
+    /// for a summary.
+    Delegation {
+        /// Session key.
+        key: Arc<str>,
+        /// The batch child.
+        frame: Arc<str>,
+        /// `answer` (the child's final text) or `summary request`.
+        what: &'static str,
+        /// The text.
+        text: Arc<str>,
+    },
+    /// The watchdog or the interruption model did something.
+    Watchdog {
+        /// Session key.
+        key: Arc<str>,
+        /// The frame.
+        frame: Arc<str>,
+        /// What happened.
+        what: String,
+    },
+    /// A cancel word unwound the stack.
+    Cancelled {
+        /// Session key.
+        key: Arc<str>,
+        /// Frames removed.
+        frames: usize,
+        /// Queued messages dropped with them.
+        dropped: usize,
+    },
+}
+
+impl FrameInfo {
+    /// Describes a frame for events.
+    pub fn of(frame: &StackFrame) -> FrameInfo {
+        FrameInfo {
+            frame_id: frame.frame_id,
+            name: frame.agent.frame_name.clone(),
+            kind: frame.agent.kind,
+            parent_tool_use_id: frame.parent_tool_use_id.clone(),
+            session_id: frame.agent_session_id,
+        }
+    }
+}
+
+/// A stream event of seed 002's `process_message_streaming`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    /// Text as it arrives.
+    TextDelta {
+        /// The delta.
+        text: Arc<str>,
+    },
+    /// A tool starts.
+    ToolStart {
+        /// Tool name.
+        name: Arc<str>,
+        /// The `tool_use` id.
+        id: Arc<str>,
+    },
+    /// A tool finished.
+    ToolFinish {
+        /// Tool name.
+        name: Arc<str>,
+        /// The `tool_use` id.
+        id: Arc<str>,
+        /// Whether it failed.
+        is_error: bool,
+    },
+}

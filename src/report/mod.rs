@@ -1,0 +1,5 @@
+//! What a run looks like to people and to CI: the transcript's text and JSON renderings.
+
+mod transcript;
+
+pub use transcript::{json, line, records_text, text, verdict};

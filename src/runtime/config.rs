@@ -1,0 +1,64 @@
+//! The runtime's settings: external tools, cancel words, what to record, persistence, planted
+//! bugs and seed 004's interruption model.
+
+use std::collections::BTreeMap;
+
+use crate::agents::watchdog::InterruptionConfig;
+use crate::runtime::planted::PlantedBug;
+
+/// The words that cancel an active stack (DESIGN §3 item 7).
+pub const DEFAULT_CANCEL_WORDS: [&str; 6] =
+    ["cancel", "stop", "abort", "nevermind", "never mind", "quit"];
+
+/// Settings of one external tool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// Virtual-time timeout (DESIGN §3 item 10).
+    pub timeout_ms: Option<u64>,
+}
+
+/// Runtime settings.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// External tools by name; a `tool_use` of any other non-built-in name is "not found".
+    pub tools: BTreeMap<String, ToolSpec>,
+    /// Messages that unwind an active stack, compared trimmed and case-insensitively.
+    pub cancel_words: Vec<String>,
+    /// Record [`Event`]s for observers and transcripts.
+    pub record_events: bool,
+    /// Also record the events only a transcript reads (reply contents, tool calls, stream events,
+    /// the response's tool-call history). Observers need only the lean ones.
+    pub detailed_events: bool,
+    /// Seed of the id source.
+    pub seed: u64,
+    /// A planted bug to exhibit (none in normal use; see [`crate::runtime::planted`]).
+    pub planted: Option<PlantedBug>,
+    /// Emit persistence effects: a `context.jsonl` line per session operation, and `state.json`
+    /// whenever every conversation is quiet.
+    pub persist: bool,
+    /// Model seed 004's activity watchdog and interruptions (off: `None`).
+    pub interruptions: Option<InterruptionConfig>,
+}
+
+impl RuntimeConfig {
+    /// Whether the runtime was told to exhibit `bug`.
+    #[inline]
+    pub fn has_bug(&self, bug: PlantedBug) -> bool {
+        self.planted == Some(bug)
+    }
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> RuntimeConfig {
+        RuntimeConfig {
+            tools: BTreeMap::new(),
+            cancel_words: DEFAULT_CANCEL_WORDS.iter().map(|w| w.to_string()).collect(),
+            record_events: true,
+            detailed_events: true,
+            seed: 0,
+            planted: None,
+            persist: false,
+            interruptions: None,
+        }
+    }
+}

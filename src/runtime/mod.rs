@@ -1,0 +1,363 @@
+//! The reference runtime: a pure, sans-IO state machine.
+//!
+//! It is fed [`Input`]s (a user message, a model reply or error or stream chunk, a tool outcome, a
+//! timer) and answers with [`Effect`]s as data (call the model, run a tool, send text to the user,
+//! set or cancel a timer, publish a stream event). It never awaits, sleeps, reads a clock, draws
+//! randomness or does IO; ids come from an [`IdSource`] seeded by the driver. Observers read the
+//! [`Event`]s it records (when [`RuntimeConfig::record_events`] is on) and may inspect its state
+//! between inputs.
+//!
+//! The orchestration loop is seed 000's provider loop: it runs the top frame's turn
+//! ([`crate::turn::execute_turn`]) and acts on the [`TurnAction`] it ends with, until a frame
+//! waits for the driver or for the user. Every iteration either returns or cascades; there is no
+//! recursion.
+
+mod config;
+mod dispatch;
+mod interruptions;
+mod orchestrate;
+pub mod planted;
+mod restore;
+mod routing;
+mod turn;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::agents::frame::{Phase, StackFrame};
+use crate::agents::stack::AgentStackManager;
+use crate::agents::tools::ToolOutput;
+use crate::model::agent::Catalog;
+use crate::model::ids::{CallId, IdSource};
+use crate::model::llm::{Chunk, LlmReply, LlmRequest};
+use crate::model::messages;
+use crate::model::transcript::Block;
+use crate::protocol::{Effect, Event, Input, StreamEvent, ToolRun};
+
+pub use config::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
+pub use turn::{TurnAction, TurnResult};
+use turn::{TurnInput, CALL_SEQ_BITS};
+
+/// The reference runtime.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    config: RuntimeConfig,
+    catalog: Arc<Catalog>,
+    stacks: AgentStackManager,
+    ids: IdSource,
+    seq: u64,
+    effects: VecDeque<Effect>,
+    events: Vec<Event>,
+    /// Virtual time as the driver last set it (only the watchdog reads it).
+    now: u64,
+    /// Watchdog check timers: which frame each one belongs to.
+    watch_timers: BTreeMap<CallId, (usize, Uuid)>,
+}
+
+impl Runtime {
+    /// A runtime for these agents and settings.
+    pub fn new(catalog: Arc<Catalog>, config: RuntimeConfig) -> Runtime {
+        Runtime {
+            ids: IdSource::new(config.seed),
+            config,
+            catalog,
+            stacks: AgentStackManager::default(),
+            seq: 0,
+            effects: VecDeque::new(),
+            events: Vec::new(),
+            now: 0,
+            watch_timers: BTreeMap::new(),
+        }
+    }
+
+    /// Tells the runtime what time it is (milliseconds on the driver's clock). Only the watchdog
+    /// reads it; the runtime never reads a clock itself.
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.now = now_ms;
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// The declared agents.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The declared agents, shared.
+    pub fn catalog_arc(&self) -> Arc<Catalog> {
+        self.catalog.clone()
+    }
+
+    /// The stacks, by session key.
+    pub fn stacks(&self) -> &AgentStackManager {
+        &self.stacks
+    }
+
+    /// The next effect for the driver.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// Takes the events recorded since the last call, in order.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
+        self.events.drain(..)
+    }
+
+    /// The events recorded since they were last taken or cleared.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Drops the recorded events (keeping the buffer).
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+    }
+
+    /// Whether no conversation has a turn in progress or a queued message: every stack is empty or
+    /// its top frame waits for the user.
+    pub fn is_idle(&self) -> bool {
+        self.stacks
+            .entries()
+            .iter()
+            .all(|e| e.inbox.is_empty() && e.stack.top().is_none_or(|f| f.awaits_user()))
+    }
+
+    /// The request behind a pending [`Effect::CallLlm`], borrowed from the frame's session.
+    pub fn request(&self, call: CallId) -> Option<LlmRequest<'_>> {
+        let (key, frame) = self.waiting_frame(call)?;
+        match &frame.phase {
+            Phase::AwaitLlm { call: c, .. } if *c == call => Some(LlmRequest {
+                key,
+                agent: &frame.agent,
+                system: &frame.system_prompt,
+                messages: frame.session.get_messages_for_llm(),
+                model: frame.agent.model.as_deref(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The tool run behind a pending [`Effect::RunTool`], borrowed from the frame (`None` once
+    /// the run was answered, timed out or cancelled).
+    pub fn tool_run(&self, call: CallId) -> Option<ToolRun<'_>> {
+        let (key, frame) = self.waiting_frame(call)?;
+        let (at, name) = match &frame.phase {
+            Phase::AwaitTool {
+                call: c, at, name, ..
+            } if *c == call => (*at, name.as_ref()),
+            Phase::AwaitTools { batch } => batch
+                .iter()
+                .find(|i| i.call == call && i.output.is_none())
+                .map(|i| (i.at, None))?,
+            _ => return None,
+        };
+        let tool_use = frame.session.tool_use_at(at)?;
+        Some(ToolRun {
+            key,
+            agent: &frame.agent,
+            tool_use_id: tool_use.id,
+            name: name.unwrap_or(tool_use.name),
+            input: tool_use.input,
+        })
+    }
+
+    fn waiting_frame(&self, call: CallId) -> Option<(&Arc<str>, &StackFrame)> {
+        let slot = (call >> CALL_SEQ_BITS) as usize;
+        let entry = self.stacks.entries().get(slot)?;
+        Some((&entry.key, entry.stack.top()?))
+    }
+
+    /// Feeds one input and runs until every frame it woke waits again.
+    pub fn handle(&mut self, input: Input) {
+        self.handle_input(input);
+        if self.config.interruptions.is_some() {
+            self.sync_watchdogs();
+        }
+        if self.config.persist && self.is_idle() {
+            let json = serde_json::to_string(&self.state()).expect("state serialises");
+            self.effects.push_back(Effect::WriteState { json });
+        }
+    }
+
+    fn handle_input(&mut self, input: Input) {
+        match input {
+            Input::User { key, text } => {
+                let slot = self.slot(&key);
+                self.on_user(slot, text);
+            }
+            Input::LlmReply { call, reply } => {
+                self.resume(
+                    call,
+                    "llm reply",
+                    |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call),
+                    TurnInput::LlmReply(reply),
+                );
+            }
+            Input::LlmError { call, error } => {
+                self.resume(
+                    call,
+                    "llm error",
+                    |p| matches!(p, Phase::AwaitLlm { call: c, .. } if *c == call),
+                    TurnInput::LlmError(error),
+                );
+            }
+            Input::LlmChunk { call, chunk } => self.on_chunk(call, chunk),
+            Input::LlmEnd { call, usage } => {
+                let slot = (call >> CALL_SEQ_BITS) as usize;
+                let partial = match self.top_phase_mut(slot) {
+                    Some(Phase::AwaitLlm { call: c, partial }) if *c == call => {
+                        std::mem::take(partial)
+                    }
+                    _ => return self.stale(call, "llm end"),
+                };
+                let reply = LlmReply {
+                    content: partial,
+                    usage,
+                };
+                self.drive(slot, TurnInput::LlmStreamEnd(reply));
+                self.pump(slot);
+            }
+            Input::ToolDone { call, result } => {
+                let output =
+                    result.unwrap_or_else(|e| ToolOutput::error(messages::tool_failed(&e.0)));
+                let waits = |p: &Phase| match p {
+                    Phase::AwaitTool { call: c, .. } => *c == call,
+                    Phase::AwaitTools { batch } => {
+                        batch.iter().any(|i| i.call == call && i.output.is_none())
+                    }
+                    _ => false,
+                };
+                self.resume(
+                    call,
+                    "tool result",
+                    waits,
+                    TurnInput::ToolDone { call, output },
+                );
+            }
+            Input::Timer { timer } if self.watch_timers.contains_key(&timer) => {
+                self.on_watch_timer(timer);
+            }
+            Input::Timer { timer } => {
+                let waits = |p: &Phase| match p {
+                    Phase::AwaitTool { timer: t, .. } => *t == Some(timer),
+                    Phase::AwaitTools { batch } => batch
+                        .iter()
+                        .any(|i| i.timer == Some(timer) && i.output.is_none()),
+                    _ => false,
+                };
+                self.resume(timer, "timer", waits, TurnInput::ToolTimeout { timer });
+            }
+        }
+    }
+
+    fn journal(&mut self, entry: impl FnOnce() -> crate::persist::ContextEntry) {
+        if self.config.persist {
+            let line = entry().line();
+            self.effects.push_back(Effect::AppendContext { line });
+        }
+    }
+
+    fn slot(&mut self, key: &str) -> usize {
+        let ids = &mut self.ids;
+        self.stacks.get_or_create(key, || ids.next_uuid())
+    }
+
+    fn top_phase_mut(&mut self, slot: usize) -> Option<&mut Phase> {
+        if slot >= self.stacks.entries().len() {
+            return None;
+        }
+        self.stacks
+            .entry_mut(slot)
+            .stack
+            .top_mut()
+            .map(|f| &mut f.phase)
+    }
+
+    fn stale(&mut self, call: CallId, what: &'static str) {
+        if self.config.record_events {
+            self.events.push(Event::Stale { call, what });
+        }
+    }
+
+    /// Feeds `input` to the top frame of the call's slot if that frame waits for it.
+    fn resume(
+        &mut self,
+        call: CallId,
+        what: &'static str,
+        waits: impl Fn(&Phase) -> bool,
+        input: TurnInput,
+    ) {
+        let slot = (call >> CALL_SEQ_BITS) as usize;
+        match self.top_phase_mut(slot) {
+            Some(phase) if waits(phase) => {
+                self.drive(slot, input);
+                self.pump(slot);
+            }
+            _ => self.stale(call, what),
+        }
+    }
+
+    fn on_chunk(&mut self, call: CallId, chunk: Chunk) {
+        let slot = (call >> CALL_SEQ_BITS) as usize;
+        let record = self.config.record_events;
+        if slot >= self.stacks.entries().len() {
+            return self.stale(call, "llm chunk");
+        }
+        let entry = self.stacks.entry_mut(slot);
+        let key = entry.key.clone();
+        let Some(frame) = entry.stack.top_mut() else {
+            return self.stale(call, "llm chunk");
+        };
+        let Phase::AwaitLlm { call: c, partial } = &mut frame.phase else {
+            return self.stale(call, "llm chunk");
+        };
+        if *c != call {
+            return self.stale(call, "llm chunk");
+        }
+        let delta = match chunk {
+            Chunk::Text(text) => {
+                match partial.last_mut() {
+                    Some(Block::Text { text: acc }) => {
+                        let mut joined = String::with_capacity(acc.len() + text.len());
+                        joined.push_str(acc);
+                        joined.push_str(&text);
+                        *acc = joined.into();
+                    }
+                    _ => partial.push(Block::Text { text: text.clone() }),
+                }
+                Some(text)
+            }
+            Chunk::ToolUse(block) => {
+                partial.push(block);
+                None
+            }
+        };
+        let delta = delta.filter(|t| !t.is_empty());
+        if let (Some(text), true) = (delta, frame.agent.stream) {
+            let frame_name = frame.agent.frame_name.clone();
+            let event = StreamEvent::TextDelta { text };
+            if record && self.config.detailed_events {
+                self.events.push(Event::Stream {
+                    key: key.clone(),
+                    frame: frame_name,
+                    event: event.clone(),
+                });
+            }
+            self.effects.push_back(Effect::Stream { key, event });
+        }
+    }
+}
+
+/// The timers a frame's phase holds (tool timeouts).
+fn frame_timers(phase: &Phase) -> Vec<CallId> {
+    match phase {
+        Phase::AwaitTool { timer: Some(t), .. } => vec![*t],
+        Phase::AwaitTools { batch } => batch.iter().filter_map(|i| i.timer).collect(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,390 @@
+//! The orchestration loop (seed 000's provider loop): run the top frame's turn, then act on how it
+//! ended (send, push a child, pop with a result for the parent, cascade an error or a limit), until
+//! the conversation waits. Every iteration returns or cascades; there is no recursion.
+
+use std::sync::Arc;
+
+use crate::agents::frame::StackFrame;
+use crate::model::agent::{AgentResponse, EmptyAnswer, ToolCallRecord};
+use crate::model::messages;
+use crate::model::transcript::{Block, Session};
+use crate::protocol::{Effect, Event, PopReason};
+use crate::runtime::planted::PlantedBug;
+
+use super::turn::{execute_turn, TurnAction, TurnCx, TurnInput, TurnResult};
+use super::Runtime;
+
+impl Runtime {
+    /// Runs `f` on the top frame of `slot` with a turn context made of the runtime's other parts;
+    /// `None` if the stack is empty.
+    pub(super) fn with_top<R>(
+        &mut self,
+        slot: usize,
+        f: impl FnOnce(&mut StackFrame, &mut TurnCx<'_>) -> R,
+    ) -> Option<R> {
+        let Runtime {
+            stacks,
+            catalog,
+            config,
+            effects,
+            events,
+            ids,
+            seq,
+            now,
+            ..
+        } = self;
+        let crate::agents::stack::StackEntry {
+            key, stack, usage, ..
+        } = stacks.entry_mut(slot);
+        let frame = stack.top_mut()?;
+        let mut cx = TurnCx {
+            key,
+            slot,
+            catalog,
+            config,
+            effects,
+            events,
+            ids,
+            seq,
+            usage,
+            now: *now,
+        };
+        Some(f(frame, &mut cx))
+    }
+
+    /// The orchestration loop (seed 000's provider loop) for one conversation.
+    pub(super) fn drive(&mut self, slot: usize, mut input: TurnInput) {
+        loop {
+            // An interrupted frame that waited for its child decides once the child's result is
+            // in: continue, or end its send interrupted.
+            let interrupted = self
+                .stacks
+                .entry(slot)
+                .stack
+                .top()
+                .is_some_and(|f| f.watch.interrupted.is_some());
+            if interrupted {
+                if let TurnInput::ChildResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } = input
+                {
+                    self.add_result_to_top(slot, tool_use_id, content, is_error);
+                    match self.decide(slot) {
+                        Ok(prompt) => input = prompt,
+                        Err(result) => match self.act(slot, result) {
+                            Some(next) => input = next,
+                            None => return,
+                        },
+                    }
+                    continue;
+                }
+            }
+            let result = match self.with_top(slot, |frame, cx| execute_turn(frame, input, cx)) {
+                None => {
+                    tracing::warn!(slot, "stack empty unexpectedly");
+                    return;
+                }
+                Some(None) => return,
+                Some(Some(result)) => result,
+            };
+            match self.act(slot, result) {
+                Some(next) => input = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Acts on how a turn of the top frame ended (seed 000's orchestration `match`): `Some(input)`
+    /// cascades to the next frame, `None` means the conversation now waits.
+    pub(super) fn act(&mut self, slot: usize, result: TurnResult) -> Option<TurnInput> {
+        if result.action != TurnAction::ChildActivated {
+            self.end_send(slot);
+        }
+        let top = self
+            .stacks
+            .entry(slot)
+            .stack
+            .top()
+            .expect("the turn ran on it");
+        let name = top.agent.frame_name.clone();
+        let is_main = top.is_main();
+        let top_batch = top.agent.batch;
+        let next = match result.action {
+            TurnAction::Interrupted => match top_batch {
+                Some(policy) => self.batch_interrupted(slot, result.text, policy)?,
+                None => {
+                    // An interactive frame: the user sees the display text; the frame waits.
+                    self.send(slot, name, messages::INTERRUPTED_SENTINEL.into());
+                    if is_main {
+                        self.finish_main(
+                            slot,
+                            PopReason::Error,
+                            messages::INTERRUPTED_SENTINEL.into(),
+                        );
+                    }
+                    return None;
+                }
+            },
+            TurnAction::SendText if top_batch.is_some() => {
+                match self.batch_answer(slot, result.text, top_batch.expect("guarded")) {
+                    Some(input) => input,
+                    None => TurnInput::User(messages::SUMMARY_PROMPT.into()),
+                }
+            }
+            TurnAction::SendText => {
+                self.send(slot, name, result.text.clone());
+                if is_main {
+                    self.finish_main(slot, PopReason::Answered, result.text);
+                }
+                return None;
+            }
+            TurnAction::Interrupt => {
+                self.send(slot, name, result.text);
+                return None;
+            }
+            TurnAction::ChildActivated => {
+                let child = result
+                    .child_frame
+                    .expect("ChildActivated carries the child");
+                self.push(slot, *child);
+                TurnInput::Start
+            }
+            TurnAction::Complete => {
+                // `complete` is never dispatched for the main frame, so there is a parent
+                // (unless the main-complete-accepted bug is planted).
+                let child = self.pop(slot, PopReason::Completed);
+                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                    agent_session_id: child.agent_session_id,
+                    result: result.text.clone(),
+                    is_error: false,
+                });
+                let Some(tool_use_id) = child.parent_tool_use_id else {
+                    self.stacks.entry_mut(slot).stack.clear();
+                    return None;
+                };
+                if self.config.has_bug(PlantedBug::DropCascadeResult) {
+                    TurnInput::Start
+                } else {
+                    if self.config.has_bug(PlantedBug::DoubleDelivery) {
+                        self.deliver_extra(slot, &tool_use_id, &result.text);
+                    }
+                    TurnInput::ChildResult {
+                        tool_use_id,
+                        content: result.text,
+                        is_error: false,
+                    }
+                }
+            }
+            TurnAction::MaxIterations if is_main => {
+                self.send(slot, name, messages::USER_MAX_STEPS.into());
+                self.finish_main(
+                    slot,
+                    PopReason::MaxIterations,
+                    messages::USER_MAX_STEPS.into(),
+                );
+                return None;
+            }
+            TurnAction::Error if is_main => {
+                let banner: Arc<str> =
+                    format!("{}{}", messages::USER_ERROR_PREFIX, result.text).into();
+                self.send(slot, name, banner.clone());
+                self.finish_main(slot, PopReason::Error, banner);
+                return None;
+            }
+            TurnAction::MaxIterations => {
+                let content = if self.config.has_bug(PlantedBug::DisplayLeak) {
+                    messages::USER_MAX_STEPS
+                } else {
+                    messages::CHILD_MAX_ITERATIONS
+                };
+                self.pop_child(slot, PopReason::MaxIterations, content.into(), true)
+            }
+            TurnAction::Error => {
+                let content: Arc<str> = messages::llm_error(&result.text).into();
+                self.pop_child(slot, PopReason::Error, content, true)
+            }
+        };
+        Some(next)
+    }
+
+    /// Pops the child on top, journals its completion, and returns its result for its parent.
+    pub(super) fn pop_child(
+        &mut self,
+        slot: usize,
+        reason: PopReason,
+        content: Arc<str>,
+        is_error: bool,
+    ) -> TurnInput {
+        let child = self.pop(slot, reason);
+        self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+            agent_session_id: child.agent_session_id,
+            result: content.clone(),
+            is_error,
+        });
+        TurnInput::ChildResult {
+            tool_use_id: child
+                .parent_tool_use_id
+                .expect("a child frame names its parent's tool_use"),
+            content,
+            is_error,
+        }
+    }
+
+    /// A batch child's send ended with `text`. Applies the empty-answer policy: either the child
+    /// is popped and its answer goes to the parent (`Some(input for the parent)`), or it gets a
+    /// second send asking for a summary (`None`: the caller feeds it the summary prompt).
+    pub(super) fn batch_answer(
+        &mut self,
+        slot: usize,
+        text: Arc<str>,
+        policy: EmptyAnswer,
+    ) -> Option<TurnInput> {
+        let record = self.config.record_events;
+        let entry = self.stacks.entry_mut(slot);
+        let key = entry.key.clone();
+        let frame = entry.stack.top_mut().expect("the batch child ran");
+        let frame_name = frame.agent.frame_name.clone();
+        let mut answer = text;
+        if answer.trim().is_empty() && policy != EmptyAnswer::AcceptEmpty {
+            let extracted = frame
+                .session
+                .messages
+                .iter()
+                .rev()
+                .filter(|m| m.role == crate::model::transcript::Role::Assistant)
+                .map(|m| m.text())
+                .find(|t| !t.trim().is_empty());
+            match extracted {
+                Some(t) => answer = t.into(),
+                None if policy == EmptyAnswer::AskForSummary && frame.batch_sends < 2 => {
+                    frame.batch_sends += 1;
+                    if record {
+                        self.events.push(Event::Delegation {
+                            key,
+                            frame: frame_name,
+                            what: "summary request",
+                            text: messages::SUMMARY_PROMPT.into(),
+                        });
+                    }
+                    return None;
+                }
+                None => {}
+            }
+        }
+        if record {
+            self.events.push(Event::Delegation {
+                key,
+                frame: frame_name,
+                what: "answer",
+                text: answer.clone(),
+            });
+        }
+        Some(self.pop_child(slot, PopReason::Completed, answer, false))
+    }
+
+    /// Appends a result to the top frame's session (outside a turn).
+    pub(super) fn add_result_to_top(
+        &mut self,
+        slot: usize,
+        tool_use_id: Arc<str>,
+        content: Arc<str>,
+        is_error: bool,
+    ) {
+        self.with_top(slot, |frame, cx| {
+            cx.add_result(frame, tool_use_id, content, is_error)
+        });
+    }
+
+    /// The double-delivery bug: a second copy of a child's result in the parent's session.
+    pub(super) fn deliver_extra(
+        &mut self,
+        slot: usize,
+        tool_use_id: &Arc<str>,
+        content: &Arc<str>,
+    ) {
+        let record = self.config.record_events;
+        let entry = self.stacks.entry_mut(slot);
+        let Some(parent) = entry.stack.top_mut() else {
+            return;
+        };
+        if record {
+            self.events.push(Event::ToolResult {
+                key: entry.key.clone(),
+                frame: parent.agent.frame_name.clone(),
+                frame_id: parent.frame_id,
+                session_id: parent.agent_session_id,
+                tool_use_id: tool_use_id.clone(),
+                content: content.clone(),
+                is_error: false,
+            });
+        }
+        parent
+            .session
+            .add_tool_result(tool_use_id.clone(), content.clone(), false);
+        if self.config.persist {
+            let line = crate::persist::ContextEntry::ToolResult {
+                agent_session_id: parent.agent_session_id,
+                tool_use_id: tool_use_id.clone(),
+                content: content.clone(),
+                is_error: false,
+            }
+            .line();
+            self.effects.push_back(Effect::AppendContext { line });
+        }
+    }
+
+    /// Pops the main frame after it answered (or failed), keeps its session for the next turn and
+    /// clears the stack (seed 000: "pop main frame, ..., clear stack").
+    pub(super) fn finish_main(&mut self, slot: usize, reason: PopReason, text: Arc<str>) {
+        let main = self.pop(slot, reason);
+        if self.config.record_events {
+            let tool_calls = if self.config.detailed_events {
+                tool_calls_since(&main.session, main.turn_start)
+            } else {
+                Vec::new()
+            };
+            let response = AgentResponse {
+                text,
+                tool_calls,
+                iterations: main.iteration,
+            };
+            let key = self.stacks.entry(slot).key.clone();
+            self.events.push(Event::Response { key, response });
+        }
+        let entry = self.stacks.entry_mut(slot);
+        entry.main_session = main.session;
+        entry.stack.clear();
+    }
+}
+
+/// The tool calls of the main agent's current turn, with their results.
+fn tool_calls_since(session: &Session, start: usize) -> Vec<ToolCallRecord> {
+    let messages = &session.messages[start.min(session.messages.len())..];
+    let mut out = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        for u in message.tool_uses() {
+            let (result, is_error) = messages[i + 1..]
+                .iter()
+                .flat_map(|m| m.content.iter())
+                .find_map(|b| match b {
+                    Block::ToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    } if tool_use_id == u.id => Some((content.clone(), *is_error)),
+                    _ => None,
+                })
+                .unwrap_or_else(|| ("".into(), false));
+            out.push(ToolCallRecord {
+                id: u.id.clone(),
+                name: u.name.clone(),
+                input: u.input.clone(),
+                result,
+                is_error,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,225 @@
+//! Conversations and their users: routing a message to the frame on top (or a new main frame),
+//! the inbox of messages that arrive while a turn runs, pushing and popping frames, sending text,
+//! and the cancel word that unwinds a whole stack (DESIGN §3 item 7).
+
+use std::sync::Arc;
+
+use crate::agents::frame::{Phase, StackFrame};
+use crate::agents::watchdog::{CancelScope, Cause};
+use crate::model::llm::Usage;
+use crate::model::messages;
+use crate::protocol::{Effect, Event, FrameInfo, PopReason};
+use crate::runtime::planted::PlantedBug;
+
+use super::turn::TurnInput;
+use super::{frame_timers, Runtime};
+
+impl Runtime {
+    pub(super) fn is_cancel(&self, text: &str) -> bool {
+        let t = text.trim();
+        self.config
+            .cancel_words
+            .iter()
+            .any(|w| w.eq_ignore_ascii_case(t))
+    }
+
+    pub(super) fn on_user(&mut self, slot: usize, text: Arc<str>) {
+        let entry = self.stacks.entry(slot);
+        if !entry.stack.is_empty() && self.is_cancel(&text) {
+            let top_busy = entry.stack.top().is_some_and(|f| !f.awaits_user());
+            let top_only = self
+                .config
+                .interruptions
+                .is_some_and(|ic| ic.cancel == CancelScope::TopFrame);
+            if top_busy && top_only {
+                self.interrupt_top(slot, Cause::UserCancel);
+                self.pump(slot);
+            } else {
+                self.unwind(slot);
+            }
+            return;
+        }
+        let busy = !entry.inbox.is_empty() || entry.stack.top().is_some_and(|f| !f.awaits_user());
+        if busy {
+            let entry = self.stacks.entry_mut(slot);
+            entry.inbox.push_back(text.clone());
+            if self.config.record_events {
+                let key = entry.key.clone();
+                self.events.push(Event::Queued { key, text });
+            }
+            return;
+        }
+        self.route(slot, text);
+        self.pump(slot);
+    }
+
+    /// Delivers queued messages while the conversation waits for the user.
+    pub(super) fn pump(&mut self, slot: usize) {
+        loop {
+            let entry = self.stacks.entry_mut(slot);
+            if entry.stack.top().is_some_and(|f| !f.awaits_user()) {
+                return;
+            }
+            let Some(text) = entry.inbox.pop_front() else {
+                return;
+            };
+            if !entry.stack.is_empty() && self.is_cancel(&text) {
+                self.unwind(slot);
+                continue;
+            }
+            self.route(slot, text);
+        }
+    }
+
+    /// Routes a user message by stack state: empty → a new main frame, otherwise the top frame.
+    pub(super) fn route(&mut self, slot: usize, text: Arc<str>) {
+        let record = self.config.record_events;
+        let entry = self.stacks.entry_mut(slot);
+        if entry.stack.is_empty() {
+            let session = std::mem::take(&mut entry.main_session);
+            let agent = self.catalog.main.clone();
+            let frame = StackFrame {
+                frame_id: self.ids.next_uuid(),
+                agent_session_id: entry.main_session_id,
+                turn_start: session.messages.len(),
+                session,
+                system_prompt: agent.system_prompt.clone(),
+                iteration: 0,
+                max_iterations: agent.max_iterations,
+                agent,
+                parent_tool_use_id: None,
+                usage: Usage::default(),
+                phase: Phase::AwaitUser,
+                resumed_from_child: false,
+                batch_sends: 0,
+                watch: Default::default(),
+            };
+            self.push(slot, frame);
+        }
+        let entry = self.stacks.entry_mut(slot);
+        if self.config.has_bug(PlantedBug::RouteBelowTop) && entry.stack.depth() >= 2 {
+            let below = entry.stack.depth() - 2;
+            let frame = &mut entry.stack.frames_mut()[below];
+            frame.session.add_user_message(text.clone());
+            if self.config.persist {
+                let line = crate::persist::ContextEntry::User {
+                    agent_session_id: frame.agent_session_id,
+                    text: text.clone(),
+                }
+                .line();
+                self.effects.push_back(Effect::AppendContext { line });
+            }
+            if record {
+                self.events.push(Event::UserMessage {
+                    key: entry.key.clone(),
+                    frame: frame.agent.frame_name.clone(),
+                    frame_id: frame.frame_id,
+                    text,
+                });
+            }
+            return;
+        }
+        let top = entry.stack.top().expect("a frame was just ensured");
+        if record {
+            self.events.push(Event::UserMessage {
+                key: entry.key.clone(),
+                frame: top.agent.frame_name.clone(),
+                frame_id: top.frame_id,
+                text: text.clone(),
+            });
+        }
+        self.drive(slot, TurnInput::User(text));
+    }
+
+    pub(super) fn push(&mut self, slot: usize, frame: StackFrame) {
+        let entry = self.stacks.entry_mut(slot);
+        let depth = entry.stack.depth() + 1;
+        tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, "push");
+        if self.config.record_events {
+            self.events.push(Event::Push {
+                key: entry.key.clone(),
+                frame: FrameInfo::of(&frame),
+                depth,
+            });
+        }
+        entry.stack.push(frame);
+    }
+
+    pub(super) fn pop(&mut self, slot: usize, reason: PopReason) -> StackFrame {
+        let entry = self.stacks.entry_mut(slot);
+        let frame = entry
+            .stack
+            .pop()
+            .expect("the orchestration loop pops only a frame it ran");
+        let depth = entry.stack.depth();
+        tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");
+        if self.config.record_events {
+            self.events.push(Event::Pop {
+                key: entry.key.clone(),
+                frame: FrameInfo::of(&frame),
+                depth,
+                reason,
+                iterations: frame.iteration,
+            });
+        }
+        frame
+    }
+
+    pub(super) fn send(&mut self, slot: usize, frame: Arc<str>, text: Arc<str>) {
+        let key = self.stacks.entry(slot).key.clone();
+        if text.is_empty() {
+            if self.config.record_events {
+                self.events.push(Event::EmptyReply { key, frame });
+            }
+            return;
+        }
+        if self.config.record_events {
+            self.events.push(Event::Sent {
+                key: key.clone(),
+                frame,
+                text: text.clone(),
+            });
+        }
+        self.effects.push_back(Effect::Send { key, text });
+    }
+
+    /// A cancel word: every pending `tool_use` on the way down gets "Cancelled by user.", the
+    /// stack is cleared, queued messages are dropped and the user gets "Cancelled.".
+    pub(super) fn unwind(&mut self, slot: usize) {
+        let frames = self.stacks.entry(slot).stack.depth();
+        let keep = usize::from(self.config.has_bug(PlantedBug::CancelLeavesFrame));
+        while self.stacks.entry(slot).stack.depth() > keep {
+            self.with_top(slot, |frame, cx| {
+                for timer in frame_timers(&frame.phase) {
+                    cx.effects.push_back(Effect::CancelTimer { timer });
+                }
+                cx.resolve_all(frame, messages::CANCELLED_BY_USER);
+                frame.phase = Phase::AwaitUser;
+            });
+            let frame = self.pop(slot, PopReason::Cancelled);
+            if !frame.is_main() {
+                self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
+                    agent_session_id: frame.agent_session_id,
+                    result: messages::CANCELLED_BY_USER.into(),
+                    is_error: true,
+                });
+            }
+            if frame.is_main() {
+                let entry = self.stacks.entry_mut(slot);
+                entry.main_session = frame.session;
+            }
+        }
+        let entry = self.stacks.entry_mut(slot);
+        let dropped = entry.inbox.len();
+        entry.inbox.clear();
+        let key = entry.key.clone();
+        if self.config.record_events {
+            self.events.push(Event::Cancelled {
+                key,
+                frames,
+                dropped,
+            });
+        }
+        self.send(slot, "main".into(), messages::USER_CANCELLED.into());
+    }
+}

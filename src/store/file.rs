@@ -1,0 +1,76 @@
+//! `state.json` and `context.jsonl` in a directory: atomic state writes (temporary file, fsync,
+//! rename, fsync of the directory) and synced journal appends.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `state.json` and `context.jsonl` in a directory.
+#[derive(Clone, Debug)]
+pub struct FileStore {
+    dir: PathBuf,
+}
+
+impl FileStore {
+    /// A store in `dir` (created if needed).
+    pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<FileStore> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir)?;
+        Ok(FileStore { dir })
+    }
+
+    /// Path of `state.json`.
+    pub fn state_path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    /// Path of `context.jsonl`.
+    pub fn context_path(&self) -> PathBuf {
+        self.dir.join("context.jsonl")
+    }
+
+    /// Replaces `state.json` atomically: a temporary file, fsync, rename, fsync of the directory.
+    pub fn write_state(&self, json: &str) -> std::io::Result<()> {
+        let tmp = self.dir.join("state.json.tmp");
+        {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(json.as_bytes())?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, self.state_path())?;
+        sync_dir(&self.dir)
+    }
+
+    /// Appends lines to `context.jsonl` and syncs them.
+    pub fn append_context(&self, lines: &str) -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.context_path())?;
+        f.write_all(lines.as_bytes())?;
+        f.sync_data()
+    }
+
+    /// Reads both files (`None` for a missing `state.json`, "" for a missing journal).
+    pub fn load(&self) -> std::io::Result<(Option<String>, String)> {
+        let state = match fs::read_to_string(self.state_path()) {
+            Ok(s) => Some(s),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let context = match fs::read_to_string(self.context_path()) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e),
+        };
+        Ok((state, context))
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    // Directories can be opened and synced on Unix; elsewhere the rename is the best we have.
+    match fs::File::open(dir) {
+        Ok(d) => d.sync_all().or(Ok(())),
+        Err(_) => Ok(()),
+    }
+}
