@@ -34,7 +34,7 @@
 //! sim.user("default", "research async APIs").unwrap();
 //! sim.run_until_idle().unwrap();
 //! // The skill took over the conversation: the stack is [main, skill:research].
-//! let stack = &sim.runtime().stacks().get("default").unwrap().stack;
+//! let stack = sim.runtime().stack("default").unwrap();
 //! assert_eq!(stack.describe(), "[main, skill:research]");
 //! ```
 //!

@@ -72,10 +72,7 @@ fn persisted_at_depth_two() -> (Scenario, agentsim::sim::Sim) {
     let mut sim = s.sim(0, true, true);
     sim.user("default", "research Python async APIs").unwrap();
     sim.run_until_idle().unwrap();
-    assert_eq!(
-        sim.runtime().stacks().get("default").unwrap().stack.depth(),
-        2
-    );
+    assert_eq!(sim.runtime().stack("default").unwrap().depth(), 2);
     (s, sim)
 }
 
@@ -94,12 +91,13 @@ fn a_restored_runtime_has_the_same_state_and_sessions() {
     let (state, context) = sim.persisted();
     let rt = restore(&s, state.unwrap(), context).unwrap();
     assert_eq!(rt.state(), sim.runtime().state());
-    let a = &sim.runtime().stacks().get("default").unwrap().stack;
-    let b = &rt.stacks().get("default").unwrap().stack;
-    for (x, y) in a.frames().iter().zip(b.frames()) {
-        assert_eq!(x.session, y.session, "{}", x.agent.frame_name);
-        assert_eq!(x.frame_id, y.frame_id);
-        assert_eq!(x.iteration, y.iteration);
+    let a = sim.runtime().stack("default").unwrap();
+    let b = rt.stack("default").unwrap();
+    assert_eq!(a.depth(), b.depth());
+    for (x, y) in a.frames().zip(b.frames()) {
+        assert_eq!(x.session(), y.session(), "{}", x.agent_name());
+        assert_eq!(x.frame_id(), y.frame_id());
+        assert_eq!(x.iteration(), y.iteration());
     }
 }
 

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use uuid::Uuid;
 
 use crate::model::agent::{AgentDef, AgentKind};
-use crate::model::ids::CallId;
+use crate::model::ids::{CallId, FrameId};
 use crate::model::llm::Usage;
 use crate::model::transcript::{BlockAt, Content, Session};
 
@@ -58,8 +60,11 @@ pub enum Phase {
         /// The batch, in reply order.
         batch: Vec<BatchItem>,
     },
-    /// A child frame is above this one.
-    AwaitChild,
+    /// Waiting for the children it spawned (one for an interactive delegation).
+    AwaitChildren {
+        /// The children, in spawn order.
+        children: SmallVec<[FrameId; 1]>,
+    },
     /// The frame sent text and waits for the user's next message.
     AwaitUser,
     /// The frame asked the user a question with `ask_user`; the answer becomes the tool's result.
@@ -70,40 +75,137 @@ pub enum Phase {
 }
 
 /// Everything needed to pause and resume one agent (seed 000's `StackFrame`).
+///
+/// Its fields belong to the runtime; a driver, an observer or a test reads a frame through the
+/// methods below.
 #[derive(Clone, Debug)]
 pub struct StackFrame {
-    /// Unique id.
-    pub frame_id: Uuid,
+    /// Its place in the runtime's frame arena (set when it is pushed).
+    pub(crate) id: FrameId,
+    /// The conversation it belongs to (the slot of its session key).
+    pub(crate) conversation: u32,
+    /// The frame that spawned it; `None` for a main frame.
+    pub(crate) parent: Option<FrameId>,
+    /// Unique, stable id (persisted; the agent id of the tree to come).
+    pub(crate) frame_id: Uuid,
     /// The agent's definition (name, kind, prompt, limits, whitelist).
-    pub agent: Arc<AgentDef>,
+    pub(crate) agent: Arc<AgentDef>,
     /// The frame's conversation.
-    pub session: Session,
+    pub(crate) session: Session,
     /// Cached system prompt.
-    pub system_prompt: Arc<str>,
+    pub(crate) system_prompt: Arc<str>,
     /// Iterations used over the frame's whole life.
-    pub iteration: u32,
+    pub(crate) iteration: u32,
     /// The frame's iteration limit.
-    pub max_iterations: u32,
+    pub(crate) max_iterations: u32,
     /// The parent's `tool_use` this frame answers when it completes; `None` for the main frame.
-    pub parent_tool_use_id: Option<Arc<str>>,
+    pub(crate) parent_tool_use_id: Option<Arc<str>>,
     /// Tags this frame's entries in `context.jsonl`.
-    pub agent_session_id: Uuid,
+    pub(crate) agent_session_id: Uuid,
     /// Token usage of this frame's model calls.
-    pub usage: Usage,
+    pub(crate) usage: Usage,
     /// Where the frame is in its turn.
-    pub phase: Phase,
-    /// Index in `session.messages` where the current user turn began (for [`crate::model::agent::AgentResponse`]).
-    pub turn_start: usize,
+    pub(crate) phase: Phase,
+    /// Index in `session.messages` where the current user turn began (for
+    /// [`crate::model::agent::AgentResponse`]).
+    pub(crate) turn_start: usize,
     /// The frame resumes after a child's result (only the skip-unresolved-after-child planted bug
     /// reads it).
-    pub resumed_from_child: bool,
+    pub(crate) resumed_from_child: bool,
     /// Sends made to a batch child so far (0 for interactive frames).
-    pub batch_sends: u32,
+    pub(crate) batch_sends: u32,
     /// Watchdog and interruption state (used only when interruptions are modelled).
-    pub watch: crate::agents::watchdog::Watch,
+    pub(crate) watch: crate::agents::watchdog::Watch,
 }
 
 impl StackFrame {
+    /// The one constructor of a frame: `agent` running `session` (tagged `agent_session_id` in the
+    /// journal), answering `parent_tool_use_id` when it ends (`None` for a main frame). It starts
+    /// at the loop head with no iterations used; the arena gives it its [`FrameId`] when it is
+    /// pushed.
+    pub(crate) fn new(
+        frame_id: Uuid,
+        agent: Arc<AgentDef>,
+        session: Session,
+        agent_session_id: Uuid,
+        parent_tool_use_id: Option<Arc<str>>,
+    ) -> StackFrame {
+        StackFrame {
+            id: FrameId::new(u32::MAX, 0),
+            conversation: 0,
+            parent: None,
+            frame_id,
+            system_prompt: agent.system_prompt.clone(),
+            max_iterations: agent.max_iterations,
+            agent,
+            session,
+            iteration: 0,
+            parent_tool_use_id,
+            agent_session_id,
+            usage: Usage::default(),
+            phase: Phase::Loop,
+            turn_start: 0,
+            resumed_from_child: false,
+            batch_sends: 0,
+            watch: Default::default(),
+        }
+    }
+
+    /// Its id in the runtime.
+    pub fn id(&self) -> FrameId {
+        self.id
+    }
+
+    /// The frame that spawned it (`None` for a main frame).
+    pub fn parent(&self) -> Option<FrameId> {
+        self.parent
+    }
+
+    /// Its stable id, as events and the persisted state name it.
+    pub fn frame_id(&self) -> Uuid {
+        self.frame_id
+    }
+
+    /// The agent it runs.
+    pub fn agent(&self) -> &Arc<AgentDef> {
+        &self.agent
+    }
+
+    /// Its conversation with the model.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Its session's id (the tag of its journal entries).
+    pub fn agent_session_id(&self) -> Uuid {
+        self.agent_session_id
+    }
+
+    /// Model iterations used so far, over the frame's whole life.
+    pub fn iteration(&self) -> u32 {
+        self.iteration
+    }
+
+    /// Its iteration limit.
+    pub fn max_iterations(&self) -> u32 {
+        self.max_iterations
+    }
+
+    /// The parent's `tool_use` it answers when it ends.
+    pub fn parent_tool_use_id(&self) -> Option<&Arc<str>> {
+        self.parent_tool_use_id.as_ref()
+    }
+
+    /// Token usage of its model calls.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// What it waits for.
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
     /// `main`, `skill:<name>` or `agent:<name>`.
     pub fn agent_name(&self) -> &Arc<str> {
         &self.agent.frame_name

@@ -1,9 +1,14 @@
-//! The interactive stack of seed 000: the [`AgentStack`] of one conversation and the
-//! per-session-key [`AgentStackManager`].
+//! The interactive stack of seed 000: the [`AgentStack`] of one conversation, the per-session-key
+//! [`AgentStackManager`], and the arena that holds every live frame by [`FrameId`].
 //!
 //! The main agent is the bottom frame. It is pushed when a user message reaches an empty stack and
 //! popped when it answers, so a stack is empty exactly when no turn is in progress; a child pushed
 //! by `use_skill` makes the depth 2, as in seed 000's stack diagram.
+//!
+//! Frames live in one arena and a stack lists their ids, bottom first. A model call, a tool run or
+//! a timer names the frame that issued it, never a position in a stack, so several frames of one
+//! conversation can wait at once (forks and workflow children) and a frame can wait for several
+//! children.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -11,13 +16,14 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::agents::frame::StackFrame;
+use crate::model::ids::FrameId;
 use crate::model::llm::Usage;
 use crate::model::transcript::Session;
 
-/// The frames of one conversation, main at the bottom.
+/// The frames of one conversation, by id, main at the bottom.
 #[derive(Clone, Debug, Default)]
 pub struct AgentStack {
-    frames: Vec<StackFrame>,
+    frames: Vec<FrameId>,
 }
 
 impl AgentStack {
@@ -32,49 +38,95 @@ impl AgentStack {
     }
 
     /// The frame on top.
-    pub fn top(&self) -> Option<&StackFrame> {
-        self.frames.last()
-    }
-
-    /// The frame on top, mutably.
-    pub fn top_mut(&mut self) -> Option<&mut StackFrame> {
-        self.frames.last_mut()
-    }
-
-    /// Pushes a frame.
-    pub fn push(&mut self, frame: StackFrame) {
-        if self.frames.capacity() == 0 {
-            // Room for main and one child: frames are large (a session each), and the default
-            // first growth to four would take a block too big for the allocator's fast path.
-            self.frames.reserve_exact(2);
-        }
-        self.frames.push(frame);
-    }
-
-    /// Pops the top frame.
-    pub fn pop(&mut self) -> Option<StackFrame> {
-        self.frames.pop()
+    pub fn top(&self) -> Option<FrameId> {
+        self.frames.last().copied()
     }
 
     /// The frames, bottom first.
-    pub fn frames(&self) -> &[StackFrame] {
+    pub fn ids(&self) -> &[FrameId] {
         &self.frames
     }
+}
 
-    /// The frames, mutably.
-    pub fn frames_mut(&mut self) -> &mut [StackFrame] {
-        &mut self.frames
+/// One place of the arena.
+#[derive(Clone, Debug)]
+struct Place {
+    generation: u32,
+    frame: Option<StackFrame>,
+}
+
+/// Every live frame, by [`FrameId`]. A place freed by a popped frame is reused with the next
+/// generation, so an old id never names a new frame.
+#[derive(Clone, Debug, Default)]
+struct Arena {
+    places: Vec<Place>,
+    free: Vec<u32>,
+}
+
+impl Arena {
+    #[inline]
+    fn insert(&mut self, mut frame: StackFrame) -> FrameId {
+        let id = match self.free.pop() {
+            Some(index) => {
+                let place = &mut self.places[index as usize];
+                place.generation += 1;
+                FrameId::new(index, place.generation)
+            }
+            None => {
+                if self.places.capacity() == 0 {
+                    // Room for main and one child: frames are large (a session each), and the
+                    // default first growth to four would take a block too big for the
+                    // allocator's fast path.
+                    self.places.reserve_exact(2);
+                }
+                let index = u32::try_from(self.places.len()).expect("fewer than 2^32 live frames");
+                self.places.push(Place {
+                    generation: 0,
+                    frame: None,
+                });
+                FrameId::new(index, 0)
+            }
+        };
+        frame.id = id;
+        self.places[id.index() as usize].frame = Some(frame);
+        id
     }
 
-    /// Removes every frame.
-    pub fn clear(&mut self) {
-        self.frames.clear();
+    #[inline]
+    fn remove(&mut self, id: FrameId) -> Option<StackFrame> {
+        let place = self.places.get_mut(id.index() as usize)?;
+        if place.generation != id.generation() {
+            return None;
+        }
+        let frame = place.frame.take()?;
+        self.free.push(id.index());
+        Some(frame)
     }
 
-    /// `[main, skill:research]`, for error messages.
-    pub fn describe(&self) -> String {
-        let names: Vec<&str> = self.frames.iter().map(|f| &*f.agent.frame_name).collect();
-        format!("[{}]", names.join(", "))
+    #[inline]
+    fn get(&self, id: FrameId) -> Option<&StackFrame> {
+        let place = self.places.get(id.index() as usize)?;
+        (place.generation == id.generation())
+            .then_some(place.frame.as_ref())
+            .flatten()
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: FrameId) -> Option<&mut StackFrame> {
+        let place = self.places.get_mut(id.index() as usize)?;
+        (place.generation == id.generation())
+            .then_some(place.frame.as_mut())
+            .flatten()
+    }
+
+    #[inline]
+    fn at(&self, index: u32) -> Option<&StackFrame> {
+        self.places.get(index as usize)?.frame.as_ref()
+    }
+
+    #[inline]
+    fn at_mut(&mut self, index: u32) -> Option<&mut StackFrame> {
+        self.places.get_mut(index as usize)?.frame.as_mut()
     }
 }
 
@@ -96,11 +148,13 @@ pub struct StackEntry {
     pub usage: Usage,
 }
 
-/// Stacks keyed by the provider's session key (seed 000's `AgentStackManager`).
+/// Stacks keyed by the provider's session key (seed 000's `AgentStackManager`), and the arena of
+/// their frames.
 #[derive(Clone, Debug, Default)]
 pub struct AgentStackManager {
     entries: Vec<StackEntry>,
     by_key: BTreeMap<Arc<str>, usize>,
+    frames: Arena,
 }
 
 impl AgentStackManager {
@@ -140,13 +194,6 @@ impl AgentStackManager {
             .is_some_and(|s| !self.entries[s].stack.is_empty())
     }
 
-    /// Drops every frame of `key`.
-    pub fn clear(&mut self, key: &str) {
-        if let Some(s) = self.slot(key) {
-            self.entries[s].stack.clear();
-        }
-    }
-
     /// The entry in `slot`.
     pub fn entry(&self, slot: usize) -> &StackEntry {
         &self.entries[slot]
@@ -166,10 +213,182 @@ impl AgentStackManager {
     pub fn get(&self, key: &str) -> Option<&StackEntry> {
         self.slot(key).map(|s| &self.entries[s])
     }
+
+    /// The stack of `key` with its frames.
+    pub fn view(&self, key: &str) -> Option<StackView<'_>> {
+        self.slot(key).map(|s| self.view_slot(s))
+    }
+
+    /// Whether no conversation has a turn in progress or a queued message: every stack is empty or
+    /// its top frame waits for the user.
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        self.entries.iter().all(|e| {
+            e.inbox.is_empty()
+                && e.stack
+                    .top()
+                    .is_none_or(|id| self.frames.get(id).is_some_and(StackFrame::awaits_user))
+        })
+    }
+
+    /// The stack in `slot` with its frames.
+    pub fn view_slot(&self, slot: usize) -> StackView<'_> {
+        StackView {
+            entry: &self.entries[slot],
+            frames: &self.frames,
+        }
+    }
+
+    /// Every conversation's stack, in creation order.
+    pub fn views(&self) -> impl Iterator<Item = StackView<'_>> {
+        (0..self.entries.len()).map(|s| self.view_slot(s))
+    }
+
+    /// A live frame.
+    #[inline]
+    pub fn frame(&self, id: FrameId) -> Option<&StackFrame> {
+        self.frames.get(id)
+    }
+
+    /// A live frame, mutably.
+    #[inline]
+    pub fn frame_mut(&mut self, id: FrameId) -> Option<&mut StackFrame> {
+        self.frames.get_mut(id)
+    }
+
+    /// The live frame at arena place `index` (the place a call id names), whatever its generation.
+    #[inline]
+    pub fn frame_at(&self, index: u32) -> Option<&StackFrame> {
+        self.frames.at(index)
+    }
+
+    /// The live frame at arena place `index`, mutably.
+    #[inline]
+    pub fn frame_at_mut(&mut self, index: u32) -> Option<&mut StackFrame> {
+        self.frames.at_mut(index)
+    }
+
+    /// A live frame and the entry of its conversation, both mutably.
+    #[inline]
+    pub fn frame_and_entry_mut(
+        &mut self,
+        id: FrameId,
+    ) -> Option<(&mut StackFrame, &mut StackEntry)> {
+        let frame = self.frames.get_mut(id)?;
+        let entry = &mut self.entries[frame.conversation as usize];
+        Some((frame, entry))
+    }
+
+    /// The id of the frame on top of `slot`'s stack.
+    #[inline]
+    pub fn top_id(&self, slot: usize) -> Option<FrameId> {
+        self.entries[slot].stack.top()
+    }
+
+    /// The frame on top of `slot`'s stack.
+    #[inline]
+    pub fn top(&self, slot: usize) -> Option<&StackFrame> {
+        self.frames.get(self.top_id(slot)?)
+    }
+
+    /// The frame on top of `slot`'s stack, mutably.
+    #[inline]
+    pub fn top_mut(&mut self, slot: usize) -> Option<&mut StackFrame> {
+        let id = self.top_id(slot)?;
+        self.frames.get_mut(id)
+    }
+
+    /// Pushes `frame` on `slot`'s stack; its parent is the frame that was on top.
+    #[inline]
+    pub fn push(&mut self, slot: usize, mut frame: StackFrame) -> FrameId {
+        frame.conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
+        frame.parent = self.top_id(slot);
+        let id = self.frames.insert(frame);
+        let stack = &mut self.entries[slot].stack.frames;
+        if stack.capacity() == 0 {
+            stack.reserve_exact(2);
+        }
+        stack.push(id);
+        id
+    }
+
+    /// Pops the frame on top of `slot`'s stack out of the arena.
+    #[inline]
+    pub fn pop(&mut self, slot: usize) -> Option<StackFrame> {
+        let id = self.entries[slot].stack.frames.pop()?;
+        self.frames.remove(id)
+    }
+
+    /// Drops every frame of `slot`'s stack.
+    pub fn clear(&mut self, slot: usize) {
+        while self.pop(slot).is_some() {}
+    }
 }
+
+/// A conversation's stack with its frames, for reading.
+#[derive(Clone, Copy, Debug)]
+pub struct StackView<'a> {
+    entry: &'a StackEntry,
+    frames: &'a Arena,
+}
+
+impl<'a> StackView<'a> {
+    /// The conversation.
+    pub fn entry(&self) -> &'a StackEntry {
+        self.entry
+    }
+
+    /// Its session key.
+    pub fn key(&self) -> &'a Arc<str> {
+        &self.entry.key
+    }
+
+    /// Whether no frame is active.
+    pub fn is_empty(&self) -> bool {
+        self.entry.stack.is_empty()
+    }
+
+    /// Number of frames.
+    pub fn depth(&self) -> usize {
+        self.entry.stack.depth()
+    }
+
+    /// The frame on top.
+    pub fn top(&self) -> Option<&'a StackFrame> {
+        self.frames.get(self.entry.stack.top()?)
+    }
+
+    /// The frame at `index` (0 is the bottom).
+    pub fn get(&self, index: usize) -> Option<&'a StackFrame> {
+        self.frames.get(*self.entry.stack.frames.get(index)?)
+    }
+
+    /// The frames, bottom first.
+    pub fn frames(&self) -> impl DoubleEndedIterator<Item = &'a StackFrame> + ExactSizeIterator {
+        let frames = self.frames;
+        self.entry
+            .stack
+            .frames
+            .iter()
+            .map(move |&id| frames.get(id).expect("a stack lists live frames only"))
+    }
+
+    /// `[main, skill:research]`, for error messages.
+    pub fn describe(&self) -> String {
+        let names: Vec<&str> = self.frames().map(|f| &*f.agent.frame_name).collect();
+        format!("[{}]", names.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::agent::{AgentDef, AgentKind};
+
+    fn frame(name: &str, kind: AgentKind) -> StackFrame {
+        let agent = Arc::new(AgentDef::new(name, kind));
+        StackFrame::new(Uuid::nil(), agent, Session::default(), Uuid::nil(), None)
+    }
 
     #[test]
     fn the_manager_keeps_one_stack_per_session_key() {
@@ -185,8 +404,37 @@ mod tests {
         assert!(!m.has_active("telegram_1"));
         assert!(!m.has_active("unknown"));
         assert_eq!(m.slot("telegram_2"), Some(b));
-        assert_eq!(m.get("telegram_2").unwrap().stack.describe(), "[]");
-        m.clear("telegram_1");
-        assert!(m.get("telegram_1").unwrap().stack.is_empty());
+        assert_eq!(m.view("telegram_2").unwrap().describe(), "[]");
+        m.push(a, frame("main", AgentKind::Main));
+        assert!(m.has_active("telegram_1"));
+        m.clear(a);
+        assert!(m.view("telegram_1").unwrap().is_empty());
+    }
+
+    #[test]
+    fn frames_are_addressed_by_id_and_a_stale_id_never_names_a_new_frame() {
+        let mut m = AgentStackManager::default();
+        let slot = m.get_or_create("k", Uuid::nil);
+        let main = m.push(slot, frame("main", AgentKind::Main));
+        let child = m.push(slot, frame("research", AgentKind::Skill));
+        assert_eq!(m.frame(child).unwrap().parent(), Some(main));
+        assert_eq!(m.frame(main).unwrap().parent(), None);
+        assert_eq!(m.view_slot(slot).describe(), "[main, skill:research]");
+        assert_eq!(m.top_id(slot), Some(child));
+        let popped = m.pop(slot).unwrap();
+        assert_eq!(popped.id(), child);
+        assert!(
+            m.frame(child).is_none(),
+            "a popped frame's id names nothing"
+        );
+        // The freed place is reused with a new generation: the old id still names nothing.
+        let again = m.push(slot, frame("other", AgentKind::Agent));
+        assert_eq!(again.index(), child.index());
+        assert_ne!(again, child);
+        assert!(m.frame(child).is_none());
+        assert_eq!(m.frame(again).unwrap().agent_name().as_ref(), "agent:other");
+        assert_eq!(m.frame_at(again.index()).unwrap().id(), again);
+        let (f, entry) = m.frame_and_entry_mut(again).unwrap();
+        assert_eq!((f.conversation, entry.key.as_ref()), (0, "k"));
     }
 }

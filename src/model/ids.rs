@@ -54,9 +54,54 @@ impl IdSource {
     }
 }
 
-/// Identifies one model call or tool run handed to the driver. The slot of the session key sits in
-/// the high 32 bits, so an input finds its stack without a lookup.
+/// Identifies one model call, tool run or timer handed to the driver. The arena index of the frame
+/// that issued it sits in the high bits ([`call_frame`]), so an answer finds its frame without a
+/// lookup; the low [`CALL_SEQ_BITS`] bits are a sequence number unique within the runtime's life
+/// (restores continue it), so an answer to a call its frame no longer waits for is told apart as
+/// stale even when the frame's place was reused.
 pub type CallId = u64;
+
+/// Bits of a [`CallId`] that hold the sequence number; the frame's arena index sits above them.
+pub const CALL_SEQ_BITS: u32 = 40;
+
+/// The call id for sequence number `seq` issued by the frame at arena index `frame`.
+#[inline]
+pub fn call_id(frame: u32, seq: u64) -> CallId {
+    (u64::from(frame) << CALL_SEQ_BITS) | (seq & ((1 << CALL_SEQ_BITS) - 1))
+}
+
+/// The arena index of the frame that issued `call`.
+#[inline]
+pub fn call_frame(call: CallId) -> u32 {
+    (call >> CALL_SEQ_BITS) as u32
+}
+
+/// Names a live frame: its place in the runtime's frame arena and that place's generation, so an
+/// id kept after its frame ended never names the frame that reuses the place. Frames are addressed
+/// by id, never by their position in a stack: a model call, a tool run, a timer or a child's
+/// parent names its frame this way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FrameId {
+    index: u32,
+    generation: u32,
+}
+
+impl FrameId {
+    /// The id of place `index` in generation `generation`.
+    pub fn new(index: u32, generation: u32) -> FrameId {
+        FrameId { index, generation }
+    }
+
+    /// The frame's place in the arena (the high bits of the calls it issues).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// How many frames held this place before.
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
+}
 
 #[cfg(test)]
 mod tests {

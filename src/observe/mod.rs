@@ -701,10 +701,7 @@ impl Observer {
         }
         let child = &frames[i].info;
         let link: &str = child.parent_tool_use_id.as_deref().unwrap_or("");
-        let below = rt
-            .stacks()
-            .get(key)
-            .and_then(|e| e.stack.frames().get(i - 1));
+        let below = rt.stack(key).and_then(|v| v.get(i - 1));
         match below {
             Some(parent) if parent.session.is_unresolved(link) => Ok(()),
             Some(parent) => Err(violation(
@@ -726,8 +723,8 @@ impl Observer {
         let KeyModel {
             key, frames: model, ..
         } = &self.keys[k];
-        let (depth, top) = match rt.stacks().get(key) {
-            Some(e) => (e.stack.depth(), e.stack.top().map(|f| f.frame_id)),
+        let (depth, top) = match rt.stack(key) {
+            Some(v) => (v.depth(), v.top().map(|f| f.frame_id)),
             None => (0, None),
         };
         if depth != model.len() || top != model.last().map(|f| f.info.frame_id) {

@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::agents::frame::{BatchItem, Phase, StackFrame};
 use crate::agents::tools::{
     builtin, complete_result, SpawnRequest, Tool, ToolContext, ToolOutcome,
 };
 use crate::agents::tools::{UseAgent, UseSkill};
 use crate::model::ids::{CallId, IdSource};
-use crate::model::llm::Usage;
 use crate::model::messages;
 use crate::model::transcript::{BlockAt, Session};
 use crate::persist::ContextEntry;
@@ -66,22 +67,15 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
     let frame_id = ids.next_uuid();
     let mut session = Session::with_id(agent_session_id);
     session.add_user_message(req.message);
-    StackFrame {
+    let mut frame = StackFrame::new(
         frame_id,
-        system_prompt: req.agent.system_prompt.clone(),
-        max_iterations: req.agent.max_iterations,
-        agent: req.agent,
+        req.agent,
         session,
-        iteration: 0,
-        parent_tool_use_id: Some(parent_tool_use_id),
         agent_session_id,
-        usage: Usage::default(),
-        phase: Phase::Loop,
-        turn_start: 0,
-        resumed_from_child: false,
-        batch_sends: u32::from(req_batch),
-        watch: Default::default(),
-    }
+        Some(parent_tool_use_id),
+    );
+    frame.batch_sends = u32::from(req_batch);
+    frame
 }
 
 /// Handles one unresolved tool use. `Some(r)` leaves the loop with `r`; `None` continues it.
@@ -180,7 +174,10 @@ pub(super) fn run_next_tool(
                             .expect("a child has a parent"),
                         message: child.session.messages[0].text().into(),
                     });
-                    frame.phase = Phase::AwaitChild;
+                    // The orchestration loop names the child once it is pushed.
+                    frame.phase = Phase::AwaitChildren {
+                        children: SmallVec::new(),
+                    };
                     Some(Some(TurnResult {
                         action: TurnAction::ChildActivated,
                         text: "".into(),

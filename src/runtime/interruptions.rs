@@ -1,20 +1,23 @@
 //! The runtime's side of seed 004's activity watchdog and interruption model (only with
-//! [`crate::runtime::RuntimeConfig::interruptions`]): arming and pausing each frame's watchdog,
-//! checks that come due, interrupting, and the continue-or-end decision.
+//! [`crate::runtime::RuntimeConfig::interruptions`]): it keeps each frame's [`Watch`] in step with
+//! what the frame does, owns the check timers, and carries out what a watch decides (interrupt an
+//! in-flight call, continue with a prompt, end the send). The decisions themselves are the
+//! watch's, in [`crate::agents::watchdog`].
+//!
+//! [`Watch`]: crate::agents::watchdog::Watch
 
 use std::sync::Arc;
 
 use crate::agents::frame::Phase;
 use crate::agents::watchdog::{
-    Cause, ContinueFlag, InterruptedReturn, InterruptionConfig, ParentResume, PauseTarget,
-    Recognition,
+    Cause, Check, Decision, InterruptedReturn, InterruptionConfig, PauseTarget, Recognition, Sync,
 };
 use crate::model::agent::EmptyAnswer;
-use crate::model::ids::CallId;
+use crate::model::ids::{call_id, CallId, FrameId};
 use crate::model::messages;
 use crate::protocol::{Effect, Event, PopReason};
 
-use super::turn::{TurnAction, TurnInput, TurnResult, CALL_SEQ_BITS};
+use super::turn::{TurnAction, TurnInput, TurnResult};
 use super::{frame_timers, Runtime};
 
 impl Runtime {
@@ -24,25 +27,32 @@ impl Runtime {
             .expect("the watchdog runs only with interruptions modelled")
     }
 
-    pub(super) fn watch_event(&mut self, slot: usize, frame: Arc<str>, what: String) {
-        if self.config.record_events {
-            let key = self.stacks.entry(slot).key.clone();
-            self.events.push(Event::Watchdog { key, frame, what });
+    fn watch_event(&mut self, id: FrameId, what: impl FnOnce() -> String) {
+        if !self.config.record_events {
+            return;
         }
+        let Some(frame) = self.stacks.frame(id) else {
+            return;
+        };
+        let name = frame.agent.frame_name.clone();
+        let key = self.stacks.entry(frame.conversation as usize).key.clone();
+        self.events.push(Event::Watchdog {
+            key,
+            frame: name,
+            what: what(),
+        });
     }
 
-    pub(super) fn next_timer(&mut self, slot: usize) -> CallId {
-        self.seq += 1;
-        ((slot as u64) << CALL_SEQ_BITS) | (self.seq & ((1 << CALL_SEQ_BITS) - 1))
-    }
-
-    /// Schedules the next check of frame `idx`.
-    pub(super) fn arm_check(&mut self, slot: usize, idx: usize) {
+    /// Schedules the next check of frame `id`.
+    fn arm_check(&mut self, id: FrameId) {
         let ic = self.interruption_config();
-        let timer = self.next_timer(slot);
-        let frame = &mut self.stacks.entry_mut(slot).stack.frames_mut()[idx];
-        frame.watch.timer = Some(timer);
-        self.watch_timers.insert(timer, (slot, frame.frame_id));
+        self.seq += 1;
+        let timer = call_id(id.index(), self.seq);
+        let Some(frame) = self.stacks.frame_mut(id) else {
+            return;
+        };
+        frame.watch.scheduled(timer);
+        self.watch_timers.insert(timer, id);
         self.effects.push_back(Effect::SetTimer {
             timer,
             after_ms: ic.check_every_ms,
@@ -55,18 +65,12 @@ impl Runtime {
         let ic = self.interruption_config();
         let now = self.now;
         for slot in 0..self.stacks.entries().len() {
-            let depth = self.stacks.entry(slot).stack.depth();
-            let mut paused_by_child = vec![false; depth];
-            for (j, f) in self
-                .stacks
-                .entry(slot)
-                .stack
-                .frames()
-                .iter()
-                .enumerate()
-                .skip(1)
-            {
-                if ic.pause_for_child && !f.watch.pause_released {
+            let ids = self.stacks.entry(slot).stack.ids().to_vec();
+            // Which frames a running child pauses: its parent's, or the main frame's.
+            let mut paused_by_child = vec![false; ids.len()];
+            for (j, &id) in ids.iter().enumerate().skip(1) {
+                let child = self.stacks.frame(id).expect("a stack lists live frames");
+                if ic.pause_for_child && child.watch.pauses_parent() {
                     let target = match ic.child_pauses {
                         PauseTarget::Parent => j - 1,
                         PauseTarget::Main => 0,
@@ -74,35 +78,24 @@ impl Runtime {
                     paused_by_child[target] = true;
                 }
             }
-            for (idx, by_child) in paused_by_child.iter().copied().enumerate() {
-                let frame = &mut self.stacks.entry_mut(slot).stack.frames_mut()[idx];
+            for (&id, by_child) in ids.iter().zip(paused_by_child) {
+                let frame = self
+                    .stacks
+                    .frame_mut(id)
+                    .expect("a stack lists live frames");
                 let running = !frame.awaits_user();
-                let own = ic.pause_for_own_tools
-                    && matches!(
-                        frame.phase,
-                        Phase::AwaitTool { .. } | Phase::AwaitTools { .. }
-                    );
-                if own != frame.watch.own_tool_pause {
-                    frame.watch.own_tool_pause = own;
-                    if !own {
-                        frame.watch.last_activity = now;
-                    }
-                }
-                if by_child != frame.watch.child_pause {
-                    frame.watch.child_pause = by_child;
-                    if !by_child && ic.parent_resume == ParentResume::Delegation {
-                        frame.watch.last_activity = now;
-                    }
-                }
-                if running && !frame.watch.armed {
-                    frame.watch.armed = true;
-                    frame.watch.last_activity = now;
-                    self.arm_check(slot, idx);
-                } else if !running && frame.watch.armed {
-                    frame.watch.armed = false;
-                    if let Some(timer) = frame.watch.timer.take() {
-                        self.watch_timers.remove(&timer);
-                        self.effects.push_back(Effect::CancelTimer { timer });
+                let own_tools = matches!(
+                    frame.phase,
+                    Phase::AwaitTool { .. } | Phase::AwaitTools { .. }
+                );
+                match frame.watch.sync(&ic, now, running, own_tools, by_child) {
+                    Sync::Keep => {}
+                    Sync::Arm => self.arm_check(id),
+                    Sync::Disarm(timer) => {
+                        if let Some(timer) = timer {
+                            self.watch_timers.remove(&timer);
+                            self.effects.push_back(Effect::CancelTimer { timer });
+                        }
                     }
                 }
             }
@@ -111,83 +104,70 @@ impl Runtime {
 
     /// A watchdog check came due.
     pub(super) fn on_watch_timer(&mut self, timer: CallId) {
-        let Some((slot, frame_id)) = self.watch_timers.remove(&timer) else {
+        let Some(id) = self.watch_timers.remove(&timer) else {
             return;
         };
         let ic = self.interruption_config();
         let now = self.now;
-        let stack = &mut self.stacks.entry_mut(slot).stack;
-        let Some(idx) = stack.frames().iter().position(|f| f.frame_id == frame_id) else {
+        let Some(frame) = self.stacks.frame_mut(id) else {
             return;
         };
-        let frame = &mut stack.frames_mut()[idx];
-        frame.watch.timer = None;
-        if !frame.watch.armed {
-            return;
-        }
-        let idle = now.saturating_sub(frame.watch.last_activity);
-        if frame.watch.paused() || idle < ic.timeout_ms {
-            self.arm_check(slot, idx);
-            return;
-        }
-        // The seed's handleActivityTimeout: set the context with the continue flag, interrupt.
-        frame.watch.flag = true;
-        frame.watch.interrupted = Some(Cause::ActivityTimeout);
-        frame.watch.last_activity = now;
-        let name = frame.agent.frame_name.clone();
-        self.watch_event(
-            slot,
-            name,
-            format!("activity timeout: no activity for {}s", idle / 1000),
-        );
-        self.arm_check(slot, idx);
-        let top = self.stacks.entry(slot).stack.depth() - 1;
-        if idx != top && ic.shared_client {
-            let frame = &mut self.stacks.entry_mut(slot).stack.frames_mut()[top];
-            if matches!(frame.phase, Phase::AwaitLlm { .. }) && frame.watch.interrupted.is_none() {
-                frame.watch.interrupted = Some(Cause::OtherAgentAbort);
-                let name = frame.agent.frame_name.clone();
-                self.watch_event(
-                    slot,
-                    name,
-                    "model call aborted through the shared client".into(),
-                );
+        let slot = frame.conversation as usize;
+        let idle_ms = match frame.watch.check(&ic, now) {
+            Check::Idle => return,
+            Check::Again => return self.arm_check(id),
+            Check::TimedOut { idle_ms } => idle_ms,
+        };
+        self.watch_event(id, || {
+            format!("activity timeout: no activity for {}s", idle_ms / 1000)
+        });
+        self.arm_check(id);
+        let top = self
+            .stacks
+            .top_id(slot)
+            .expect("a timed-out frame is on its stack");
+        if id != top && ic.shared_client {
+            // The abort goes through the model client every agent shares: it hits the model
+            // call in flight above the frame that timed out.
+            let frame = self.stacks.frame_mut(top).expect("the top lives");
+            if matches!(frame.phase, Phase::AwaitLlm { .. })
+                && frame.watch.interrupt(Cause::OtherAgentAbort)
+            {
+                self.watch_event(top, || {
+                    "model call aborted through the shared client".into()
+                });
             }
         }
-        let top_frame = &self.stacks.entry(slot).stack.frames()[top];
+        let top_frame = self.stacks.frame(top).expect("the top lives");
         let in_flight = matches!(
             top_frame.phase,
             Phase::AwaitLlm { .. } | Phase::AwaitTool { .. } | Phase::AwaitTools { .. }
         );
-        if top_frame.watch.interrupted.is_some() && in_flight {
-            self.abort_and_resolve(slot);
+        if top_frame.watch.interrupted().is_some() && in_flight {
+            self.abort_and_resolve(top);
         }
         self.pump(slot);
     }
 
-    /// Interrupts the frame on top with `cause` (a cancel that stops only the top frame).
+    /// Interrupts the frame on top of `slot` with `cause` (a cancel that stops only the top
+    /// frame).
     pub(super) fn interrupt_top(&mut self, slot: usize, cause: Cause) {
-        let frame = self
-            .stacks
-            .entry_mut(slot)
-            .stack
-            .top_mut()
-            .expect("a busy top");
-        frame.watch.interrupted = Some(cause);
-        let name = frame.agent.frame_name.clone();
-        self.watch_event(slot, name, format!("interrupted: {}", cause.describe()));
+        let id = self.stacks.top_id(slot).expect("a busy top");
+        let frame = self.stacks.frame_mut(id).expect("the top lives");
+        frame.watch.interrupt(cause);
         let in_flight = matches!(
-            self.stacks.entry(slot).stack.top().map(|f| &f.phase),
-            Some(Phase::AwaitLlm { .. } | Phase::AwaitTool { .. } | Phase::AwaitTools { .. })
+            frame.phase,
+            Phase::AwaitLlm { .. } | Phase::AwaitTool { .. } | Phase::AwaitTools { .. }
         );
+        self.watch_event(id, || format!("interrupted: {}", cause.describe()));
         if in_flight {
-            self.abort_and_resolve(slot);
+            self.abort_and_resolve(id);
         }
     }
 
-    /// Aborts the top frame's in-flight model call or tools, then lets it decide.
-    pub(super) fn abort_and_resolve(&mut self, slot: usize) {
-        self.with_top(slot, |frame, cx| {
+    /// Aborts frame `id`'s in-flight model call or tools, then lets it decide.
+    fn abort_and_resolve(&mut self, id: FrameId) {
+        self.with_frame(id, |frame, cx| {
             for timer in frame_timers(&frame.phase) {
                 cx.effects.push_back(Effect::CancelTimer { timer });
             }
@@ -195,82 +175,62 @@ impl Runtime {
             cx.resolve_all(frame, messages::TOOL_INTERRUPTED);
             frame.phase = Phase::Loop;
         });
-        match self.decide(slot) {
-            Ok(prompt) => self.drive(slot, prompt),
+        match self.decide(id) {
+            Ok(prompt) => self.drive(id, prompt),
             Err(result) => {
-                if let Some(next) = self.act(slot, result) {
-                    self.drive(slot, next);
+                if let Some((next, input)) = self.act(id, result) {
+                    self.drive(next, input);
                 }
             }
         }
     }
 
-    /// The interrupted top frame's decision: `Ok(continuation prompt)` to continue, or
+    /// The interrupted frame's decision: `Ok(continuation prompt)` to continue, or
     /// `Err(result)` ending its send interrupted.
-    pub(super) fn decide(&mut self, slot: usize) -> Result<TurnInput, TurnResult> {
+    pub(super) fn decide(&mut self, id: FrameId) -> Result<TurnInput, TurnResult> {
         let ic = self.interruption_config();
         let now = self.now;
         let frame = self
             .stacks
-            .entry_mut(slot)
-            .stack
-            .top_mut()
-            .expect("a top frame");
-        let cause = frame
-            .watch
-            .interrupted
-            .take()
-            .expect("an interrupted frame");
-        let can_continue = match ic.continue_flag {
-            ContinueFlag::ClearedPerSend => frame.watch.flag,
-            ContinueFlag::TypedCause => cause == Cause::ActivityTimeout,
-        };
-        let name = frame.agent.frame_name.clone();
-        if can_continue && frame.watch.recoveries < ic.recovery_limit {
-            frame.watch.recoveries += 1;
-            frame.watch.last_activity = now;
-            let n = frame.watch.recoveries;
-            self.watch_event(
-                slot,
-                name,
-                format!(
-                    "continues after {} (recovery {n} of {})",
-                    cause.describe(),
-                    ic.recovery_limit
-                ),
-            );
-            return Ok(TurnInput::User(messages::CONTINUATION_PROMPT.into()));
+            .frame_mut(id)
+            .expect("an interrupted frame lives");
+        match frame.watch.decide(&ic, now) {
+            Decision::Continue { cause, recovery } => {
+                self.watch_event(id, || {
+                    format!(
+                        "continues after {} (recovery {recovery} of {})",
+                        cause.describe(),
+                        ic.recovery_limit
+                    )
+                });
+                Ok(TurnInput::User(messages::CONTINUATION_PROMPT.into()))
+            }
+            Decision::End { cause } => {
+                let text: Arc<str> = match ic.interrupted_returns {
+                    InterruptedReturn::Sentinel => messages::INTERRUPTED_SENTINEL.into(),
+                    InterruptedReturn::TypedError => {
+                        messages::agent_interrupted(cause.describe()).into()
+                    }
+                };
+                self.watch_event(id, || {
+                    format!(
+                        "send ends interrupted ({}), returning {text:?}",
+                        cause.describe()
+                    )
+                });
+                Err(TurnResult::new(TurnAction::Interrupted, text))
+            }
         }
-        let text: Arc<str> = match ic.interrupted_returns {
-            InterruptedReturn::Sentinel => messages::INTERRUPTED_SENTINEL.into(),
-            InterruptedReturn::TypedError => messages::agent_interrupted(cause.describe()).into(),
-        };
-        self.watch_event(
-            slot,
-            name,
-            format!(
-                "send ends interrupted ({}), returning {text:?}",
-                cause.describe()
-            ),
-        );
-        Err(TurnResult::new(TurnAction::Interrupted, text))
     }
 
-    /// The cleanup at the end of a send (the seed's `cleanupRequestState`).
-    pub(super) fn end_send(&mut self, slot: usize) {
+    /// The cleanup at the end of frame `id`'s send (the seed's `cleanupRequestState`).
+    pub(super) fn end_send(&mut self, id: FrameId) {
         let Some(ic) = self.config.interruptions else {
             return;
         };
-        let Some(frame) = self.stacks.entry_mut(slot).stack.top_mut() else {
-            return;
-        };
-        if ic.continue_flag == ContinueFlag::ClearedPerSend {
-            frame.watch.flag = false;
-        }
-        frame.watch.interrupted = None;
-        frame.watch.recoveries = 0;
-        if ic.parent_resume == ParentResume::EachSend && frame.parent_tool_use_id.is_some() {
-            frame.watch.pause_released = true;
+        if let Some(frame) = self.stacks.frame_mut(id) {
+            let is_child = frame.parent_tool_use_id.is_some();
+            frame.watch.end_send(&ic, is_child);
         }
     }
 
@@ -281,7 +241,7 @@ impl Runtime {
         slot: usize,
         text: Arc<str>,
         policy: EmptyAnswer,
-    ) -> Option<TurnInput> {
+    ) -> Option<(FrameId, TurnInput)> {
         let ic = self.interruption_config();
         let recognised = ic.tool_recognises == Recognition::Typed
             || ic.interrupted_returns == InterruptedReturn::TypedError

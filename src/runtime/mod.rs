@@ -24,21 +24,19 @@ mod turn;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use uuid::Uuid;
-
 use crate::agents::frame::{Phase, StackFrame};
-use crate::agents::stack::AgentStackManager;
+use crate::agents::stack::{AgentStackManager, StackView};
 use crate::agents::tools::ToolOutput;
 use crate::model::agent::Catalog;
-use crate::model::ids::{CallId, IdSource};
+use crate::model::ids::{call_frame, CallId, FrameId, IdSource};
 use crate::model::llm::{Chunk, LlmReply, LlmRequest};
 use crate::model::messages;
 use crate::model::transcript::Block;
 use crate::protocol::{Effect, Event, Input, StreamEvent, ToolRun};
 
 pub use config::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
+use turn::TurnInput;
 pub use turn::{TurnAction, TurnResult};
-use turn::{TurnInput, CALL_SEQ_BITS};
 
 /// The reference runtime.
 #[derive(Clone, Debug)]
@@ -53,7 +51,7 @@ pub struct Runtime {
     /// Virtual time as the driver last set it (only the watchdog reads it).
     now: u64,
     /// Watchdog check timers: which frame each one belongs to.
-    watch_timers: BTreeMap<CallId, (usize, Uuid)>,
+    watch_timers: BTreeMap<CallId, FrameId>,
 }
 
 impl Runtime {
@@ -93,12 +91,23 @@ impl Runtime {
         self.catalog.clone()
     }
 
-    /// The stacks, by session key.
+    /// The stacks, by session key, and their frames.
     pub fn stacks(&self) -> &AgentStackManager {
         &self.stacks
     }
 
+    /// The stack of conversation `key` with its frames (`None` for a key never seen).
+    pub fn stack(&self, key: &str) -> Option<StackView<'_>> {
+        self.stacks.view(key)
+    }
+
+    /// A live frame.
+    pub fn frame(&self, id: FrameId) -> Option<&StackFrame> {
+        self.stacks.frame(id)
+    }
+
     /// The next effect for the driver.
+    #[inline]
     pub fn poll_effect(&mut self) -> Option<Effect> {
         self.effects.pop_front()
     }
@@ -120,14 +129,13 @@ impl Runtime {
 
     /// Whether no conversation has a turn in progress or a queued message: every stack is empty or
     /// its top frame waits for the user.
+    #[inline]
     pub fn is_idle(&self) -> bool {
-        self.stacks
-            .entries()
-            .iter()
-            .all(|e| e.inbox.is_empty() && e.stack.top().is_none_or(|f| f.awaits_user()))
+        self.stacks.is_idle()
     }
 
     /// The request behind a pending [`Effect::CallLlm`], borrowed from the frame's session.
+    #[inline]
     pub fn request(&self, call: CallId) -> Option<LlmRequest<'_>> {
         let (key, frame) = self.waiting_frame(call)?;
         match &frame.phase {
@@ -144,6 +152,7 @@ impl Runtime {
 
     /// The tool run behind a pending [`Effect::RunTool`], borrowed from the frame (`None` once
     /// the run was answered, timed out or cancelled).
+    #[inline]
     pub fn tool_run(&self, call: CallId) -> Option<ToolRun<'_>> {
         let (key, frame) = self.waiting_frame(call)?;
         let (at, name) = match &frame.phase {
@@ -166,10 +175,13 @@ impl Runtime {
         })
     }
 
+    /// The frame that issued `call` (if it still lives) and its conversation's key. Whether it
+    /// still waits for the call is for the caller to check.
+    #[inline]
     fn waiting_frame(&self, call: CallId) -> Option<(&Arc<str>, &StackFrame)> {
-        let slot = (call >> CALL_SEQ_BITS) as usize;
-        let entry = self.stacks.entries().get(slot)?;
-        Some((&entry.key, entry.stack.top()?))
+        let frame = self.stacks.frame_at(call_frame(call))?;
+        let key = &self.stacks.entry(frame.conversation as usize).key;
+        Some((key, frame))
     }
 
     /// Feeds one input and runs until every frame it woke waits again.
@@ -208,18 +220,19 @@ impl Runtime {
             }
             Input::LlmChunk { call, chunk } => self.on_chunk(call, chunk),
             Input::LlmEnd { call, usage } => {
-                let slot = (call >> CALL_SEQ_BITS) as usize;
-                let partial = match self.top_phase_mut(slot) {
-                    Some(Phase::AwaitLlm { call: c, partial }) if *c == call => {
-                        std::mem::take(partial)
-                    }
+                let Some(frame) = self.stacks.frame_at_mut(call_frame(call)) else {
+                    return self.stale(call, "llm end");
+                };
+                let partial = match &mut frame.phase {
+                    Phase::AwaitLlm { call: c, partial } if *c == call => std::mem::take(partial),
                     _ => return self.stale(call, "llm end"),
                 };
+                let (id, slot) = (frame.id, frame.conversation as usize);
                 let reply = LlmReply {
                     content: partial,
                     usage,
                 };
-                self.drive(slot, TurnInput::LlmStreamEnd(reply));
+                self.drive(id, TurnInput::LlmStreamEnd(reply));
                 self.pump(slot);
             }
             Input::ToolDone { call, result } => {
@@ -267,24 +280,13 @@ impl Runtime {
         self.stacks.get_or_create(key, || ids.next_uuid())
     }
 
-    fn top_phase_mut(&mut self, slot: usize) -> Option<&mut Phase> {
-        if slot >= self.stacks.entries().len() {
-            return None;
-        }
-        self.stacks
-            .entry_mut(slot)
-            .stack
-            .top_mut()
-            .map(|f| &mut f.phase)
-    }
-
     fn stale(&mut self, call: CallId, what: &'static str) {
         if self.config.record_events {
             self.events.push(Event::Stale { call, what });
         }
     }
 
-    /// Feeds `input` to the top frame of the call's slot if that frame waits for it.
+    /// Feeds `input` to the frame that issued `call` if that frame still waits for it.
     fn resume(
         &mut self,
         call: CallId,
@@ -292,10 +294,10 @@ impl Runtime {
         waits: impl Fn(&Phase) -> bool,
         input: TurnInput,
     ) {
-        let slot = (call >> CALL_SEQ_BITS) as usize;
-        match self.top_phase_mut(slot) {
-            Some(phase) if waits(phase) => {
-                self.drive(slot, input);
+        match self.stacks.frame_at(call_frame(call)) {
+            Some(frame) if waits(&frame.phase) => {
+                let (id, slot) = (frame.id, frame.conversation as usize);
+                self.drive(id, input);
                 self.pump(slot);
             }
             _ => self.stale(call, what),
@@ -303,14 +305,8 @@ impl Runtime {
     }
 
     fn on_chunk(&mut self, call: CallId, chunk: Chunk) {
-        let slot = (call >> CALL_SEQ_BITS) as usize;
         let record = self.config.record_events;
-        if slot >= self.stacks.entries().len() {
-            return self.stale(call, "llm chunk");
-        }
-        let entry = self.stacks.entry_mut(slot);
-        let key = entry.key.clone();
-        let Some(frame) = entry.stack.top_mut() else {
+        let Some(frame) = self.stacks.frame_at_mut(call_frame(call)) else {
             return self.stale(call, "llm chunk");
         };
         let Phase::AwaitLlm { call: c, partial } = &mut frame.phase else {
@@ -340,6 +336,8 @@ impl Runtime {
         let delta = delta.filter(|t| !t.is_empty());
         if let (Some(text), true) = (delta, frame.agent.stream) {
             let frame_name = frame.agent.frame_name.clone();
+            let slot = frame.conversation as usize;
+            let key = self.stacks.entry(slot).key.clone();
             let event = StreamEvent::TextDelta { text };
             if record && self.config.detailed_events {
                 self.events.push(Event::Stream {

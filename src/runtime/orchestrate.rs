@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::agents::frame::StackFrame;
+use crate::agents::frame::{Phase, StackFrame};
 use crate::model::agent::{AgentResponse, EmptyAnswer, ToolCallRecord};
+use crate::model::ids::FrameId;
 use crate::model::messages;
 use crate::model::transcript::{Block, Session};
 use crate::protocol::{Effect, Event, PopReason};
@@ -15,11 +16,11 @@ use super::turn::{execute_turn, TurnAction, TurnCx, TurnInput, TurnResult};
 use super::Runtime;
 
 impl Runtime {
-    /// Runs `f` on the top frame of `slot` with a turn context made of the runtime's other parts;
-    /// `None` if the stack is empty.
-    pub(super) fn with_top<R>(
+    /// Runs `f` on frame `id` with a turn context made of the runtime's other parts; `None` if
+    /// the frame no longer lives.
+    pub(super) fn with_frame<R>(
         &mut self,
-        slot: usize,
+        id: FrameId,
         f: impl FnOnce(&mut StackFrame, &mut TurnCx<'_>) -> R,
     ) -> Option<R> {
         let Runtime {
@@ -33,36 +34,44 @@ impl Runtime {
             now,
             ..
         } = self;
-        let crate::agents::stack::StackEntry {
-            key, stack, usage, ..
-        } = stacks.entry_mut(slot);
-        let frame = stack.top_mut()?;
+        let (frame, entry) = stacks.frame_and_entry_mut(id)?;
         let mut cx = TurnCx {
-            key,
-            slot,
+            key: &entry.key,
+            frame: id.index(),
             catalog,
             config,
             effects,
             events,
             ids,
             seq,
-            usage,
+            usage: &mut entry.usage,
             now: *now,
         };
         Some(f(frame, &mut cx))
     }
 
-    /// The orchestration loop (seed 000's provider loop) for one conversation.
-    pub(super) fn drive(&mut self, slot: usize, mut input: TurnInput) {
+    /// Runs `f` on the frame on top of `slot`'s stack (see [`Runtime::with_frame`]).
+    pub(super) fn with_top<R>(
+        &mut self,
+        slot: usize,
+        f: impl FnOnce(&mut StackFrame, &mut TurnCx<'_>) -> R,
+    ) -> Option<R> {
+        let id = self.stacks.top_id(slot)?;
+        self.with_frame(id, f)
+    }
+
+    /// The orchestration loop (seed 000's provider loop), starting with frame `id` and following
+    /// the cascade from frame to frame: a pushed child runs next, a popped child's parent resumes
+    /// with its result.
+    pub(super) fn drive(&mut self, mut id: FrameId, mut input: TurnInput) {
         loop {
             // An interrupted frame that waited for its child decides once the child's result is
             // in: continue, or end its send interrupted.
-            let interrupted = self
-                .stacks
-                .entry(slot)
-                .stack
-                .top()
-                .is_some_and(|f| f.watch.interrupted.is_some());
+            let interrupted = self.config.interruptions.is_some()
+                && self
+                    .stacks
+                    .frame(id)
+                    .is_some_and(|f| f.watch.interrupted().is_some());
             if interrupted {
                 if let TurnInput::ChildResult {
                     tool_use_id,
@@ -70,50 +79,50 @@ impl Runtime {
                     is_error,
                 } = input
                 {
-                    self.add_result_to_top(slot, tool_use_id, content, is_error);
-                    match self.decide(slot) {
+                    self.with_frame(id, |frame, cx| {
+                        cx.add_result(frame, tool_use_id, content, is_error)
+                    });
+                    match self.decide(id) {
                         Ok(prompt) => input = prompt,
-                        Err(result) => match self.act(slot, result) {
-                            Some(next) => input = next,
+                        Err(result) => match self.act(id, result) {
+                            Some((next, next_input)) => (id, input) = (next, next_input),
                             None => return,
                         },
                     }
                     continue;
                 }
             }
-            let result = match self.with_top(slot, |frame, cx| execute_turn(frame, input, cx)) {
+            let result = match self.with_frame(id, |frame, cx| execute_turn(frame, input, cx)) {
                 None => {
-                    tracing::warn!(slot, "stack empty unexpectedly");
+                    tracing::warn!(?id, "the frame to run is gone");
                     return;
                 }
                 Some(None) => return,
                 Some(Some(result)) => result,
             };
-            match self.act(slot, result) {
-                Some(next) => input = next,
+            match self.act(id, result) {
+                Some((next, next_input)) => (id, input) = (next, next_input),
                 None => return,
             }
         }
     }
 
-    /// Acts on how a turn of the top frame ended (seed 000's orchestration `match`): `Some(input)`
-    /// cascades to the next frame, `None` means the conversation now waits.
-    pub(super) fn act(&mut self, slot: usize, result: TurnResult) -> Option<TurnInput> {
+    /// Acts on how a turn of frame `id` ended (seed 000's orchestration `match`): `Some((frame,
+    /// input))` cascades to that frame, `None` means the conversation now waits.
+    pub(super) fn act(&mut self, id: FrameId, result: TurnResult) -> Option<(FrameId, TurnInput)> {
         if result.action != TurnAction::ChildActivated {
-            self.end_send(slot);
+            self.end_send(id);
         }
-        let top = self
-            .stacks
-            .entry(slot)
-            .stack
-            .top()
-            .expect("the turn ran on it");
+        let top = self.stacks.frame(id).expect("the turn ran on it");
+        let slot = top.conversation as usize;
+        // An interactive conversation runs only the frame on top of its stack.
+        debug_assert_eq!(self.stacks.top_id(slot), Some(id));
         let name = top.agent.frame_name.clone();
         let is_main = top.is_main();
         let top_batch = top.agent.batch;
         let next = match result.action {
             TurnAction::Interrupted => match top_batch {
-                Some(policy) => self.batch_interrupted(slot, result.text, policy)?,
+                Some(policy) => return self.batch_interrupted(slot, result.text, policy),
                 None => {
                     // An interactive frame: the user sees the display text; the frame waits.
                     self.send(slot, name, messages::INTERRUPTED_SENTINEL.into());
@@ -129,8 +138,8 @@ impl Runtime {
             },
             TurnAction::SendText if top_batch.is_some() => {
                 match self.batch_answer(slot, result.text, top_batch.expect("guarded")) {
-                    Some(input) => input,
-                    None => TurnInput::User(messages::SUMMARY_PROMPT.into()),
+                    Some(next) => return Some(next),
+                    None => (id, TurnInput::User(messages::SUMMARY_PROMPT.into())),
                 }
             }
             TurnAction::SendText => {
@@ -148,8 +157,13 @@ impl Runtime {
                 let child = result
                     .child_frame
                     .expect("ChildActivated carries the child");
-                self.push(slot, *child);
-                TurnInput::Start
+                let child = self.push(slot, *child);
+                let frame = self.stacks.frame_mut(id).expect("the parent lives");
+                match &mut frame.phase {
+                    Phase::AwaitChildren { children } => children.push(child),
+                    other => debug_assert!(false, "a spawning frame waits for children: {other:?}"),
+                }
+                (child, TurnInput::Start)
             }
             TurnAction::Complete => {
                 // `complete` is never dispatched for the main frame, so there is a parent
@@ -160,21 +174,23 @@ impl Runtime {
                     result: result.text.clone(),
                     is_error: false,
                 });
-                let Some(tool_use_id) = child.parent_tool_use_id else {
-                    self.stacks.entry_mut(slot).stack.clear();
+                let (Some(tool_use_id), Some(parent)) = (child.parent_tool_use_id, child.parent)
+                else {
+                    self.stacks.clear(slot);
                     return None;
                 };
                 if self.config.has_bug(PlantedBug::DropCascadeResult) {
-                    TurnInput::Start
+                    (parent, TurnInput::Start)
                 } else {
                     if self.config.has_bug(PlantedBug::DoubleDelivery) {
-                        self.deliver_extra(slot, &tool_use_id, &result.text);
+                        self.deliver_extra(parent, &tool_use_id, &result.text);
                     }
-                    TurnInput::ChildResult {
+                    let input = TurnInput::ChildResult {
                         tool_use_id,
                         content: result.text,
                         is_error: false,
-                    }
+                    };
+                    (parent, input)
                 }
             }
             TurnAction::MaxIterations if is_main => {
@@ -216,20 +232,22 @@ impl Runtime {
         reason: PopReason,
         content: Arc<str>,
         is_error: bool,
-    ) -> TurnInput {
+    ) -> (FrameId, TurnInput) {
         let child = self.pop(slot, reason);
         self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
             agent_session_id: child.agent_session_id,
             result: content.clone(),
             is_error,
         });
-        TurnInput::ChildResult {
+        let parent = child.parent.expect("a child frame names its parent");
+        let input = TurnInput::ChildResult {
             tool_use_id: child
                 .parent_tool_use_id
                 .expect("a child frame names its parent's tool_use"),
             content,
             is_error,
-        }
+        };
+        (parent, input)
     }
 
     /// A batch child's send ended with `text`. Applies the empty-answer policy: either the child
@@ -240,11 +258,10 @@ impl Runtime {
         slot: usize,
         text: Arc<str>,
         policy: EmptyAnswer,
-    ) -> Option<TurnInput> {
+    ) -> Option<(FrameId, TurnInput)> {
         let record = self.config.record_events;
-        let entry = self.stacks.entry_mut(slot);
-        let key = entry.key.clone();
-        let frame = entry.stack.top_mut().expect("the batch child ran");
+        let key = self.stacks.entry(slot).key.clone();
+        let frame = self.stacks.top_mut(slot).expect("the batch child ran");
         let frame_name = frame.agent.frame_name.clone();
         let mut answer = text;
         if answer.trim().is_empty() && policy != EmptyAnswer::AcceptEmpty {
@@ -284,29 +301,15 @@ impl Runtime {
         Some(self.pop_child(slot, PopReason::Completed, answer, false))
     }
 
-    /// Appends a result to the top frame's session (outside a turn).
-    pub(super) fn add_result_to_top(
-        &mut self,
-        slot: usize,
-        tool_use_id: Arc<str>,
-        content: Arc<str>,
-        is_error: bool,
-    ) {
-        self.with_top(slot, |frame, cx| {
-            cx.add_result(frame, tool_use_id, content, is_error)
-        });
-    }
-
     /// The double-delivery bug: a second copy of a child's result in the parent's session.
     pub(super) fn deliver_extra(
         &mut self,
-        slot: usize,
+        parent: FrameId,
         tool_use_id: &Arc<str>,
         content: &Arc<str>,
     ) {
         let record = self.config.record_events;
-        let entry = self.stacks.entry_mut(slot);
-        let Some(parent) = entry.stack.top_mut() else {
+        let Some((parent, entry)) = self.stacks.frame_and_entry_mut(parent) else {
             return;
         };
         if record {
@@ -353,9 +356,8 @@ impl Runtime {
             let key = self.stacks.entry(slot).key.clone();
             self.events.push(Event::Response { key, response });
         }
-        let entry = self.stacks.entry_mut(slot);
-        entry.main_session = main.session;
-        entry.stack.clear();
+        self.stacks.clear(slot);
+        self.stacks.entry_mut(slot).main_session = main.session;
     }
 }
 

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::agents::frame::{Phase, StackFrame};
 use crate::model::agent::{AgentKind, Catalog};
 use crate::model::ids::IdSource;
@@ -18,17 +20,15 @@ impl Runtime {
         use crate::persist::{ConversationState, FrameMeta, State, Waiting, STATE_VERSION};
         let conversations = self
             .stacks
-            .entries()
-            .iter()
-            .map(|e| ConversationState {
+            .views()
+            .map(|v| (v.entry(), v))
+            .map(|(e, v)| ConversationState {
                 key: e.key.to_string(),
                 main_session_id: e.main_session_id,
                 usage: e.usage,
                 inbox: e.inbox.iter().map(|t| t.to_string()).collect(),
-                active_stack: e
-                    .stack
+                active_stack: v
                     .frames()
-                    .iter()
                     .map(|f| FrameMeta {
                         frame_id: f.frame_id,
                         agent_session_id: f.agent_session_id,
@@ -45,7 +45,7 @@ impl Runtime {
                             Phase::AwaitAnswer { tool_use_id } => Waiting::Answer {
                                 tool_use_id: tool_use_id.clone(),
                             },
-                            Phase::AwaitChild => Waiting::Child,
+                            Phase::AwaitChildren { .. } => Waiting::Child,
                             _ => Waiting::User,
                         },
                         turn_start: f.turn_start,
@@ -97,24 +97,25 @@ impl Runtime {
                 let phase = match meta.waiting {
                     Waiting::User => Phase::AwaitUser,
                     Waiting::Answer { tool_use_id } => Phase::AwaitAnswer { tool_use_id },
-                    Waiting::Child => Phase::AwaitChild,
+                    // Its child is the next frame; it is named once pushed.
+                    Waiting::Child => Phase::AwaitChildren {
+                        children: SmallVec::new(),
+                    },
                 };
-                frames.push(StackFrame {
-                    frame_id: meta.frame_id,
-                    system_prompt: agent.system_prompt.clone(),
+                let mut frame = StackFrame::new(
+                    meta.frame_id,
                     agent,
                     session,
-                    iteration: meta.iteration,
-                    max_iterations: meta.max_iterations,
-                    parent_tool_use_id: meta.parent_tool_use_id,
-                    agent_session_id: meta.agent_session_id,
-                    usage: meta.usage,
-                    phase,
-                    turn_start: meta.turn_start,
-                    resumed_from_child: false,
-                    batch_sends: meta.batch_sends,
-                    watch: Default::default(),
-                });
+                    meta.agent_session_id,
+                    meta.parent_tool_use_id,
+                );
+                frame.iteration = meta.iteration;
+                frame.max_iterations = meta.max_iterations;
+                frame.usage = meta.usage;
+                frame.phase = phase;
+                frame.turn_start = meta.turn_start;
+                frame.batch_sends = meta.batch_sends;
+                frames.push(frame);
             }
             let entry = rt.stacks.entry_mut(slot);
             entry.usage = conv.usage;
@@ -122,8 +123,15 @@ impl Runtime {
             entry.main_session = sessions
                 .remove(&main_id)
                 .unwrap_or_else(|| Session::with_id(main_id));
+            let mut below: Option<crate::model::ids::FrameId> = None;
             for frame in frames {
-                entry.stack.push(frame);
+                let id = rt.stacks.push(slot, frame);
+                if let Some(parent) = below.and_then(|b| rt.stacks.frame_mut(b)) {
+                    if let Phase::AwaitChildren { children } = &mut parent.phase {
+                        children.push(id);
+                    }
+                }
+                below = Some(id);
             }
         }
         Ok(rt)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::agents::frame::{Phase, StackFrame};
 use crate::agents::watchdog::{CancelScope, Cause};
-use crate::model::llm::Usage;
+use crate::model::ids::FrameId;
 use crate::model::messages;
 use crate::protocol::{Effect, Event, FrameInfo, PopReason};
 use crate::runtime::planted::PlantedBug;
@@ -25,8 +25,8 @@ impl Runtime {
 
     pub(super) fn on_user(&mut self, slot: usize, text: Arc<str>) {
         let entry = self.stacks.entry(slot);
+        let top_busy = self.stacks.top(slot).is_some_and(|f| !f.awaits_user());
         if !entry.stack.is_empty() && self.is_cancel(&text) {
-            let top_busy = entry.stack.top().is_some_and(|f| !f.awaits_user());
             let top_only = self
                 .config
                 .interruptions
@@ -39,7 +39,7 @@ impl Runtime {
             }
             return;
         }
-        let busy = !entry.inbox.is_empty() || entry.stack.top().is_some_and(|f| !f.awaits_user());
+        let busy = !entry.inbox.is_empty() || top_busy;
         if busy {
             let entry = self.stacks.entry_mut(slot);
             entry.inbox.push_back(text.clone());
@@ -56,10 +56,10 @@ impl Runtime {
     /// Delivers queued messages while the conversation waits for the user.
     pub(super) fn pump(&mut self, slot: usize) {
         loop {
-            let entry = self.stacks.entry_mut(slot);
-            if entry.stack.top().is_some_and(|f| !f.awaits_user()) {
+            if self.stacks.top(slot).is_some_and(|f| !f.awaits_user()) {
                 return;
             }
+            let entry = self.stacks.entry_mut(slot);
             let Some(text) = entry.inbox.pop_front() else {
                 return;
             };
@@ -78,28 +78,21 @@ impl Runtime {
         if entry.stack.is_empty() {
             let session = std::mem::take(&mut entry.main_session);
             let agent = self.catalog.main.clone();
-            let frame = StackFrame {
-                frame_id: self.ids.next_uuid(),
-                agent_session_id: entry.main_session_id,
-                turn_start: session.messages.len(),
-                session,
-                system_prompt: agent.system_prompt.clone(),
-                iteration: 0,
-                max_iterations: agent.max_iterations,
-                agent,
-                parent_tool_use_id: None,
-                usage: Usage::default(),
-                phase: Phase::AwaitUser,
-                resumed_from_child: false,
-                batch_sends: 0,
-                watch: Default::default(),
-            };
+            let turn_start = session.messages.len();
+            let main_session_id = entry.main_session_id;
+            let mut frame =
+                StackFrame::new(self.ids.next_uuid(), agent, session, main_session_id, None);
+            frame.turn_start = turn_start;
+            frame.phase = Phase::AwaitUser;
             self.push(slot, frame);
         }
-        let entry = self.stacks.entry_mut(slot);
-        if self.config.has_bug(PlantedBug::RouteBelowTop) && entry.stack.depth() >= 2 {
-            let below = entry.stack.depth() - 2;
-            let frame = &mut entry.stack.frames_mut()[below];
+        let depth = self.stacks.entry(slot).stack.depth();
+        if self.config.has_bug(PlantedBug::RouteBelowTop) && depth >= 2 {
+            let below = self.stacks.entry(slot).stack.ids()[depth - 2];
+            let (frame, entry) = self
+                .stacks
+                .frame_and_entry_mut(below)
+                .expect("a stack lists live frames");
             frame.session.add_user_message(text.clone());
             if self.config.persist {
                 let line = crate::persist::ContextEntry::User {
@@ -119,20 +112,22 @@ impl Runtime {
             }
             return;
         }
-        let top = entry.stack.top().expect("a frame was just ensured");
+        let top = self.stacks.top(slot).expect("a frame was just ensured");
+        let id = top.id;
         if record {
             self.events.push(Event::UserMessage {
-                key: entry.key.clone(),
+                key: self.stacks.entry(slot).key.clone(),
                 frame: top.agent.frame_name.clone(),
                 frame_id: top.frame_id,
                 text: text.clone(),
             });
         }
-        self.drive(slot, TurnInput::User(text));
+        self.drive(id, TurnInput::User(text));
     }
 
-    pub(super) fn push(&mut self, slot: usize, frame: StackFrame) {
-        let entry = self.stacks.entry_mut(slot);
+    /// Pushes `frame` on `slot`'s stack and records it.
+    pub(super) fn push(&mut self, slot: usize, frame: StackFrame) -> FrameId {
+        let entry = self.stacks.entry(slot);
         let depth = entry.stack.depth() + 1;
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, "push");
         if self.config.record_events {
@@ -142,15 +137,16 @@ impl Runtime {
                 depth,
             });
         }
-        entry.stack.push(frame);
+        self.stacks.push(slot, frame)
     }
 
+    /// Pops the frame on top of `slot`'s stack and records why.
     pub(super) fn pop(&mut self, slot: usize, reason: PopReason) -> StackFrame {
-        let entry = self.stacks.entry_mut(slot);
-        let frame = entry
-            .stack
-            .pop()
+        let frame = self
+            .stacks
+            .pop(slot)
             .expect("the orchestration loop pops only a frame it ran");
+        let entry = self.stacks.entry(slot);
         let depth = entry.stack.depth();
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");
         if self.config.record_events {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::agents::frame::{Phase, StackFrame};
 use crate::agents::tools::ToolOutput;
 use crate::model::agent::Catalog;
-use crate::model::ids::{CallId, IdSource};
+use crate::model::ids::{call_id, CallId, IdSource};
 use crate::model::llm::{LlmError, LlmReply, Usage};
 use crate::model::messages;
 use crate::model::transcript::{Block, BlockAt, Content};
@@ -65,8 +65,8 @@ pub enum TurnInput {
 pub struct TurnCx<'a> {
     /// Session key of the conversation.
     pub key: &'a Arc<str>,
-    /// Its slot (the high bits of every call id it issues).
-    pub slot: usize,
+    /// The arena index of the frame that runs (the high bits of every call id it issues).
+    pub frame: u32,
     /// Declared agents.
     pub catalog: &'a Catalog,
     /// Runtime settings.
@@ -85,13 +85,10 @@ pub struct TurnCx<'a> {
     pub now: u64,
 }
 
-/// Bits of a [`CallId`] that hold the sequence number; the slot sits above them.
-pub const CALL_SEQ_BITS: u32 = 40;
-
 impl TurnCx<'_> {
     pub(super) fn next_call(&mut self) -> CallId {
         *self.seq += 1;
-        ((self.slot as u64) << CALL_SEQ_BITS) | (*self.seq & ((1 << CALL_SEQ_BITS) - 1))
+        call_id(self.frame, *self.seq)
     }
 
     pub(super) fn record(&mut self, event: impl FnOnce() -> Event) {
@@ -108,7 +105,7 @@ impl TurnCx<'_> {
     ) {
         if let Some(ic) = &self.config.interruptions {
             if kind(&ic.activity) {
-                frame.watch.last_activity = self.now;
+                frame.watch.activity(self.now);
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use crate::agents::frame::StackFrame;
 use crate::protocol::Event;
 use crate::protocol::StreamEvent;
 use crate::sim::{Entry, Record, Sim};
@@ -59,8 +60,10 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
     let key = e.key.as_deref().unwrap_or(DEFAULT_KEY);
     let in_key = |k: &str| k == key;
     let rt = sim.runtime();
-    let entry = rt.stacks().get(key);
-    let frames = entry.map(|e| e.stack.frames()).unwrap_or_default();
+    let frames: Vec<&StackFrame> = rt
+        .stack(key)
+        .map(|v| v.frames().collect())
+        .unwrap_or_default();
 
     if let Some(sent) = &e.sent {
         let actual: Vec<String> = events(window)
@@ -273,7 +276,7 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
         expect("time", format!("{}ms", time.0), format!("{}ms", sim.now()));
     }
     if let Some(u) = e.usage {
-        let actual = entry.map(|e| e.usage).unwrap_or_default();
+        let actual = rt.stacks().get(key).map(|e| e.usage).unwrap_or_default();
         expect(
             "usage",
             format!("{} in / {} out", u.input_tokens, u.output_tokens),

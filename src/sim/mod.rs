@@ -388,14 +388,14 @@ impl Sim {
 
     /// Every stack, as `key: [main, skill:research]`.
     pub fn describe_stacks(&self) -> String {
-        let entries = self.rt.stacks().entries();
-        if entries.iter().all(|e| e.stack.is_empty()) {
+        let stacks = self.rt.stacks();
+        if stacks.views().all(|v| v.is_empty()) {
             return "[] (empty)".into();
         }
-        entries
-            .iter()
-            .filter(|e| !e.stack.is_empty())
-            .map(|e| format!("{}: {}", e.key, e.stack.describe()))
+        stacks
+            .views()
+            .filter(|v| !v.is_empty())
+            .map(|v| format!("{}: {}", v.key(), v.describe()))
             .collect::<Vec<_>>()
             .join("; ")
     }
