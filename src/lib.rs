@@ -13,7 +13,7 @@
 //! use std::sync::Arc;
 //! use agentsim::model::agent::{AgentDef, AgentKind, Catalog};
 //! use agentsim::model::llm::Usage;
-//! use agentsim::sim::mock_llm::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};
+//! use agentsim::drive::scripted::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};
 //! use agentsim::sim::Sim;
 //!
 //! let reply = |blocks| ScriptedReply { kind: ReplyKind::Content(blocks), after_ms: 0, usage: Usage::default() };
@@ -62,6 +62,7 @@
 #![deny(missing_docs)]
 
 pub mod agents;
+pub mod drive;
 pub mod explore;
 pub mod model;
 pub mod observe;

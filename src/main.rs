@@ -562,6 +562,7 @@ fn explore_cmd(
                             agentsim::sim::RunError::LlmCallLimit { .. } => "model-call limit",
                             agentsim::sim::RunError::Violation { .. } => "violation",
                             agentsim::sim::RunError::Restore(_) => "restore failed",
+                            agentsim::sim::RunError::Persist(_) => "persisting failed",
                         };
                         *limits
                             .lock()

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use crate::drive::scripted::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};
+use crate::drive::scripted::{MockTools, ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::llm::Usage;
 use crate::runtime::{RuntimeConfig, ToolSpec};
 use crate::scenario::DEFAULT_KEY;
-use crate::sim::mock_llm::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};
-use crate::sim::mock_tools::{MockTools, ToolBehavior, ToolScript, ToolStep};
 use crate::sim::{Limits, RunError, Sim};
 
 /// One workload.

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::drive::scripted::{ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind, Catalog, EmptyAnswer};
 use crate::model::llm::{LlmErrorKind, Usage};
+use crate::model::rng::SimRng;
 use crate::runtime::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
 use crate::scenario::{Scenario, Step, StepKind, DEFAULT_KEY};
-use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptedReply};
-use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
-use crate::sim::rng::SimRng;
 use crate::sim::Limits;
 
 /// Bounds of generated scenarios.

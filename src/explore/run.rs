@@ -6,13 +6,13 @@
 //! replays the failure with no fault plan. [`crate::explore::shrink`] then minimises that scenario.
 
 use crate::agents::watchdog::InterruptionConfig;
+use crate::drive::faults::{FaultPlan, FaultRates};
+use crate::drive::scripted::ToolScript;
 use crate::explore::generate::{generate, GenConfig};
+use crate::model::rng::SimRng;
 use crate::observe::Violation;
 use crate::runtime::planted::PlantedBug;
 use crate::scenario::{Scenario, Step, StepKind};
-use crate::sim::faults::{FaultPlan, FaultRates};
-use crate::sim::mock_tools::ToolScript;
-use crate::sim::rng::SimRng;
 use crate::sim::{RunError, Sim};
 
 /// Where the scenarios come from.

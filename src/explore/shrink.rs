@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use crate::drive::scripted::{ReplyKind, ScriptBlock};
+use crate::drive::scripted::{ToolBehavior, ToolScript};
 use crate::runtime::DEFAULT_CANCEL_WORDS;
 use crate::scenario::{run, RunOptions, Scenario, StepKind};
-use crate::sim::mock_llm::{ReplyKind, ScriptBlock};
-use crate::sim::mock_tools::{ToolBehavior, ToolScript};
 
 /// The result of shrinking.
 #[derive(Clone, Debug)]

@@ -213,7 +213,7 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             expect(
                 &format!("llm_calls.{agent}"),
                 n.to_string(),
-                sim.llm().calls(agent).to_string(),
+                sim.llm().map_or(0, |llm| llm.calls(agent)).to_string(),
             );
         }
     }

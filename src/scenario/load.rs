@@ -9,12 +9,12 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use serde_saphyr::{Location, Spanned};
 
+use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
+use crate::drive::scripted::{ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::llm::{LlmErrorKind, Usage};
 use crate::observe::names;
 use crate::runtime::{RuntimeConfig, ToolSpec};
-use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
-use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
 use crate::sim::Limits;
 
 use super::format::*;

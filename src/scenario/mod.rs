@@ -11,10 +11,10 @@ pub mod write;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::drive::scripted::{MockLlm, ScriptedReply};
+use crate::drive::scripted::{MockTools, ToolScript};
 use crate::model::agent::Catalog;
 use crate::runtime::RuntimeConfig;
-use crate::sim::mock_llm::{MockLlm, ScriptedReply};
-use crate::sim::mock_tools::{MockTools, ToolScript};
 use crate::sim::{Limits, Sim, SimBuilder};
 
 pub use load::{load, parse, ScenarioError};

@@ -178,7 +178,8 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
     if failure.is_none() && scenario.expect_violation.is_none() {
         let unused: Vec<(String, usize)> = sim
             .llm()
-            .unused()
+            .map(|llm| llm.unused())
+            .unwrap_or_default()
             .into_iter()
             .map(|(a, n)| (a.to_owned(), n))
             .collect();

@@ -8,11 +8,11 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
+use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::drive::scripted::{ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind};
 use crate::model::llm::{LlmErrorKind, Usage};
 use crate::runtime::DEFAULT_CANCEL_WORDS;
-use crate::sim::mock_llm::{ReplyKind, ScriptBlock, ScriptedReply};
-use crate::sim::mock_tools::{ToolBehavior, ToolScript, ToolStep};
 use crate::sim::Limits;
 
 use super::{Scenario, StepKind};

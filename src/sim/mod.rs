@@ -8,166 +8,32 @@
 //! never hangs.
 
 pub mod clock;
-pub mod faults;
-pub mod mock_llm;
-pub mod mock_tools;
-pub mod rng;
 
 use std::fmt;
 use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::drive::backend::{
+    BackendError, Delivery, Model, ModelAnswer, OwnedModel, OwnedTools, ToolBehavior, ToolStep,
+    Tools,
+};
+use crate::drive::faults::{FaultPlan, WithFaults};
+use crate::drive::record::{Materialized, Recording};
+use crate::drive::scripted::{MockLlm, MockTools};
+use crate::drive::{Core, Memory, Work};
 use crate::model::agent::Catalog;
-use crate::model::llm::{Chunk, LlmError, LlmReply};
+use crate::model::ids::CallId;
+use crate::model::llm::{Chunk, LlmError, LlmReply, LlmRequest};
+use crate::model::rng::SimRng;
 use crate::model::transcript::Block;
 use crate::observe::{Observer, Violation};
-use crate::protocol::{Effect, Event, Input};
+use crate::protocol::{Effect, Event, Input, ToolRun};
 use crate::runtime::{Runtime, RuntimeConfig};
 
 use clock::Clock;
-use faults::{FaultPlan, Materialized};
-use mock_llm::{Delivery, MockLlm, ReplyKind};
-use mock_tools::{MockTools, ToolBehavior, ToolStep};
-use rng::SimRng;
 
-/// Bounds that turn a runaway run into a clear failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Steps (inputs fed to the runtime).
-    pub max_steps: u64,
-    /// Frames on one stack.
-    pub max_depth: usize,
-    /// Model calls.
-    pub max_llm_calls: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_steps: 100_000,
-            max_depth: 256,
-            max_llm_calls: 10_000,
-        }
-    }
-}
-
-/// Why a run stopped early.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum RunError {
-    /// Too many steps.
-    #[error("step limit of {limit} reached at {at_ms}ms; stack: {stack}")]
-    StepLimit {
-        /// The limit.
-        limit: u64,
-        /// Virtual time.
-        at_ms: u64,
-        /// The stacks when it stopped.
-        stack: String,
-    },
-    /// A stack grew too deep.
-    #[error("depth limit of {limit} reached at step {step}; stack: {stack}")]
-    DepthLimit {
-        /// The limit.
-        limit: usize,
-        /// Step number.
-        step: u64,
-        /// The stacks.
-        stack: String,
-    },
-    /// Too many model calls.
-    #[error("model-call limit of {limit} reached at step {step}; stack: {stack}")]
-    LlmCallLimit {
-        /// The limit.
-        limit: u64,
-        /// Step number.
-        step: u64,
-        /// The stacks.
-        stack: String,
-    },
-    /// An agent's script ran out.
-    #[error("the script of agent '{agent}' has no entry for call {call}; stack: {stack}")]
-    ScriptExhausted {
-        /// The agent.
-        agent: String,
-        /// 1-based call number.
-        call: usize,
-        /// The stacks.
-        stack: String,
-    },
-    /// A tool's per-call script ran out.
-    #[error("the script of tool '{tool}' has no entry for call {call}")]
-    ToolScriptExhausted {
-        /// The tool.
-        tool: String,
-        /// 1-based call number.
-        call: usize,
-    },
-    /// The runtime waits for something that will never come (a stalled model call, a hung tool).
-    #[error("nothing is scheduled but the runtime is not idle at {at_ms}ms; stack: {stack}")]
-    Stuck {
-        /// Virtual time.
-        at_ms: u64,
-        /// The stacks.
-        stack: String,
-    },
-    /// The runtime could not be restored from what it persisted.
-    #[error("restart failed: {0}")]
-    Restore(String),
-    /// An invariant broke.
-    #[error("invariant {} broken at step {step} ({at_ms}ms): {}", violation.invariant, violation.message)]
-    Violation {
-        /// What broke.
-        violation: Violation,
-        /// Step number.
-        step: u64,
-        /// Virtual time.
-        at_ms: u64,
-    },
-}
-
-impl RunError {
-    /// The broken invariant, if that is what stopped the run.
-    pub fn violation(&self) -> Option<&Violation> {
-        match self {
-            RunError::Violation { violation, .. } => Some(violation),
-            _ => None,
-        }
-    }
-}
-
-/// A note of the simulator itself in the transcript (the runtime's own entries are [`Event`]s).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Note {
-    /// The scripted model will never answer this call.
-    LlmStall {
-        /// Agent.
-        agent: String,
-    },
-    /// A scripted tool will never finish.
-    ToolHang {
-        /// Tool.
-        tool: Arc<str>,
-    },
-    /// The runtime was restarted from its persisted state.
-    Restart {
-        /// Bytes of `state.json`.
-        state_bytes: usize,
-        /// Bytes of `context.jsonl`.
-        context_bytes: usize,
-    },
-    /// A fault was injected.
-    Fault {
-        /// What it was.
-        what: String,
-    },
-    /// The clock was moved forward by a scenario step.
-    Advance {
-        /// New time.
-        to_ms: u64,
-    },
-}
+pub use crate::drive::{Limits, Note, RunError};
 
 /// One entry of the recorded run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -196,8 +62,8 @@ pub struct Record {
 pub struct SimBuilder {
     catalog: Catalog,
     config: RuntimeConfig,
-    llm: MockLlm,
-    tools: MockTools,
+    model: Box<dyn OwnedModel>,
+    tools: Box<dyn OwnedTools>,
     seed: u64,
     limits: Limits,
     observe: bool,
@@ -226,14 +92,19 @@ impl SimBuilder {
     }
 
     /// The scripted model.
-    pub fn llm(mut self, llm: MockLlm) -> SimBuilder {
-        self.llm = llm;
+    pub fn llm(self, llm: MockLlm) -> SimBuilder {
+        self.model(llm)
+    }
+
+    /// Any model backend (the scripted one by default).
+    pub fn model(mut self, model: impl Model + Clone + Send + 'static) -> SimBuilder {
+        self.model = Box::new(model);
         self
     }
 
-    /// The scripted tools.
-    pub fn tools(mut self, tools: MockTools) -> SimBuilder {
-        self.tools = tools;
+    /// The scripted tools, or any tools backend.
+    pub fn tools(mut self, tools: impl Tools + Clone + Send + 'static) -> SimBuilder {
+        self.tools = Box::new(tools);
         self
     }
 
@@ -271,19 +142,17 @@ impl SimBuilder {
             rt: Runtime::new(Arc::new(self.catalog), config),
             clock: Clock::default(),
             rng: SimRng::new(self.seed),
-            llm: self.llm,
+            core: Core::new(self.limits, Memory::default()),
+            model: self.model,
             tools: self.tools,
             observer: self.observe.then(Observer::new),
             record: self.record,
-            limits: self.limits,
             records: Vec::new(),
+            notes: Vec::new(),
             steps: 0,
-            llm_calls: 0,
             seed: self.seed,
             faults: self.faults,
             materialized: self.materialize.then(Materialized::default),
-            persisted_state: None,
-            persisted_context: String::new(),
         }
     }
 }
@@ -294,19 +163,19 @@ pub struct Sim {
     rt: Runtime,
     clock: Clock,
     rng: SimRng,
-    llm: MockLlm,
-    tools: MockTools,
+    /// Limits, stale calls and persistence, shared with every driver.
+    core: Core<Memory>,
+    model: Box<dyn OwnedModel>,
+    tools: Box<dyn OwnedTools>,
     observer: Option<Observer>,
     record: bool,
-    limits: Limits,
     records: Vec<Record>,
+    /// Notes a backend left while answering a call (kept to reuse its buffer).
+    notes: Vec<Note>,
     steps: u64,
-    llm_calls: u64,
     seed: u64,
     faults: Option<FaultPlan>,
     materialized: Option<Materialized>,
-    persisted_state: Option<String>,
-    persisted_context: String,
 }
 
 impl fmt::Debug for Sim {
@@ -325,8 +194,8 @@ impl Sim {
         SimBuilder {
             catalog,
             config: RuntimeConfig::default(),
-            llm: MockLlm::default(),
-            tools: MockTools::default(),
+            model: Box::new(MockLlm::default()),
+            tools: Box::new(MockTools::default()),
             seed: 0,
             limits: Limits::default(),
             observe: true,
@@ -363,7 +232,7 @@ impl Sim {
 
     /// Model calls made.
     pub fn llm_calls(&self) -> u64 {
-        self.llm_calls
+        self.core.llm_calls()
     }
 
     /// The seed.
@@ -376,28 +245,19 @@ impl Sim {
         &self.records
     }
 
-    /// Replaces the scripted model (to continue a prepared run with a new script).
+    /// Replaces the model (to continue a prepared run with a new script).
     pub fn replace_llm(&mut self, llm: MockLlm) {
-        self.llm = llm;
+        self.model = Box::new(llm);
     }
 
-    /// The scripted model (to see what was used).
-    pub fn llm(&self) -> &MockLlm {
-        &self.llm
+    /// The scripted model, if the model is the scripted one (to see what was used).
+    pub fn llm(&self) -> Option<&MockLlm> {
+        self.model.as_any().downcast_ref()
     }
 
     /// Every stack, as `key: [main, skill:research]`.
     pub fn describe_stacks(&self) -> String {
-        let stacks = self.rt.stacks();
-        if stacks.views().all(|v| v.is_empty()) {
-            return "[] (empty)".into();
-        }
-        stacks
-            .views()
-            .filter(|v| !v.is_empty())
-            .map(|v| format!("{}: {}", v.key(), v.describe()))
-            .collect::<Vec<_>>()
-            .join("; ")
+        describe(&self.rt)
     }
 
     /// A user message for conversation `key`, delivered now (one step).
@@ -431,7 +291,8 @@ impl Sim {
 
     /// What the runtime persisted so far: `state.json` (if written) and `context.jsonl`.
     pub fn persisted(&self) -> (Option<&str>, &str) {
-        (self.persisted_state.as_deref(), &self.persisted_context)
+        let memory = self.core.persistence();
+        (memory.state.as_deref(), &memory.context)
     }
 
     /// Restarts the runtime: drops it and restores a new one from what it persisted (the bytes the
@@ -445,22 +306,25 @@ impl Sim {
             ));
         }
         let catalog = self.rt.catalog_arc();
-        let rt = match &self.persisted_state {
-            Some(state) => Runtime::restore(catalog, config, state, &self.persisted_context)
-                .map_err(|e| RunError::Violation {
+        let (state, context) = self.persisted();
+        let (state_bytes, context_bytes) = (state.map_or(0, str::len), context.len());
+        let rt = match state {
+            Some(state) => Runtime::restore(catalog, config, state, context).map_err(|e| {
+                RunError::Violation {
                     violation: Violation {
                         invariant: crate::observe::names::RESTART_EQUIVALENCE,
                         message: format!("the persisted state does not restore: {e}"),
                     },
                     step: self.steps,
                     at_ms: self.clock.now(),
-                })?,
+                }
+            })?,
             None => Runtime::new(catalog, config),
         };
         self.rt = rt;
         self.note(Note::Restart {
-            state_bytes: self.persisted_state.as_ref().map_or(0, String::len),
-            context_bytes: self.persisted_context.len(),
+            state_bytes,
+            context_bytes,
         });
         Ok(())
     }
@@ -494,9 +358,10 @@ impl Sim {
 
     fn feed(&mut self, input: Input) -> Result<(), RunError> {
         self.steps += 1;
-        if self.steps > self.limits.max_steps {
+        let limits = self.core.limits();
+        if self.steps > limits.max_steps {
             return Err(RunError::StepLimit {
-                limit: self.limits.max_steps,
+                limit: limits.max_steps,
                 at_ms: self.clock.now(),
                 stack: self.describe_stacks(),
             });
@@ -520,9 +385,9 @@ impl Sim {
             self.apply(effect)?;
         }
         for entry in self.rt.stacks().entries() {
-            if entry.stack.depth() > self.limits.max_depth {
+            if entry.stack.depth() > limits.max_depth {
                 return Err(RunError::DepthLimit {
-                    limit: self.limits.max_depth,
+                    limit: limits.max_depth,
                     step: self.steps,
                     stack: self.describe_stacks(),
                 });
@@ -556,14 +421,13 @@ impl Sim {
     }
 
     /// Schedules a model reply (or error, or stream) for `call`; a stall schedules nothing.
-    fn schedule_reply(
-        &mut self,
-        call: crate::model::ids::CallId,
-        delivery: Delivery,
-        usage: crate::model::llm::Usage,
-        after: u64,
-    ) {
+    fn schedule_reply(&mut self, call: CallId, answer: ModelAnswer) {
         let order = self.rng.next_u64();
+        let ModelAnswer {
+            delivery,
+            after_ms: after,
+            usage,
+        } = answer;
         match delivery {
             Delivery::Content(content) => {
                 let reply = LlmReply { content, usage };
@@ -596,154 +460,177 @@ impl Sim {
         }
     }
 
+    /// Schedules a tool's outcome for `call`; a hang schedules nothing.
+    fn schedule_tool(&mut self, call: CallId, step: ToolStep) {
+        let order = self.rng.next_u64();
+        let result = match step.behavior {
+            ToolBehavior::Result { content, is_error } => {
+                Ok(crate::agents::tools::ToolOutput { content, is_error })
+            }
+            ToolBehavior::Fail(message) => {
+                Err(crate::agents::tools::ToolError(message.to_string()))
+            }
+            ToolBehavior::Hang => return,
+        };
+        self.clock
+            .schedule(step.after_ms, order, Input::ToolDone { call, result });
+    }
+
+    /// Applies one effect: the shared core handles limits, stale calls and persistence; what it
+    /// leaves is answered here from the backends (with faults and recording wrapped around them
+    /// when the run asks for them) and scheduled on the virtual clock.
     fn apply(&mut self, effect: Effect) -> Result<(), RunError> {
-        match effect {
-            Effect::CallLlm { call } => {
-                self.llm_calls += 1;
-                if self.llm_calls > self.limits.max_llm_calls {
-                    return Err(RunError::LlmCallLimit {
-                        limit: self.limits.max_llm_calls,
-                        step: self.steps,
-                        stack: self.describe_stacks(),
+        let Sim {
+            rt,
+            core,
+            model,
+            tools,
+            faults,
+            materialized,
+            notes,
+            ..
+        } = self;
+        let at = || (self.steps, describe(rt));
+        let answer = match core.take(rt, effect, at)? {
+            Work::CallModel { call, request } => {
+                let answer = answer_model(&mut **model, faults, materialized, &request, notes);
+                if matches!(
+                    answer,
+                    Ok(ModelAnswer {
+                        delivery: Delivery::Stall,
+                        ..
+                    })
+                ) {
+                    notes.push(Note::LlmStall {
+                        agent: request.agent.name.clone(),
                     });
                 }
-                // The request is borrowed from the runtime: nothing is copied unless a fault or
-                // the materialized record needs the agent's name.
-                let mut notes = Vec::new();
-                let (delivery, usage, after) = {
-                    let Some(request) = self.rt.request(call) else {
-                        return Ok(()); // Nobody waits for this call any more.
-                    };
-                    let agent: &str = &request.agent.name;
-                    if let Some(injected) = self.faults.as_mut().and_then(FaultPlan::llm) {
-                        let what = match &injected.kind {
-                            ReplyKind::Stall => format!("the model stalls for {agent}"),
-                            _ => format!("model error for {agent}"),
-                        };
-                        notes.push(Note::Fault { what });
-                        if let Some(m) = &mut self.materialized {
-                            m.replies
-                                .entry(agent.to_owned())
-                                .or_default()
-                                .push(injected.clone());
-                        }
-                        let delivery = match injected.kind {
-                            ReplyKind::Error { kind, message } => Delivery::Error { kind, message },
-                            _ => Delivery::Stall,
-                        };
-                        if delivery == Delivery::Stall {
-                            notes.push(Note::LlmStall {
-                                agent: agent.to_owned(),
-                            });
-                        }
-                        (delivery, injected.usage, injected.after_ms)
-                    } else {
-                        let extra = self.faults.as_mut().map_or(0, FaultPlan::llm_latency);
-                        if extra > 0 {
-                            let what = format!("model latency +{extra}ms for {agent}");
-                            notes.push(Note::Fault { what });
-                        }
-                        let answer = match self.llm.next(agent) {
-                            Ok(answer) => answer,
-                            Err(e) => {
-                                return Err(RunError::ScriptExhausted {
-                                    agent: e.agent,
-                                    call: e.call,
-                                    stack: self.describe_stacks(),
-                                })
-                            }
-                        };
-                        let after = answer.after_ms.saturating_add(extra);
-                        if let Some(m) = &mut self.materialized {
-                            let mut delivered = self
-                                .llm
-                                .scripted(agent, answer.call)
-                                .expect("the call was just answered from the script")
-                                .clone();
-                            delivered.after_ms = after;
-                            m.replies
-                                .entry(agent.to_owned())
-                                .or_default()
-                                .push(delivered);
-                        }
-                        if answer.delivery == Delivery::Stall {
-                            notes.push(Note::LlmStall {
-                                agent: agent.to_owned(),
-                            });
-                        }
-                        (answer.delivery, answer.usage, after)
-                    }
-                };
-                for note in notes {
-                    self.note(note);
-                }
-                self.schedule_reply(call, delivery, usage, after);
+                Answered::Model(call, answer)
             }
-            Effect::RunTool { call } => {
-                let mut notes = Vec::new();
-                let ToolStep { behavior, after_ms } = {
-                    let Some(run) = self.rt.tool_run(call) else {
-                        return Ok(()); // Nobody waits for this run any more.
-                    };
-                    let name = run.name;
-                    let injected = self.faults.as_mut().and_then(FaultPlan::tool);
-                    let mut step = match injected {
-                        Some(step) => {
-                            notes.push(Note::Fault {
-                                what: format!("tool {name} fails"),
-                            });
-                            step
-                        }
-                        None => self.tools.next(name, run.input).map_err(|e| {
-                            RunError::ToolScriptExhausted {
-                                tool: e.tool,
-                                call: e.call,
-                            }
-                        })?,
-                    };
-                    let extra = self.faults.as_mut().map_or(0, FaultPlan::tool_latency);
-                    if extra > 0 {
-                        notes.push(Note::Fault {
-                            what: format!("tool {name} latency +{extra}ms"),
-                        });
-                        step.after_ms = step.after_ms.saturating_add(extra);
-                    }
-                    if let Some(m) = &mut self.materialized {
-                        m.tools
-                            .entry(name.to_string())
-                            .or_default()
-                            .push(step.clone());
-                    }
-                    if step.behavior == ToolBehavior::Hang {
-                        notes.push(Note::ToolHang { tool: name.clone() });
-                    }
-                    step
-                };
-                for note in notes {
-                    self.note(note);
+            Work::RunTool { call, run } => {
+                let step = run_tool(&mut **tools, faults, materialized, &run, notes);
+                if matches!(
+                    step,
+                    Ok(ToolStep {
+                        behavior: ToolBehavior::Hang,
+                        ..
+                    })
+                ) {
+                    notes.push(Note::ToolHang {
+                        tool: run.name.clone(),
+                    });
                 }
-                let order = self.rng.next_u64();
-                let result = match behavior {
-                    ToolBehavior::Result { content, is_error } => {
-                        Ok(crate::agents::tools::ToolOutput { content, is_error })
-                    }
-                    ToolBehavior::Fail(message) => {
-                        Err(crate::agents::tools::ToolError(message.to_string()))
-                    }
-                    ToolBehavior::Hang => return Ok(()),
-                };
-                self.clock
-                    .schedule(after_ms, order, Input::ToolDone { call, result });
+                Answered::Tool(call, step)
             }
-            Effect::SetTimer { timer, after_ms } => {
+            Work::SetTimer { timer, after_ms } => {
                 let order = self.rng.next_u64();
                 self.clock.schedule(after_ms, order, Input::Timer { timer });
+                return Ok(());
             }
-            Effect::CancelTimer { timer } => self.clock.cancel_timer(timer),
-            Effect::AppendContext { line } => self.persisted_context.push_str(&line),
-            Effect::WriteState { json } => self.persisted_state = Some(json),
-            Effect::Send { .. } | Effect::Stream { .. } => {}
+            Work::CancelTimer { timer } => {
+                self.clock.cancel_timer(timer);
+                return Ok(());
+            }
+            Work::Output | Work::Done => return Ok(()),
+        };
+        if !self.notes.is_empty() {
+            let mut pending = std::mem::take(&mut self.notes);
+            for note in pending.drain(..) {
+                self.note(note);
+            }
+            self.notes = pending;
+        }
+        match answer {
+            Answered::Model(call, answer) => {
+                let answer = answer.map_err(|e| self.backend_error(e))?;
+                self.schedule_reply(call, answer);
+            }
+            Answered::Tool(call, step) => {
+                let step = step.map_err(|e| self.backend_error(e))?;
+                self.schedule_tool(call, step);
+            }
         }
         Ok(())
     }
+
+    fn backend_error(&self, error: BackendError) -> RunError {
+        match error {
+            BackendError::ScriptExhausted { agent, call } => RunError::ScriptExhausted {
+                agent,
+                call,
+                stack: self.describe_stacks(),
+            },
+            BackendError::ToolScriptExhausted { tool, call } => {
+                RunError::ToolScriptExhausted { tool, call }
+            }
+        }
+    }
+}
+
+/// A call answered by a backend, to schedule once the borrows of the runtime end.
+enum Answered {
+    Model(CallId, Result<ModelAnswer, BackendError>),
+    Tool(CallId, Result<ToolStep, BackendError>),
+}
+
+/// The model's answer, through the fault and recording wrappers the run asked for.
+fn answer_model(
+    model: &mut dyn OwnedModel,
+    faults: &mut Option<FaultPlan>,
+    record: &mut Option<Materialized>,
+    request: &LlmRequest<'_>,
+    notes: &mut Vec<Note>,
+) -> Result<ModelAnswer, BackendError> {
+    match (faults.as_mut(), record.as_mut()) {
+        (None, None) => model.answer(request, notes),
+        (Some(plan), None) => WithFaults { inner: model, plan }.answer(request, notes),
+        (None, Some(record)) => Recording {
+            inner: model,
+            record,
+        }
+        .answer(request, notes),
+        (Some(plan), Some(record)) => Recording {
+            inner: WithFaults { inner: model, plan },
+            record,
+        }
+        .answer(request, notes),
+    }
+}
+
+/// The tools' outcome, through the fault and recording wrappers the run asked for.
+fn run_tool(
+    tools: &mut dyn OwnedTools,
+    faults: &mut Option<FaultPlan>,
+    record: &mut Option<Materialized>,
+    run: &ToolRun<'_>,
+    notes: &mut Vec<Note>,
+) -> Result<ToolStep, BackendError> {
+    match (faults.as_mut(), record.as_mut()) {
+        (None, None) => tools.run(run, notes),
+        (Some(plan), None) => WithFaults { inner: tools, plan }.run(run, notes),
+        (None, Some(record)) => Recording {
+            inner: tools,
+            record,
+        }
+        .run(run, notes),
+        (Some(plan), Some(record)) => Recording {
+            inner: WithFaults { inner: tools, plan },
+            record,
+        }
+        .run(run, notes),
+    }
+}
+
+/// Every stack, as `key: [main, skill:research]`.
+fn describe(rt: &Runtime) -> String {
+    let stacks = rt.stacks();
+    if stacks.views().all(|v| v.is_empty()) {
+        return "[] (empty)".into();
+    }
+    stacks
+        .views()
+        .filter(|v| !v.is_empty())
+        .map(|v| format!("{}: {}", v.key(), v.describe()))
+        .collect::<Vec<_>>()
+        .join("; ")
 }

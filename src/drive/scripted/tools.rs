@@ -1,32 +1,10 @@
 //! Scripted tools: a fixed outcome, or one outcome per call, each with a latency.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-/// What one tool call does.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ToolBehavior {
-    /// Returns this content (an error result if `is_error`).
-    Result {
-        /// Content.
-        content: Arc<str>,
-        /// Whether the tool reports an error result.
-        is_error: bool,
-    },
-    /// Fails with this message (the runtime writes `Tool execution failed: <message>`).
-    Fail(Arc<str>),
-    /// Never finishes (only a timeout or a cancel ends the wait).
-    Hang,
-}
-
-/// One scripted tool call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolStep {
-    /// The behaviour.
-    pub behavior: ToolBehavior,
-    /// Latency in ms.
-    pub after_ms: u64,
-}
+use crate::drive::backend::{BackendError, ToolBehavior, ToolStep, Tools};
+use crate::drive::Note;
+use crate::protocol::ToolRun;
 
 /// A tool's script.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,5 +74,15 @@ impl MockTools {
     /// Calls made so far to `tool`.
     pub fn calls(&self, tool: &str) -> usize {
         self.tools.get(tool).map_or(0, |(_, calls)| *calls)
+    }
+}
+
+impl Tools for MockTools {
+    fn run(&mut self, run: &ToolRun<'_>, _notes: &mut Vec<Note>) -> Result<ToolStep, BackendError> {
+        self.next(run.name, run.input)
+            .map_err(|e| BackendError::ToolScriptExhausted {
+                tool: e.tool,
+                call: e.call,
+            })
     }
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::model::llm::{LlmErrorKind, Usage};
+use crate::drive::backend::{BackendError, Delivery, Model, ModelAnswer};
+use crate::drive::Note;
+use crate::model::llm::{LlmErrorKind, LlmRequest, Usage};
 use crate::model::transcript::{Block, Content};
 
 /// A content block as a script states it.
@@ -64,25 +66,6 @@ pub struct ScriptedReply {
     pub after_ms: u64,
     /// Token usage reported with the reply.
     pub usage: Usage,
-}
-
-/// What the driver must deliver for one answered model call, owned so that the script is never
-/// copied: content and stream blocks carry their ids, errors their shared message.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Delivery {
-    /// A whole reply.
-    Content(Content),
-    /// A reply in pieces: each block with its delay after the previous one.
-    Stream(Vec<(u64, Block)>),
-    /// A failed call.
-    Error {
-        /// Category.
-        kind: LlmErrorKind,
-        /// Message.
-        message: Arc<str>,
-    },
-    /// No answer, ever.
-    Stall,
 }
 
 /// A model call that the script could answer.
@@ -213,6 +196,26 @@ impl MockLlm {
             .map(|(a, s)| (a.as_str(), s.replies.len().saturating_sub(s.used)))
             .filter(|(_, n)| *n > 0)
             .collect()
+    }
+}
+
+impl Model for MockLlm {
+    fn answer(
+        &mut self,
+        request: &LlmRequest<'_>,
+        _notes: &mut Vec<Note>,
+    ) -> Result<ModelAnswer, BackendError> {
+        let answer = self
+            .next(&request.agent.name)
+            .map_err(|e| BackendError::ScriptExhausted {
+                agent: e.agent,
+                call: e.call,
+            })?;
+        Ok(ModelAnswer {
+            delivery: answer.delivery,
+            after_ms: answer.after_ms,
+            usage: answer.usage,
+        })
     }
 }
 

@@ -7,13 +7,14 @@
 //! injected fault is noted in the transcript, and the simulator can record what was actually
 //! delivered so a failing run can be written back as a plain scenario file.
 
-use std::collections::BTreeMap;
-
-use crate::model::llm::{LlmErrorKind, Usage};
+use crate::drive::backend::{
+    BackendError, Delivery, Model, ModelAnswer, ToolBehavior, ToolStep, Tools,
+};
+use crate::drive::Note;
+use crate::model::llm::{LlmErrorKind, LlmRequest, Usage};
+use crate::model::rng::SimRng;
+use crate::protocol::ToolRun;
 use crate::runtime::DEFAULT_CANCEL_WORDS;
-use crate::sim::mock_llm::{ReplyKind, ScriptedReply};
-use crate::sim::mock_tools::{ToolBehavior, ToolStep};
-use crate::sim::rng::SimRng;
 
 const RATES_STREAM: u64 = 0xFA_17;
 const DECISIONS_STREAM: u64 = 0xFA_18;
@@ -94,16 +95,16 @@ impl FaultPlan {
     }
 
     /// A reply to inject instead of the scripted one, if any.
-    pub fn llm(&mut self) -> Option<ScriptedReply> {
-        let kind = if self.roll(self.rates.llm_stall) {
-            ReplyKind::Stall
+    pub fn llm(&mut self) -> Option<ModelAnswer> {
+        let delivery = if self.roll(self.rates.llm_stall) {
+            Delivery::Stall
         } else if self.roll(self.rates.llm_error) {
             let kind = match self.rng.below(3) {
                 0 => LlmErrorKind::RateLimit,
                 1 => LlmErrorKind::Overloaded,
                 _ => LlmErrorKind::Network,
             };
-            ReplyKind::Error {
+            Delivery::Error {
                 kind,
                 message: kind.default_message().into(),
             }
@@ -111,8 +112,8 @@ impl FaultPlan {
             return None;
         };
         self.injected += 1;
-        Some(ScriptedReply {
-            kind,
+        Some(ModelAnswer {
+            delivery,
             after_ms: 0,
             usage: Usage::default(),
         })
@@ -175,12 +176,62 @@ impl FaultPlan {
     }
 }
 
-/// What a run actually delivered, in order: the replies per agent and the outcomes per tool,
-/// faults included. Scripts made of these replay the run without any fault plan.
-#[derive(Clone, Debug, Default)]
-pub struct Materialized {
-    /// Replies by agent.
-    pub replies: BTreeMap<String, Vec<ScriptedReply>>,
-    /// Outcomes by tool.
-    pub tools: BTreeMap<String, Vec<ToolStep>>,
+/// A backend with faults injected from a [`FaultPlan`]: a wrapper around any [`Model`] or
+/// [`Tools`]. An injected model fault (an error, a stall) answers instead of the backend, which is
+/// then not asked; injected latency is added to the backend's own. Every injected fault leaves a
+/// [`Note`].
+pub struct WithFaults<'p, B> {
+    /// The backend.
+    pub inner: B,
+    /// Where the decisions come from.
+    pub plan: &'p mut FaultPlan,
+}
+
+impl<B: Model> Model for WithFaults<'_, B> {
+    fn answer(
+        &mut self,
+        request: &LlmRequest<'_>,
+        notes: &mut Vec<Note>,
+    ) -> Result<ModelAnswer, BackendError> {
+        let agent = &request.agent.name;
+        if let Some(injected) = self.plan.llm() {
+            let what = match injected.delivery {
+                Delivery::Stall => format!("the model stalls for {agent}"),
+                _ => format!("model error for {agent}"),
+            };
+            notes.push(Note::Fault { what });
+            return Ok(injected);
+        }
+        let extra = self.plan.llm_latency();
+        if extra > 0 {
+            let what = format!("model latency +{extra}ms for {agent}");
+            notes.push(Note::Fault { what });
+        }
+        let mut answer = self.inner.answer(request, notes)?;
+        answer.after_ms = answer.after_ms.saturating_add(extra);
+        Ok(answer)
+    }
+}
+
+impl<B: Tools> Tools for WithFaults<'_, B> {
+    fn run(&mut self, run: &ToolRun<'_>, notes: &mut Vec<Note>) -> Result<ToolStep, BackendError> {
+        let name = run.name;
+        let mut step = match self.plan.tool() {
+            Some(step) => {
+                notes.push(Note::Fault {
+                    what: format!("tool {name} fails"),
+                });
+                step
+            }
+            None => self.inner.run(run, notes)?,
+        };
+        let extra = self.plan.tool_latency();
+        if extra > 0 {
+            notes.push(Note::Fault {
+                what: format!("tool {name} latency +{extra}ms"),
+            });
+            step.after_ms = step.after_ms.saturating_add(extra);
+        }
+        Ok(step)
+    }
 }
