@@ -13,7 +13,8 @@ use crate::drive::scripted::{MockTools, ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::llm::Usage;
 use crate::runtime::{RuntimeConfig, ToolSpec};
-use crate::scenario::DEFAULT_KEY;
+use crate::scenario::play::{play, Plain, Stop};
+use crate::scenario::{Step, StepKind, DEFAULT_KEY};
 use crate::sim::{Limits, RunError, Sim};
 
 /// One workload.
@@ -188,10 +189,19 @@ impl Workload {
         } else {
             build(scripts)
         };
+        let go = Step {
+            line: 0,
+            column: 0,
+            kind: StepKind::User {
+                key: DEFAULT_KEY.to_owned(),
+                text: "go".to_owned(),
+                wait: true,
+            },
+        };
         Prepared {
             start,
             turns,
-            messages_per_run,
+            steps: vec![go; messages_per_run],
         }
     }
 }
@@ -217,7 +227,8 @@ fn tool_use(name: &str, input: serde_json::Value) -> ScriptBlock {
 pub struct Prepared {
     start: Sim,
     turns: u64,
-    messages_per_run: usize,
+    /// One run: user messages, each played until the runtime is idle.
+    steps: Vec<Step>,
 }
 
 impl Prepared {
@@ -234,10 +245,10 @@ impl Prepared {
     /// Runs the workload on `sim` (a [`Prepared::fresh`] copy) and returns the model turns made.
     pub fn run(&self, sim: &mut Sim) -> Result<u64, RunError> {
         let before = sim.llm_calls();
-        for _ in 0..self.messages_per_run {
-            sim.user(DEFAULT_KEY, "go")?;
-            sim.run_until_idle()?;
-        }
+        play(sim, &self.steps, &mut Plain).map_err(|stopped| match stopped.stop {
+            Stop::Run(error) => error,
+            Stop::Expectation(_) => unreachable!("a workload has no expect steps"),
+        })?;
         Ok(sim.llm_calls() - before)
     }
 }

@@ -12,6 +12,7 @@ use crate::explore::generate::{generate, GenConfig};
 use crate::model::rng::SimRng;
 use crate::observe::Violation;
 use crate::runtime::planted::PlantedBug;
+use crate::scenario::play::{play, Hooks, Stop, Stopped};
 use crate::scenario::{Scenario, Step, StepKind};
 use crate::sim::{RunError, Sim};
 
@@ -110,12 +111,23 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
         .faults(FaultPlan::new(seed, rates))
         .materialize(true)
         .build();
-    let mut driver = Driver {
+    let mut recorder = Recorder {
         actions: Vec::new(),
         pending_run: 0,
     };
-    let error = driver.play(&mut sim, &scenario.steps).err();
-    driver.flush();
+    let error = match play(&mut sim, &scenario.steps, &mut recorder) {
+        Ok(()) => None,
+        Err(Stopped {
+            stop: Stop::Run(error),
+            ..
+        }) => Some(error),
+        // An exploration run ignores the scenario's expectations (its hooks check none).
+        Err(Stopped {
+            stop: Stop::Expectation(_),
+            ..
+        }) => None,
+    };
+    recorder.flush();
     let faults = sim.fault_plan().map_or(0, |p| p.injected);
     let report = RunReport {
         seed,
@@ -135,7 +147,7 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
                 .tools
                 .insert(tool.clone(), ToolScript::PerCall(steps.clone()));
         }
-        replay.steps = driver
+        replay.steps = recorder
             .actions
             .drain(..)
             .map(|kind| Step {
@@ -162,14 +174,15 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
     (report, replay)
 }
 
-/// Plays scenario steps, interjecting the fault plan's user messages between simulator steps and
-/// recording every action as a step that replays exactly.
-struct Driver {
+/// Exploration's hooks: the fault plan's user messages between simulator steps and its restarts
+/// at quiet points, and every action recorded as a step that replays exactly.
+struct Recorder {
     actions: Vec<StepKind>,
     pending_run: u64,
 }
 
-impl Driver {
+impl Recorder {
+    /// Writes the simulator steps taken since the last other action as one `run` step.
     fn flush(&mut self) {
         if self.pending_run > 0 {
             self.actions.push(StepKind::Run(self.pending_run));
@@ -177,70 +190,38 @@ impl Driver {
         }
     }
 
-    fn user(&mut self, sim: &mut Sim, key: &str, text: &str) -> Result<(), RunError> {
+    fn push(&mut self, kind: StepKind) {
         self.flush();
-        self.actions.push(StepKind::User {
+        self.actions.push(kind);
+    }
+}
+
+impl Hooks for Recorder {
+    fn interject(&mut self, sim: &mut Sim, _key: &str) -> Option<String> {
+        sim.fault_plan().and_then(|p| p.user())
+    }
+
+    fn restart_when_idle(&mut self, sim: &mut Sim) -> bool {
+        sim.fault_plan().is_some_and(|p| p.restart())
+    }
+
+    fn on_user(&mut self, key: &str, text: &str) {
+        self.push(StepKind::User {
             key: key.to_owned(),
             text: text.to_owned(),
             wait: false,
         });
-        sim.user(key, text)
     }
 
-    /// One simulator step, after maybe a user interjection. `Ok(false)` when nothing is scheduled.
-    fn step(&mut self, sim: &mut Sim, key: &str) -> Result<bool, RunError> {
-        if let Some(text) = sim.fault_plan().and_then(|p| p.user()) {
-            self.user(sim, key, &text)?;
-        }
+    fn on_step(&mut self) {
         self.pending_run += 1;
-        let more = sim.step()?;
-        if !more {
-            self.pending_run -= 1;
-        }
-        Ok(more)
     }
 
-    fn play(&mut self, sim: &mut Sim, steps: &[Step]) -> Result<(), RunError> {
-        for step in steps {
-            match &step.kind {
-                StepKind::User { key, text, wait } => {
-                    self.user(sim, key, text)?;
-                    if *wait {
-                        while !sim.runtime().is_idle() {
-                            if !self.step(sim, key)? {
-                                return Err(RunError::Stuck {
-                                    at_ms: sim.now(),
-                                    stack: sim.describe_stacks(),
-                                });
-                            }
-                        }
-                        if sim.fault_plan().is_some_and(|p| p.restart()) {
-                            self.flush();
-                            self.actions.push(StepKind::Restart);
-                            sim.restart()?;
-                        }
-                    }
-                }
-                StepKind::Run(n) => {
-                    for _ in 0..*n {
-                        if !self.step(sim, crate::scenario::DEFAULT_KEY)? {
-                            break;
-                        }
-                    }
-                }
-                StepKind::Advance(ms) => {
-                    self.flush();
-                    self.actions.push(StepKind::Advance(*ms));
-                    sim.advance(*ms)?;
-                }
-                StepKind::Restart => {
-                    self.flush();
-                    self.actions.push(StepKind::Restart);
-                    sim.restart()?;
-                }
-                StepKind::Expect(_) => {}
-            }
-        }
-        Ok(())
+    fn on_advance(&mut self, ms: u64) {
+        self.push(StepKind::Advance(ms));
+    }
+
+    fn on_restart(&mut self) {
+        self.push(StepKind::Restart);
     }
 }

@@ -5,6 +5,7 @@
 pub mod expect;
 pub mod format;
 pub mod load;
+pub mod play;
 pub mod run;
 pub mod write;
 

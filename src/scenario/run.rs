@@ -3,10 +3,12 @@
 
 use std::fmt;
 
-use crate::sim::{Record, RunError};
+use crate::sim::{Record, RunError, Sim};
 
 use super::expect::{check, Mismatch};
-use super::{Scenario, StepKind};
+use super::format::ExpectSpec;
+use super::play::{play, Hooks, Stop, Stopped};
+use super::Scenario;
 
 /// How to run a scenario.
 #[derive(Clone, Copy, Debug)]
@@ -140,41 +142,27 @@ impl fmt::Display for Failure {
 pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
     let seed = options.seed.unwrap_or(scenario.seed);
     let mut sim = scenario.sim(seed, options.observe, true);
-    let mut window = 0;
-    let mut failure = None;
-    for (i, step) in scenario.steps.iter().enumerate() {
-        let result = match &step.kind {
-            StepKind::User { key, text, wait } => {
-                sim.user(key, text)
-                    .and_then(|()| if *wait { sim.run_until_idle() } else { Ok(()) })
-            }
-            StepKind::Advance(ms) => sim.advance(*ms),
-            StepKind::Run(n) => sim.run_steps(*n),
-            StepKind::Restart => sim.restart(),
-            StepKind::Expect(e) => {
-                let mismatches = check(e, &sim, &sim.records()[window..]);
-                window = sim.records().len();
-                if mismatches.is_empty() {
-                    continue;
+    let mut hooks = Expectations { window: 0 };
+    let failure =
+        play(&mut sim, &scenario.steps, &mut hooks)
+            .err()
+            .map(|Stopped { index, stop }| {
+                let step = &scenario.steps[index];
+                match stop {
+                    Stop::Expectation(mismatches) => Failure::Expectation {
+                        step: index + 1,
+                        line: step.line,
+                        column: step.column,
+                        mismatches,
+                    },
+                    Stop::Run(error) => Failure::Run {
+                        step: index + 1,
+                        line: step.line,
+                        error,
+                    },
                 }
-                failure = Some(Failure::Expectation {
-                    step: i + 1,
-                    line: step.line,
-                    column: step.column,
-                    mismatches,
-                });
-                break;
-            }
-        };
-        if let Err(error) = result {
-            failure = Some(Failure::Run {
-                step: i + 1,
-                line: step.line,
-                error,
             });
-            break;
-        }
-    }
+    let mut failure = failure;
     if failure.is_none() && scenario.expect_violation.is_none() {
         let unused: Vec<(String, usize)> = sim
             .llm()
@@ -216,5 +204,23 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
         failure,
         reproduced,
         violation_message,
+    }
+}
+
+/// A scenario run's hooks: each `expect` step checks what happened since the previous one.
+struct Expectations {
+    /// Records before this index were seen by an earlier `expect`.
+    window: usize,
+}
+
+impl Hooks for Expectations {
+    fn expect(&mut self, spec: &ExpectSpec, sim: &Sim) -> Result<(), Vec<Mismatch>> {
+        let mismatches = check(spec, sim, &sim.records()[self.window..]);
+        self.window = sim.records().len();
+        if mismatches.is_empty() {
+            Ok(())
+        } else {
+            Err(mismatches)
+        }
     }
 }

@@ -1,0 +1,153 @@
+//! The one step interpreter: it plays a scenario's steps against a [`Sim`]. A scenario run, an
+//! exploration run and the benchmark workloads all play their steps through [`play`]; what differs
+//! between them is a [`Hooks`] value: a scenario run checks expectations, exploration interjects
+//! user messages and restarts between simulator steps and records what it did as steps that replay
+//! exactly, a workload does nothing else.
+//!
+//! A `user` step that waits is played one simulator step at a time until the runtime is idle, so
+//! hooks can act between any two steps; with hooks that never interject this is exactly
+//! [`Sim::run_until_idle`].
+
+use crate::sim::{RunError, Sim};
+
+use super::expect::Mismatch;
+use super::format::ExpectSpec;
+use super::{Step, StepKind};
+
+/// What a player does around the steps. Every method has a default that does nothing, so a
+/// player that only plays needs none of them.
+pub trait Hooks {
+    /// Before each simulator step: a user message to type now, for conversation `key`.
+    fn interject(&mut self, _sim: &mut Sim, _key: &str) -> Option<String> {
+        None
+    }
+
+    /// After a `user` step that waited until the runtime was idle: whether to restart here.
+    fn restart_when_idle(&mut self, _sim: &mut Sim) -> bool {
+        false
+    }
+
+    /// An `expect` step: `Err` with what differed stops the run.
+    fn expect(&mut self, _spec: &ExpectSpec, _sim: &Sim) -> Result<(), Vec<Mismatch>> {
+        Ok(())
+    }
+
+    /// The player delivered a user message (from a step or an interjection).
+    fn on_user(&mut self, _key: &str, _text: &str) {}
+
+    /// The player took one simulator step (also one that failed).
+    fn on_step(&mut self) {}
+
+    /// The player moved the clock.
+    fn on_advance(&mut self, _ms: u64) {}
+
+    /// The player restarted the runtime.
+    fn on_restart(&mut self) {}
+}
+
+/// Hooks that do nothing: play the steps as written.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Plain;
+
+impl Hooks for Plain {}
+
+/// Why playing stopped early.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stop {
+    /// The run stopped: a broken invariant, a limit, an exhausted script.
+    Run(RunError),
+    /// An `expect` step did not hold.
+    Expectation(Vec<Mismatch>),
+}
+
+/// Where playing stopped: the index of the step, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stopped {
+    /// 0-based index of the step in the slice played.
+    pub index: usize,
+    /// Why.
+    pub stop: Stop,
+}
+
+/// Plays `steps` against `sim` with `hooks`.
+pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(), Stopped> {
+    for (index, step) in steps.iter().enumerate() {
+        let stopped = |stop| Stopped { index, stop };
+        let result = match &step.kind {
+            StepKind::User { key, text, wait } => user(sim, hooks, key, text, *wait),
+            StepKind::Run(n) => {
+                let mut result = Ok(());
+                for _ in 0..*n {
+                    match one_step(sim, hooks, super::DEFAULT_KEY) {
+                        Ok(true) => {}
+                        Ok(false) => break,
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                result
+            }
+            StepKind::Advance(ms) => {
+                hooks.on_advance(*ms);
+                sim.advance(*ms)
+            }
+            StepKind::Restart => {
+                hooks.on_restart();
+                sim.restart()
+            }
+            StepKind::Expect(spec) => {
+                if let Err(mismatches) = hooks.expect(spec, sim) {
+                    return Err(stopped(Stop::Expectation(mismatches)));
+                }
+                Ok(())
+            }
+        };
+        result.map_err(|e| stopped(Stop::Run(e)))?;
+    }
+    Ok(())
+}
+
+/// A `user` step: deliver the message, then (if it waits) step until idle.
+fn user(
+    sim: &mut Sim,
+    hooks: &mut impl Hooks,
+    key: &str,
+    text: &str,
+    wait: bool,
+) -> Result<(), RunError> {
+    hooks.on_user(key, text);
+    sim.user(key, text)?;
+    if !wait {
+        return Ok(());
+    }
+    while !sim.runtime().is_idle() {
+        if !one_step(sim, hooks, key)? {
+            return Err(RunError::Stuck {
+                at_ms: sim.now(),
+                stack: sim.describe_stacks(),
+            });
+        }
+    }
+    if hooks.restart_when_idle(sim) {
+        hooks.on_restart();
+        sim.restart()?;
+    }
+    Ok(())
+}
+
+/// One simulator step, after an interjection if the hooks have one. `Ok(false)` when nothing is
+/// scheduled.
+fn one_step(sim: &mut Sim, hooks: &mut impl Hooks, key: &str) -> Result<bool, RunError> {
+    if let Some(text) = hooks.interject(sim, key) {
+        hooks.on_user(key, &text);
+        sim.user(key, &text)?;
+    }
+    let result = sim.step();
+    // A step that failed was taken too: a replay must take it to fail the same way.
+    if !matches!(result, Ok(false)) {
+        hooks.on_step();
+    }
+    result
+}
