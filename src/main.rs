@@ -246,6 +246,9 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
         Format::Text => print!("{}", report::text(&outcome)),
         Format::Json => println!("{}", report::json(&outcome)),
     }
+    // The transcript goes to stdout and the failure to stderr: flush the first so that the two
+    // come out in order when both go to one place.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     match &outcome.failure {
         None => ExitCode::SUCCESS,
         Some(failure) => {

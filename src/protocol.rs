@@ -154,6 +154,8 @@ pub enum Effect {
 pub struct ToolRun<'a> {
     /// Session key of the conversation.
     pub key: &'a Arc<str>,
+    /// The stable id of the frame that runs it.
+    pub frame_id: Uuid,
     /// The calling agent.
     pub agent: &'a Arc<AgentDef>,
     /// The `tool_use` id it answers.
@@ -289,6 +291,19 @@ pub enum Event {
         /// The call or timer.
         call: CallId,
         /// What it was.
+        what: &'static str,
+    },
+    /// A restored runtime issued again a call its frame waited for when the state was written.
+    Reissued {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The new call.
+        call: CallId,
+        /// `model call` or `tool run`.
         what: &'static str,
     },
     /// A tool use is being handled.

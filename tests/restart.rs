@@ -7,6 +7,7 @@ use std::sync::Arc;
 use agentsim::explore::generate::{generate, GenConfig};
 use agentsim::persist::RestoreError;
 use agentsim::runtime::Runtime;
+use agentsim::scenario::play::{play, Hooks, Stop};
 use agentsim::scenario::{self, RunOptions, Scenario, Step, StepKind};
 use agentsim::sim::{Entry, Note, Record};
 use agentsim::store::FileStore;
@@ -61,6 +62,93 @@ proptest! {
         prop_assert_eq!(comparable(&plain.records), comparable(&restarted.records), "seed {}", seed);
         prop_assert_eq!(plain.failure.is_some(), restarted.failure.is_some(), "seed {}", seed);
     }
+
+    /// Restarting a generated run before every simulator step, in the middle of turns, keeps
+    /// every invariant: each restart restores the sessions exactly as they were at the crash (the
+    /// simulator checks it, as restart-equivalence), calls in flight are issued again, and the
+    /// continued run ends as cleanly as the uninterrupted one.
+    #[test]
+    fn restarting_before_every_step_keeps_every_invariant(seed in any::<u64>()) {
+        let mut s = generate(seed, &GenConfig::default());
+        s.config.persist = true;
+        let mut sim = s.sim(seed, true, false);
+        let mut hooks = RestartEveryStep { restarts: 0 };
+        let stopped = play(&mut sim, &s.steps, &mut hooks).err();
+        let violation = stopped.as_ref().and_then(|st| match &st.stop {
+            Stop::Run(e) => e.violation().cloned(),
+            Stop::Expectation(_) => None,
+        });
+        prop_assert!(violation.is_none(), "seed {}: {:?}", seed, violation);
+        let plain = scenario::run(&s, RunOptions::default());
+        if plain.failure.is_none() && stopped.is_none() {
+            // Both ran to the end: every conversation ends with the same stack.
+            let describe = |rt: &Runtime| -> Vec<String> {
+                rt.stacks().views().map(|v| format!("{}: {}", v.key(), v.describe())).collect()
+            };
+            let mut again = s.sim(seed, true, false);
+            play(&mut again, &s.steps, &mut agentsim::scenario::play::Plain).unwrap();
+            prop_assert_eq!(describe(sim.runtime()), describe(again.runtime()), "seed {}", seed);
+        }
+    }
+}
+
+/// Hooks that restart the runtime before every simulator step.
+struct RestartEveryStep {
+    restarts: u64,
+}
+
+impl Hooks for RestartEveryStep {
+    fn restart_before_step(&mut self, _sim: &mut agentsim::sim::Sim) -> bool {
+        self.restarts += 1;
+        true
+    }
+}
+
+#[test]
+fn a_restart_in_the_middle_of_a_turn_restores_the_frames_and_issues_the_call_again() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/spec/persist-restart-in-the-middle-of-a-turn-recovers-the-conversation-and-issues-the-call-again.yaml");
+    let s = scenario::load(&path).unwrap();
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "research Python async APIs").unwrap();
+    sim.advance(1_000).unwrap();
+    let before: Vec<_> = sim
+        .runtime()
+        .stack("default")
+        .unwrap()
+        .frames()
+        .map(|f| (f.frame_id(), f.session().clone(), f.iteration()))
+        .collect();
+    assert_eq!(
+        before.len(),
+        2,
+        "the skill holds the conversation at the crash"
+    );
+    sim.restart().unwrap();
+    let after: Vec<_> = sim
+        .runtime()
+        .stack("default")
+        .unwrap()
+        .frames()
+        .map(|f| (f.frame_id(), f.session().clone(), f.iteration()))
+        .collect();
+    assert_eq!(before, after, "nothing recorded is lost");
+    let top = sim.runtime().stack("default").unwrap().top().unwrap();
+    assert!(
+        matches!(
+            top.phase(),
+            agentsim::agents::frame::Phase::AwaitTool { .. }
+        ),
+        "the tool run is in flight again: {:?}",
+        top.phase()
+    );
+    sim.run_until_idle().unwrap();
+    assert_eq!(
+        sim.now(),
+        3_000,
+        "the tool ran again for its 2 s, from the restart"
+    );
+    assert!(sim.runtime().stack("default").unwrap().is_empty());
 }
 
 /// A simulation of the stack diagram left at depth 2, with its persisted bytes.

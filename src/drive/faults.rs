@@ -18,6 +18,8 @@ use crate::runtime::DEFAULT_CANCEL_WORDS;
 
 const RATES_STREAM: u64 = 0xFA_17;
 const DECISIONS_STREAM: u64 = 0xFA_18;
+/// Mid-turn restarts draw from a stream of their own, so that adding them moved no other decision.
+const MID_TURN_STREAM: u64 = 0xFA_19;
 
 /// Probability of each fault per opportunity.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -38,6 +40,9 @@ pub struct FaultRates {
     pub cancel: f64,
     /// The runtime restarts from its persisted state at a quiescent point.
     pub restart: f64,
+    /// The runtime restarts from its persisted state between any two steps, in the middle of a
+    /// turn (calls in flight are issued again).
+    pub restart_mid_turn: f64,
 }
 
 impl FaultRates {
@@ -66,6 +71,8 @@ impl FaultRates {
             user_message: rate(0.05),
             cancel: rate(0.03),
             restart: rate(0.5),
+            // Drawn last, so the rates above stay those of earlier versions for each seed.
+            restart_mid_turn: rate(0.05),
         }
     }
 }
@@ -76,6 +83,7 @@ pub struct FaultPlan {
     /// The rates.
     pub rates: FaultRates,
     rng: SimRng,
+    mid_turn: SimRng,
     /// How many faults were injected.
     pub injected: u64,
 }
@@ -86,12 +94,23 @@ impl FaultPlan {
         FaultPlan {
             rates,
             rng: SimRng::new(seed).fork(seed, DECISIONS_STREAM),
+            mid_turn: SimRng::new(seed).fork(seed, MID_TURN_STREAM),
             injected: 0,
         }
     }
 
     fn roll(&mut self, p: f64) -> bool {
         p > 0.0 && self.rng.chance(p)
+    }
+
+    /// Whether to restart the runtime before the next step, in the middle of a turn.
+    pub fn restart_mid_turn(&mut self) -> bool {
+        let p = self.rates.restart_mid_turn;
+        let on = p > 0.0 && self.mid_turn.chance(p);
+        if on {
+            self.injected += 1;
+        }
+        on
     }
 
     /// A reply to inject instead of the scripted one, if any.

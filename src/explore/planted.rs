@@ -12,8 +12,9 @@ pub fn caught_by(bug: PlantedBug) -> &'static str {
         PlantedBug::RouteBelowTop => ROUTING,
         PlantedBug::SkipUnresolvedAfterChild
         | PlantedBug::CompletionOrderResults
-        | PlantedBug::EmptyReplyRecorded
-        | PlantedBug::RestoreForgetsFirstMessage => TOOL_PAIRING,
+        | PlantedBug::EmptyReplyRecorded => TOOL_PAIRING,
+        // A restart compares the restored sessions with those at the crash.
+        PlantedBug::RestoreForgetsFirstMessage => RESTART_EQUIVALENCE,
         PlantedBug::MainCompleteAccepted => SINGLE_DELIVERY,
         PlantedBug::DisplayLeak => NO_DISPLAY_LEAK,
         PlantedBug::CancelLeavesFrame => CLEANUP,

@@ -101,7 +101,7 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
     } else {
         FaultRates::none()
     };
-    if rates.restart > 0.0 {
+    if rates.restart > 0.0 || rates.restart_mid_turn > 0.0 {
         scenario.config.persist = true;
     }
     let mut sim = scenario
@@ -199,6 +199,10 @@ impl Recorder {
 impl Hooks for Recorder {
     fn interject(&mut self, sim: &mut Sim, _key: &str) -> Option<String> {
         sim.fault_plan().and_then(|p| p.user())
+    }
+
+    fn restart_before_step(&mut self, sim: &mut Sim) -> bool {
+        sim.fault_plan().is_some_and(|p| p.restart_mid_turn())
     }
 
     fn restart_when_idle(&mut self, sim: &mut Sim) -> bool {

@@ -85,7 +85,8 @@ impl ContextEntry {
     }
 }
 
-/// What a frame waits for at a quiescent point.
+/// What a frame waits for when the state is written (at the end of every input the runtime
+/// handles). A frame restored while it waited for a model call or a tool issues that call again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "for", rename_all = "snake_case")]
 pub enum Waiting {
@@ -98,6 +99,31 @@ pub enum Waiting {
     },
     /// A child above it.
     Child,
+    /// A model call (streamed chunks received so far are not kept: the call is issued again).
+    Llm,
+    /// One tool run.
+    Tool {
+        /// The `tool_use` it answers.
+        tool_use_id: Arc<str>,
+        /// The name it runs under when not the tool use's own (a passthrough skill).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<Arc<str>>,
+    },
+    /// A parallel batch of tool runs, in reply order.
+    Tools {
+        /// Each run of the batch.
+        runs: Vec<BatchRun>,
+    },
+}
+
+/// One run of a parallel batch in `state.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchRun {
+    /// The `tool_use` it answers.
+    pub tool_use_id: Arc<str>,
+    /// Its outcome if it finished (kept until the whole batch is in): content and error flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<(Arc<str>, bool)>,
 }
 
 /// A frame in `state.json` (seed 000's `StackFrameMeta`, plus what it waits for).

@@ -120,6 +120,9 @@ pub fn line(entry: &Entry) -> String {
                 ..
             } => format!("{frame} ← llm error ({}): {message}", kind_name(*kind)),
             Event::Stale { what, .. } => format!("stale {what} ignored"),
+            Event::Reissued { frame, what, .. } => {
+                format!("{frame} {what} issued again after the restart")
+            }
             Event::ToolCall {
                 frame,
                 tool_use_id,
@@ -192,6 +195,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::LlmRequest { key, .. }
         | Event::LlmReply { key, .. }
         | Event::LlmError { key, .. }
+        | Event::Reissued { key, .. }
         | Event::ToolCall { key, .. }
         | Event::ToolResult { key, .. }
         | Event::Sent { key, .. }

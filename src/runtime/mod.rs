@@ -141,6 +141,7 @@ impl Runtime {
         match &frame.phase {
             Phase::AwaitLlm { call: c, .. } if *c == call => Some(LlmRequest {
                 key,
+                frame_id: frame.frame_id,
                 agent: &frame.agent,
                 system: &frame.system_prompt,
                 messages: frame.session.get_messages_for_llm(),
@@ -168,6 +169,7 @@ impl Runtime {
         let tool_use = frame.session.tool_use_at(at)?;
         Some(ToolRun {
             key,
+            frame_id: frame.frame_id,
             agent: &frame.agent,
             tool_use_id: tool_use.id,
             name: name.unwrap_or(tool_use.name),
@@ -190,7 +192,9 @@ impl Runtime {
         if self.config.interruptions.is_some() {
             self.sync_watchdogs();
         }
-        if self.config.persist && self.is_idle() {
+        // Every input leaves every frame waiting for something: a consistent point, whatever the
+        // other conversations do. The state follows the journal lines of this input.
+        if self.config.persist {
             let json = serde_json::to_string(&self.state()).expect("state serialises");
             self.effects.push_back(Effect::WriteState { json });
         }

@@ -6,18 +6,20 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::agents::frame::{Phase, StackFrame};
+use crate::agents::frame::{BatchItem, Phase, StackFrame};
 use crate::model::agent::{AgentKind, Catalog};
-use crate::model::ids::IdSource;
-use crate::model::transcript::Session;
+use crate::model::ids::{call_id, CallId, FrameId, IdSource};
+use crate::model::transcript::{Block, BlockAt, Session};
+use crate::protocol::{Effect, Event};
 use crate::runtime::planted::PlantedBug;
 
 use super::{Runtime, RuntimeConfig};
 
 impl Runtime {
-    /// The persisted form of every conversation (meaningful when the runtime is idle).
+    /// The persisted form of every conversation. Meaningful between inputs, when every frame
+    /// waits for something (the user, a child, a model call, a tool).
     pub fn state(&self) -> crate::persist::State {
-        use crate::persist::{ConversationState, FrameMeta, State, Waiting, STATE_VERSION};
+        use crate::persist::{ConversationState, FrameMeta, State, STATE_VERSION};
         let conversations = self
             .stacks
             .views()
@@ -41,13 +43,7 @@ impl Runtime {
                         effective_tools: f.agent.tools.clone().unwrap_or_default(),
                         is_skill_agent: f.agent.kind == AgentKind::Skill,
                         environment: BTreeMap::new(),
-                        waiting: match &f.phase {
-                            Phase::AwaitAnswer { tool_use_id } => Waiting::Answer {
-                                tool_use_id: tool_use_id.clone(),
-                            },
-                            Phase::AwaitChildren { .. } => Waiting::Child,
-                            _ => Waiting::User,
-                        },
+                        waiting: waiting(f),
                         turn_start: f.turn_start,
                         usage: f.usage,
                         batch_sends: f.batch_sends,
@@ -64,7 +60,11 @@ impl Runtime {
     }
 
     /// Rebuilds a runtime from `state.json` and `context.jsonl` (see [`crate::persist`]). The
-    /// restored runtime continues exactly where the persisted one was when it last went quiet.
+    /// restored runtime continues where the persisted one was when it last wrote its state: a frame
+    /// that waited for the user, a child or an answer waits again; a frame that waited for a model
+    /// call or a tool issues that call again (its effects are waiting in
+    /// [`Runtime::poll_effect`], each with an [`crate::protocol::Event::Reissued`]), with its
+    /// timeout starting anew.
     pub fn restore(
         catalog: Arc<Catalog>,
         config: RuntimeConfig,
@@ -94,13 +94,17 @@ impl Runtime {
                     (AgentKind::Main, None) => Session::with_id(main_id),
                     (_, None) => return Err(RestoreError::MissingSession(meta.agent_session_id)),
                 };
-                let phase = match meta.waiting {
-                    Waiting::User => Phase::AwaitUser,
-                    Waiting::Answer { tool_use_id } => Phase::AwaitAnswer { tool_use_id },
+                let (phase, reissue) = match meta.waiting {
+                    Waiting::User => (Phase::AwaitUser, None),
+                    Waiting::Answer { tool_use_id } => (Phase::AwaitAnswer { tool_use_id }, None),
                     // Its child is the next frame; it is named once pushed.
-                    Waiting::Child => Phase::AwaitChildren {
-                        children: SmallVec::new(),
-                    },
+                    Waiting::Child => (
+                        Phase::AwaitChildren {
+                            children: SmallVec::new(),
+                        },
+                        None,
+                    ),
+                    other => (Phase::Loop, Some(other)),
                 };
                 let mut frame = StackFrame::new(
                     meta.frame_id,
@@ -115,7 +119,7 @@ impl Runtime {
                 frame.phase = phase;
                 frame.turn_start = meta.turn_start;
                 frame.batch_sends = meta.batch_sends;
-                frames.push(frame);
+                frames.push((frame, reissue));
             }
             let entry = rt.stacks.entry_mut(slot);
             entry.usage = conv.usage;
@@ -124,8 +128,11 @@ impl Runtime {
                 .remove(&main_id)
                 .unwrap_or_else(|| Session::with_id(main_id));
             let mut below: Option<crate::model::ids::FrameId> = None;
-            for frame in frames {
+            for (frame, reissue) in frames {
                 let id = rt.stacks.push(slot, frame);
+                if let Some(waiting) = reissue {
+                    rt.reissue(id, waiting)?;
+                }
                 if let Some(parent) = below.and_then(|b| rt.stacks.frame_mut(b)) {
                     if let Phase::AwaitChildren { children } = &mut parent.phase {
                         children.push(id);
@@ -134,6 +141,174 @@ impl Runtime {
                 below = Some(id);
             }
         }
+        if rt.config.interruptions.is_some() {
+            rt.sync_watchdogs();
+        }
         Ok(rt)
     }
+
+    /// Issues again the model call or tool runs a restored frame waited for.
+    fn reissue(
+        &mut self,
+        id: FrameId,
+        waiting: crate::persist::Waiting,
+    ) -> Result<(), crate::persist::RestoreError> {
+        use crate::persist::{RestoreError, Waiting};
+        let record = self.config.record_events;
+        let mut calls: SmallVec<[(CallId, &'static str); 1]> = SmallVec::new();
+        let Runtime {
+            stacks,
+            config,
+            effects,
+            seq,
+            ..
+        } = self;
+        let frame = stacks.frame_mut(id).expect("just pushed");
+        let mut next_call = || {
+            *seq += 1;
+            call_id(id.index(), *seq)
+        };
+        let find = |frame: &StackFrame, tool_use_id: &str| {
+            tool_use_block(&frame.session, tool_use_id).ok_or_else(|| {
+                RestoreError::State(format!(
+                    "frame {} waits for tool use {tool_use_id}, which is not in its session",
+                    frame.frame_id
+                ))
+            })
+        };
+        let timeout = |frame: &StackFrame, at: BlockAt, name: Option<&Arc<str>>| {
+            let name = name.or(frame.session.tool_use_at(at).map(|u| u.name))?;
+            config.tools.get(&**name).and_then(|t| t.timeout_ms)
+        };
+        frame.phase = match waiting {
+            Waiting::Llm => {
+                let call = next_call();
+                effects.push_back(Effect::CallLlm { call });
+                calls.push((call, "model call"));
+                Phase::AwaitLlm {
+                    call,
+                    partial: Default::default(),
+                }
+            }
+            Waiting::Tool { tool_use_id, name } => {
+                let at = find(frame, &tool_use_id)?;
+                let call = next_call();
+                effects.push_back(Effect::RunTool { call });
+                calls.push((call, "tool run"));
+                let timer = timeout(frame, at, name.as_ref()).map(|after_ms| {
+                    let timer = next_call();
+                    effects.push_back(Effect::SetTimer { timer, after_ms });
+                    timer
+                });
+                Phase::AwaitTool {
+                    call,
+                    at,
+                    name,
+                    timer,
+                }
+            }
+            Waiting::Tools { runs } => {
+                let mut batch = Vec::with_capacity(runs.len());
+                for run in runs {
+                    let at = find(frame, &run.tool_use_id)?;
+                    let appended =
+                        run.output.is_some() && !frame.session.is_unresolved(&run.tool_use_id);
+                    let (call, timer) = if run.output.is_some() {
+                        (next_call(), None)
+                    } else {
+                        let call = next_call();
+                        effects.push_back(Effect::RunTool { call });
+                        calls.push((call, "tool run"));
+                        let timer = timeout(frame, at, None).map(|after_ms| {
+                            let timer = next_call();
+                            effects.push_back(Effect::SetTimer { timer, after_ms });
+                            timer
+                        });
+                        (call, timer)
+                    };
+                    batch.push(BatchItem {
+                        call,
+                        at,
+                        output: run.output,
+                        appended,
+                        timer,
+                    });
+                }
+                Phase::AwaitTools { batch }
+            }
+            Waiting::User | Waiting::Answer { .. } | Waiting::Child => {
+                unreachable!("only calls in flight are issued again")
+            }
+        };
+        if record {
+            let (name, frame_id, slot) = (
+                frame.agent.frame_name.clone(),
+                frame.frame_id,
+                frame.conversation as usize,
+            );
+            let key = stacks.entry(slot).key.clone();
+            for (call, what) in calls {
+                self.events.push(Event::Reissued {
+                    key: key.clone(),
+                    frame: name.clone(),
+                    frame_id,
+                    call,
+                    what,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a frame waits for, as `state.json` says it.
+fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
+    use crate::persist::{BatchRun, Waiting};
+    match &frame.phase {
+        Phase::AwaitAnswer { tool_use_id } => Waiting::Answer {
+            tool_use_id: tool_use_id.clone(),
+        },
+        Phase::AwaitChildren { .. } => Waiting::Child,
+        Phase::AwaitLlm { .. } => Waiting::Llm,
+        Phase::AwaitTool { at, name, .. } => match frame.session.tool_use_at(*at) {
+            Some(u) => Waiting::Tool {
+                tool_use_id: u.id.clone(),
+                name: name.clone(),
+            },
+            None => Waiting::User,
+        },
+        Phase::AwaitTools { batch } => Waiting::Tools {
+            runs: batch
+                .iter()
+                .filter_map(|item| {
+                    let u = frame.session.tool_use_at(item.at)?;
+                    Some(BatchRun {
+                        tool_use_id: u.id.clone(),
+                        output: item.output.clone(),
+                    })
+                })
+                .collect(),
+        },
+        // Between inputs a frame is never at the loop head or running its tools.
+        Phase::AwaitUser | Phase::Loop | Phase::RunTools => Waiting::User,
+    }
+}
+
+/// Where the `tool_use` with this id sits in a session (the latest, if ids repeat).
+fn tool_use_block(session: &Session, id: &str) -> Option<BlockAt> {
+    session
+        .messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(m, message)| {
+            let b = message
+                .content
+                .iter()
+                .position(|b| matches!(b, Block::ToolUse { id: i, .. } if &**i == id))?;
+            Some(BlockAt {
+                message: m as u32,
+                block: b as u32,
+            })
+        })
 }

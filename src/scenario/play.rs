@@ -22,6 +22,11 @@ pub trait Hooks {
         None
     }
 
+    /// Before each simulator step: whether to restart the runtime first (in the middle of a turn).
+    fn restart_before_step(&mut self, _sim: &mut Sim) -> bool {
+        false
+    }
+
     /// After a `user` step that waited until the runtime was idle: whether to restart here.
     fn restart_when_idle(&mut self, _sim: &mut Sim) -> bool {
         false
@@ -140,6 +145,10 @@ fn user(
 /// One simulator step, after an interjection if the hooks have one. `Ok(false)` when nothing is
 /// scheduled.
 fn one_step(sim: &mut Sim, hooks: &mut impl Hooks, key: &str) -> Result<bool, RunError> {
+    if hooks.restart_before_step(sim) {
+        hooks.on_restart();
+        sim.restart()?;
+    }
     if let Some(text) = hooks.interject(sim, key) {
         hooks.on_user(key, &text);
         sim.user(key, &text)?;

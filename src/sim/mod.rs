@@ -9,6 +9,7 @@
 
 pub mod clock;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -153,6 +154,8 @@ impl SimBuilder {
             seed: self.seed,
             faults: self.faults,
             materialized: self.materialize.then(Materialized::default),
+            in_flight: BTreeMap::new(),
+            lost: BTreeMap::new(),
         }
     }
 }
@@ -176,6 +179,25 @@ pub struct Sim {
     seed: u64,
     faults: Option<FaultPlan>,
     materialized: Option<Materialized>,
+    /// Answers scheduled but not yet delivered, by call (kept only with persistence on, so that a
+    /// restart can hand them to the calls the restored runtime issues again).
+    in_flight: BTreeMap<CallId, (InFlight, Pending)>,
+    /// Answers lost in the last restart, by what they answered.
+    lost: BTreeMap<InFlight, Pending>,
+}
+
+/// What an answer in flight answers: a frame's model call, or its run of one tool use.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum InFlight {
+    Model(uuid::Uuid),
+    Tool(uuid::Uuid, Arc<str>),
+}
+
+/// An answer in flight.
+#[derive(Clone, Debug)]
+enum Pending {
+    Model(ModelAnswer),
+    Tool(ToolStep),
 }
 
 impl fmt::Debug for Sim {
@@ -308,25 +330,34 @@ impl Sim {
         let catalog = self.rt.catalog_arc();
         let (state, context) = self.persisted();
         let (state_bytes, context_bytes) = (state.map_or(0, str::len), context.len());
+        let broken = |message: String| RunError::Violation {
+            violation: Violation {
+                invariant: crate::observe::names::RESTART_EQUIVALENCE,
+                message,
+            },
+            step: self.steps,
+            at_ms: self.clock.now(),
+        };
         let rt = match state {
-            Some(state) => Runtime::restore(catalog, config, state, context).map_err(|e| {
-                RunError::Violation {
-                    violation: Violation {
-                        invariant: crate::observe::names::RESTART_EQUIVALENCE,
-                        message: format!("the persisted state does not restore: {e}"),
-                    },
-                    step: self.steps,
-                    at_ms: self.clock.now(),
-                }
-            })?,
+            Some(state) => Runtime::restore(catalog, config, state, context)
+                .map_err(|e| broken(format!("the persisted state does not restore: {e}")))?,
             None => Runtime::new(catalog, config),
         };
+        if let Err(difference) = same_conversations(&self.rt, &rt) {
+            return Err(broken(format!(
+                "the restored runtime differs from the one that stopped: {difference}"
+            )));
+        }
+        // What the old runtime had in flight is lost with it; the restored runtime issues those
+        // calls again and gets the same answers.
+        let in_flight = std::mem::take(&mut self.in_flight);
+        self.lost = in_flight.into_values().collect();
         self.rt = rt;
         self.note(Note::Restart {
             state_bytes,
             context_bytes,
         });
-        Ok(())
+        self.settle()
     }
 
     /// Takes up to `n` steps (stops early when nothing is scheduled).
@@ -366,8 +397,23 @@ impl Sim {
                 stack: self.describe_stacks(),
             });
         }
+        if !self.in_flight.is_empty() {
+            if let Input::LlmReply { call, .. }
+            | Input::LlmError { call, .. }
+            | Input::LlmEnd { call, .. }
+            | Input::ToolDone { call, .. } = &input
+            {
+                self.in_flight.remove(call);
+            }
+        }
         self.rt.set_now(self.clock.now());
         self.rt.handle(input);
+        self.settle()
+    }
+
+    /// Checks the invariants on what the runtime just did, records it, and applies its effects.
+    fn settle(&mut self) -> Result<(), RunError> {
+        let limits = self.core.limits();
         // The invariants are checked on what the runtime did before its effects are applied, so
         // that a script running out in the same step cannot hide a violation.
         if let Some(observer) = &mut self.observer {
@@ -488,12 +534,23 @@ impl Sim {
             faults,
             materialized,
             notes,
+            in_flight,
+            lost,
             ..
         } = self;
+        let persist = rt.config().persist;
         let at = || (self.steps, describe(rt));
         let answer = match core.take(rt, effect, at)? {
             Work::CallModel { call, request } => {
-                let answer = answer_model(&mut **model, faults, materialized, &request, notes);
+                let again = lost.remove(&InFlight::Model(request.frame_id));
+                let answer = match again {
+                    Some(Pending::Model(answer)) => Ok(answer),
+                    _ => answer_model(&mut **model, faults, materialized, &request, notes),
+                };
+                if let (true, Ok(answer)) = (persist, &answer) {
+                    let what = InFlight::Model(request.frame_id);
+                    in_flight.insert(call, (what, Pending::Model(answer.clone())));
+                }
                 if matches!(
                     answer,
                     Ok(ModelAnswer {
@@ -508,7 +565,14 @@ impl Sim {
                 Answered::Model(call, answer)
             }
             Work::RunTool { call, run } => {
-                let step = run_tool(&mut **tools, faults, materialized, &run, notes);
+                let what = InFlight::Tool(run.frame_id, run.tool_use_id.clone());
+                let step = match lost.remove(&what) {
+                    Some(Pending::Tool(step)) => Ok(step),
+                    _ => run_tool(&mut **tools, faults, materialized, &run, notes),
+                };
+                if let (true, Ok(step)) = (persist, &step) {
+                    in_flight.insert(call, (what, Pending::Tool(step.clone())));
+                }
                 if matches!(
                     step,
                     Ok(ToolStep {
@@ -633,4 +697,50 @@ fn describe(rt: &Runtime) -> String {
         .map(|v| format!("{}: {}", v.key(), v.describe()))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Whether `restored` holds the conversations `crashed` held: the same stacks of frames (ids,
+/// sessions, iterations), main sessions and queued messages. `Err` says the first difference.
+fn same_conversations(crashed: &Runtime, restored: &Runtime) -> Result<(), String> {
+    for old in crashed.stacks().views() {
+        let key = old.key();
+        let Some(new) = restored.stack(key) else {
+            return Err(format!("conversation {key} is gone"));
+        };
+        if old.entry().inbox != new.entry().inbox {
+            return Err(format!("conversation {key}: its queued messages differ"));
+        }
+        // Between turns the main session waits in the conversation; during one, in the main frame.
+        if old.is_empty() && old.entry().main_session != new.entry().main_session {
+            return Err(format!("conversation {key}: the main session differs"));
+        }
+        if old.depth() != new.depth() {
+            return Err(format!(
+                "conversation {key}: {} became {}",
+                old.describe(),
+                new.describe()
+            ));
+        }
+        for (a, b) in old.frames().zip(new.frames()) {
+            let name = a.agent_name();
+            if a.frame_id() != b.frame_id() {
+                return Err(format!("conversation {key}: frame {name} has another id"));
+            }
+            if a.session() != b.session() {
+                return Err(format!(
+                    "conversation {key}: the session of {name} differs ({} messages became {})",
+                    a.session().messages.len(),
+                    b.session().messages.len()
+                ));
+            }
+            if a.iteration() != b.iteration() {
+                return Err(format!(
+                    "conversation {key}: {name} used {} iterations, restored {}",
+                    a.iteration(),
+                    b.iteration()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
