@@ -154,8 +154,6 @@ pub enum Effect {
 pub struct ToolRun<'a> {
     /// Session key of the conversation.
     pub key: &'a Arc<str>,
-    /// The stable id of the frame that runs it.
-    pub frame_id: Uuid,
     /// The calling agent.
     pub agent: &'a Arc<AgentDef>,
     /// The `tool_use` id it answers.

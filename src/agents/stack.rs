@@ -64,7 +64,7 @@ struct Arena {
 }
 
 impl Arena {
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, mut frame: StackFrame) -> FrameId {
         let id = match self.free.pop() {
             Some(index) => {
@@ -92,7 +92,7 @@ impl Arena {
         id
     }
 
-    #[inline]
+    #[inline(always)]
     fn remove(&mut self, id: FrameId) -> Option<StackFrame> {
         let place = self.places.get_mut(id.index() as usize)?;
         if place.generation != id.generation() {
@@ -299,7 +299,7 @@ impl AgentStackManager {
     }
 
     /// Pushes `frame` on `slot`'s stack; its parent is the frame that was on top.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, slot: usize, mut frame: StackFrame) -> FrameId {
         frame.conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
         frame.parent = self.top_id(slot);
@@ -313,7 +313,7 @@ impl AgentStackManager {
     }
 
     /// Pops the frame on top of `slot`'s stack out of the arena.
-    #[inline]
+    #[inline(always)]
     pub fn pop(&mut self, slot: usize) -> Option<StackFrame> {
         let id = self.entries[slot].stack.frames.pop()?;
         self.frames.remove(id)

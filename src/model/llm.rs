@@ -99,8 +99,6 @@ impl fmt::Display for LlmError {
 pub struct LlmRequest<'a> {
     /// Session key of the conversation.
     pub key: &'a Arc<str>,
-    /// The stable id of the calling frame.
-    pub frame_id: uuid::Uuid,
     /// The calling agent.
     pub agent: &'a Arc<crate::model::agent::AgentDef>,
     /// The frame's cached system prompt.

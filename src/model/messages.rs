@@ -81,6 +81,7 @@ pub const INTERRUPTED_SENTINEL: &str = "Interrupted. Tell Ally what to do instea
 
 /// If `content` is (or, for seed 004's sentinel, contains) a display-only string, that string.
 /// The `no-display-leak` invariant calls this on every `tool_result` the runtime writes.
+#[inline]
 pub fn display_only(content: &str) -> Option<&'static str> {
     // The length test spares building a substring searcher for the usual short result.
     if content.len() >= INTERRUPTED_SENTINEL.len() && content.contains(INTERRUPTED_SENTINEL) {

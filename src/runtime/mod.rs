@@ -141,7 +141,6 @@ impl Runtime {
         match &frame.phase {
             Phase::AwaitLlm { call: c, .. } if *c == call => Some(LlmRequest {
                 key,
-                frame_id: frame.frame_id,
                 agent: &frame.agent,
                 system: &frame.system_prompt,
                 messages: frame.session.get_messages_for_llm(),
@@ -169,7 +168,6 @@ impl Runtime {
         let tool_use = frame.session.tool_use_at(at)?;
         Some(ToolRun {
             key,
-            frame_id: frame.frame_id,
             agent: &frame.agent,
             tool_use_id: tool_use.id,
             name: name.unwrap_or(tool_use.name),

@@ -126,6 +126,7 @@ impl Runtime {
     }
 
     /// Pushes `frame` on `slot`'s stack and records it.
+    #[inline(always)]
     pub(super) fn push(&mut self, slot: usize, frame: StackFrame) -> FrameId {
         let entry = self.stacks.entry(slot);
         let depth = entry.stack.depth() + 1;
@@ -141,6 +142,7 @@ impl Runtime {
     }
 
     /// Pops the frame on top of `slot`'s stack and records why.
+    #[inline(always)]
     pub(super) fn pop(&mut self, slot: usize, reason: PopReason) -> StackFrame {
         let frame = self
             .stacks

@@ -214,6 +214,7 @@ impl TurnCx<'_> {
 ///
 /// The caller has checked that `input` is what the frame waits for (a reply to *its* call, a
 /// result of *its* tool); stale inputs never get here.
+#[inline]
 pub fn execute_turn(
     frame: &mut StackFrame,
     input: TurnInput,

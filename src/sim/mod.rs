@@ -181,7 +181,7 @@ pub struct Sim {
     materialized: Option<Materialized>,
     /// Answers scheduled but not yet delivered, by call (kept only with persistence on, so that a
     /// restart can hand them to the calls the restored runtime issues again).
-    in_flight: BTreeMap<CallId, (InFlight, Pending)>,
+    in_flight: BTreeMap<CallId, Pending>,
     /// Answers lost in the last restart, by what they answered.
     lost: BTreeMap<InFlight, Pending>,
 }
@@ -351,7 +351,10 @@ impl Sim {
         // What the old runtime had in flight is lost with it; the restored runtime issues those
         // calls again and gets the same answers.
         let in_flight = std::mem::take(&mut self.in_flight);
-        self.lost = in_flight.into_values().collect();
+        self.lost = in_flight
+            .into_iter()
+            .filter_map(|(call, answer)| Some((in_flight_key(&self.rt, call)?, answer)))
+            .collect();
         self.rt = rt;
         self.note(Note::Restart {
             state_bytes,
@@ -412,6 +415,7 @@ impl Sim {
     }
 
     /// Checks the invariants on what the runtime just did, records it, and applies its effects.
+    #[inline]
     fn settle(&mut self) -> Result<(), RunError> {
         let limits = self.core.limits();
         // The invariants are checked on what the runtime did before its effects are applied, so
@@ -466,62 +470,6 @@ impl Sim {
         }
     }
 
-    /// Schedules a model reply (or error, or stream) for `call`; a stall schedules nothing.
-    fn schedule_reply(&mut self, call: CallId, answer: ModelAnswer) {
-        let order = self.rng.next_u64();
-        let ModelAnswer {
-            delivery,
-            after_ms: after,
-            usage,
-        } = answer;
-        match delivery {
-            Delivery::Content(content) => {
-                let reply = LlmReply { content, usage };
-                self.clock
-                    .schedule(after, order, Input::LlmReply { call, reply });
-            }
-            Delivery::Stream(chunks) => {
-                let mut at = after;
-                for (delay, block) in chunks {
-                    at = at.saturating_add(delay);
-                    let chunk = match block {
-                        Block::Text { text } => Chunk::Text(text),
-                        other => Chunk::ToolUse(other),
-                    };
-                    self.clock
-                        .schedule(at, order, Input::LlmChunk { call, chunk });
-                }
-                self.clock
-                    .schedule(at, order, Input::LlmEnd { call, usage });
-            }
-            Delivery::Error { kind, message } => {
-                let error = LlmError {
-                    kind,
-                    message: message.to_string(),
-                };
-                self.clock
-                    .schedule(after, order, Input::LlmError { call, error });
-            }
-            Delivery::Stall => {}
-        }
-    }
-
-    /// Schedules a tool's outcome for `call`; a hang schedules nothing.
-    fn schedule_tool(&mut self, call: CallId, step: ToolStep) {
-        let order = self.rng.next_u64();
-        let result = match step.behavior {
-            ToolBehavior::Result { content, is_error } => {
-                Ok(crate::agents::tools::ToolOutput { content, is_error })
-            }
-            ToolBehavior::Fail(message) => {
-                Err(crate::agents::tools::ToolError(message.to_string()))
-            }
-            ToolBehavior::Hang => return,
-        };
-        self.clock
-            .schedule(step.after_ms, order, Input::ToolDone { call, result });
-    }
-
     /// Applies one effect: the shared core handles limits, stale calls and persistence; what it
     /// leaves is answered here from the backends (with faults and recording wrapped around them
     /// when the run asks for them) and scheduled on the virtual clock.
@@ -529,6 +477,8 @@ impl Sim {
         let Sim {
             rt,
             core,
+            clock,
+            rng,
             model,
             tools,
             faults,
@@ -536,105 +486,161 @@ impl Sim {
             notes,
             in_flight,
             lost,
+            records,
+            record,
+            steps,
             ..
         } = self;
-        let persist = rt.config().persist;
-        let at = || (self.steps, describe(rt));
-        let answer = match core.take(rt, effect, at)? {
+        let steps = *steps;
+        let at = || (steps, describe(rt));
+        match core.take(rt, effect, at)? {
             Work::CallModel { call, request } => {
-                let again = lost.remove(&InFlight::Model(request.frame_id));
+                // Only after a restart: the answer its frame's call lost in flight.
+                let again = if lost.is_empty() {
+                    None
+                } else {
+                    in_flight_key(rt, call).and_then(|what| lost.remove(&what))
+                };
                 let answer = match again {
                     Some(Pending::Model(answer)) => Ok(answer),
                     _ => answer_model(&mut **model, faults, materialized, &request, notes),
                 };
-                if let (true, Ok(answer)) = (persist, &answer) {
-                    let what = InFlight::Model(request.frame_id);
-                    in_flight.insert(call, (what, Pending::Model(answer.clone())));
-                }
-                if matches!(
-                    answer,
-                    Ok(ModelAnswer {
-                        delivery: Delivery::Stall,
-                        ..
-                    })
-                ) {
+                if let Ok(ModelAnswer {
+                    delivery: Delivery::Stall,
+                    ..
+                }) = answer
+                {
                     notes.push(Note::LlmStall {
                         agent: request.agent.name.clone(),
                     });
                 }
-                Answered::Model(call, answer)
+                flush_notes(notes, records, *record, clock.now(), steps);
+                let answer = answer.map_err(|e| backend_error(e, rt))?;
+                if rt.config().persist {
+                    in_flight.insert(call, Pending::Model(answer.clone()));
+                }
+                schedule_reply(clock, rng, call, answer);
             }
             Work::RunTool { call, run } => {
-                let what = InFlight::Tool(run.frame_id, run.tool_use_id.clone());
-                let step = match lost.remove(&what) {
+                let again = if lost.is_empty() {
+                    None
+                } else {
+                    in_flight_key(rt, call).and_then(|what| lost.remove(&what))
+                };
+                let step = match again {
                     Some(Pending::Tool(step)) => Ok(step),
                     _ => run_tool(&mut **tools, faults, materialized, &run, notes),
                 };
-                if let (true, Ok(step)) = (persist, &step) {
-                    in_flight.insert(call, (what, Pending::Tool(step.clone())));
-                }
-                if matches!(
-                    step,
-                    Ok(ToolStep {
-                        behavior: ToolBehavior::Hang,
-                        ..
-                    })
-                ) {
+                if let Ok(ToolStep {
+                    behavior: ToolBehavior::Hang,
+                    ..
+                }) = step
+                {
                     notes.push(Note::ToolHang {
                         tool: run.name.clone(),
                     });
                 }
-                Answered::Tool(call, step)
+                flush_notes(notes, records, *record, clock.now(), steps);
+                let step = step.map_err(|e| backend_error(e, rt))?;
+                if rt.config().persist {
+                    in_flight.insert(call, Pending::Tool(step.clone()));
+                }
+                schedule_tool(clock, rng, call, step);
             }
             Work::SetTimer { timer, after_ms } => {
-                let order = self.rng.next_u64();
-                self.clock.schedule(after_ms, order, Input::Timer { timer });
-                return Ok(());
+                let order = rng.next_u64();
+                clock.schedule(after_ms, order, Input::Timer { timer });
             }
-            Work::CancelTimer { timer } => {
-                self.clock.cancel_timer(timer);
-                return Ok(());
-            }
-            Work::Output | Work::Done => return Ok(()),
-        };
-        if !self.notes.is_empty() {
-            let mut pending = std::mem::take(&mut self.notes);
-            for note in pending.drain(..) {
-                self.note(note);
-            }
-            self.notes = pending;
-        }
-        match answer {
-            Answered::Model(call, answer) => {
-                let answer = answer.map_err(|e| self.backend_error(e))?;
-                self.schedule_reply(call, answer);
-            }
-            Answered::Tool(call, step) => {
-                let step = step.map_err(|e| self.backend_error(e))?;
-                self.schedule_tool(call, step);
-            }
+            Work::CancelTimer { timer } => clock.cancel_timer(timer),
+            Work::Output | Work::Done => {}
         }
         Ok(())
     }
+}
 
-    fn backend_error(&self, error: BackendError) -> RunError {
-        match error {
-            BackendError::ScriptExhausted { agent, call } => RunError::ScriptExhausted {
-                agent,
-                call,
-                stack: self.describe_stacks(),
-            },
-            BackendError::ToolScriptExhausted { tool, call } => {
-                RunError::ToolScriptExhausted { tool, call }
-            }
+/// Moves the notes a backend left into the transcript.
+fn flush_notes(
+    notes: &mut Vec<Note>,
+    records: &mut Vec<Record>,
+    record: bool,
+    t_ms: u64,
+    step: u64,
+) {
+    if notes.is_empty() {
+        return;
+    }
+    if record {
+        records.extend(notes.drain(..).map(|note| Record {
+            t_ms,
+            step,
+            entry: Entry::Sim(note),
+        }));
+    } else {
+        notes.clear();
+    }
+}
+
+/// A backend that cannot answer, as the reason the run stopped.
+fn backend_error(error: BackendError, rt: &Runtime) -> RunError {
+    match error {
+        BackendError::ScriptExhausted { agent, call } => RunError::ScriptExhausted {
+            agent,
+            call,
+            stack: describe(rt),
+        },
+        BackendError::ToolScriptExhausted { tool, call } => {
+            RunError::ToolScriptExhausted { tool, call }
         }
     }
 }
 
-/// A call answered by a backend, to schedule once the borrows of the runtime end.
-enum Answered {
-    Model(CallId, Result<ModelAnswer, BackendError>),
-    Tool(CallId, Result<ToolStep, BackendError>),
+/// Schedules a model reply (or error, or stream) for `call`; a stall schedules nothing.
+fn schedule_reply(clock: &mut Clock, rng: &mut SimRng, call: CallId, answer: ModelAnswer) {
+    let order = rng.next_u64();
+    let ModelAnswer {
+        delivery,
+        after_ms: after,
+        usage,
+    } = answer;
+    match delivery {
+        Delivery::Content(content) => {
+            let reply = LlmReply { content, usage };
+            clock.schedule(after, order, Input::LlmReply { call, reply });
+        }
+        Delivery::Stream(chunks) => {
+            let mut at = after;
+            for (delay, block) in chunks {
+                at = at.saturating_add(delay);
+                let chunk = match block {
+                    Block::Text { text } => Chunk::Text(text),
+                    other => Chunk::ToolUse(other),
+                };
+                clock.schedule(at, order, Input::LlmChunk { call, chunk });
+            }
+            clock.schedule(at, order, Input::LlmEnd { call, usage });
+        }
+        Delivery::Error { kind, message } => {
+            let error = LlmError {
+                kind,
+                message: message.to_string(),
+            };
+            clock.schedule(after, order, Input::LlmError { call, error });
+        }
+        Delivery::Stall => {}
+    }
+}
+
+/// Schedules a tool's outcome for `call`; a hang schedules nothing.
+fn schedule_tool(clock: &mut Clock, rng: &mut SimRng, call: CallId, step: ToolStep) {
+    let order = rng.next_u64();
+    let result = match step.behavior {
+        ToolBehavior::Result { content, is_error } => {
+            Ok(crate::agents::tools::ToolOutput { content, is_error })
+        }
+        ToolBehavior::Fail(message) => Err(crate::agents::tools::ToolError(message.to_string())),
+        ToolBehavior::Hang => return,
+    };
+    clock.schedule(step.after_ms, order, Input::ToolDone { call, result });
 }
 
 /// The model's answer, through the fault and recording wrappers the run asked for.
@@ -743,4 +749,18 @@ fn same_conversations(crashed: &Runtime, restored: &Runtime) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// What `call` of `rt` answers, if its frame still waits for it: the frame's model call, or its
+/// run of one tool use (a restored frame issues the same call again under a new id).
+fn in_flight_key(rt: &Runtime, call: CallId) -> Option<InFlight> {
+    let frame = rt
+        .stacks()
+        .frame_at(crate::model::ids::call_frame(call))?
+        .frame_id();
+    if rt.request(call).is_some() {
+        return Some(InFlight::Model(frame));
+    }
+    let run = rt.tool_run(call)?;
+    Some(InFlight::Tool(frame, run.tool_use_id.clone()))
 }
