@@ -6,40 +6,36 @@
 //! time from one seed, named invariants checked after every step, and YAML scenario files.
 //!
 //! Scenario files are the usual way in (`agentsim run FILE`, one test per file under
-//! `scenarios/`), but the simulator is a library too:
+//! `scenarios/`), but a Rust test can run a scenario and assert on it in a few lines (see
+//! [`harness`] for one built in code):
 //!
 //! ```
-//! use std::collections::BTreeMap;
-//! use std::sync::Arc;
-//! use agentsim::model::agent::{AgentDef, AgentKind, Catalog};
-//! use agentsim::model::llm::Usage;
-//! use agentsim::drive::scripted::{MockLlm, ReplyKind, ScriptBlock, ScriptedReply};
-//! use agentsim::sim::Sim;
-//!
-//! let reply = |blocks| ScriptedReply { kind: ReplyKind::Content(blocks), after_ms: 0, usage: Usage::default() };
-//! let mut catalog = Catalog::default();
-//! catalog.add(AgentDef::new("research", AgentKind::Skill));
-//! let scripts = BTreeMap::from([
-//!     ("main".to_string(), vec![
-//!         reply(vec![ScriptBlock::ToolUse {
-//!             id: None,
-//!             name: "use_skill".into(),
-//!             input: Arc::new(serde_json::json!({"skill": "research", "message": "find APIs"})),
-//!         }]),
-//!         reply(vec![ScriptBlock::Text("Found them.".into())]),
-//!     ]),
-//!     ("research".to_string(), vec![reply(vec![ScriptBlock::Text("Which version?".into())])]),
-//! ]);
-//! let mut sim = Sim::builder(catalog).llm(MockLlm::new(scripts)).seed(7).build();
-//! sim.user("default", "research async APIs").unwrap();
-//! sim.run_until_idle().unwrap();
-//! // The skill took over the conversation: the stack is [main, skill:research].
-//! let stack = sim.runtime().stack("default").unwrap();
-//! assert_eq!(stack.describe(), "[main, skill:research]");
+//! let run = agentsim::run_yaml(r#"
+//! name: a skill asks, then completes
+//! agents:
+//!   research: { kind: skill, tools: [web_search] }
+//! llm:
+//!   main: [{ use_skill: { skill: research, message: find APIs } }, "Found 3 APIs."]
+//!   research:
+//!     - Which Python version?
+//!     - tool_use: { name: web_search, input: { q: "3.13" } }
+//!     - complete: 3 APIs
+//! tools:
+//!   web_search: 3 results
+//! steps:
+//!   - user: research Python async APIs
+//!   - expect: { stack: [main, skill:research] }
+//!   - user: "3.13"
+//! "#).unwrap();
+//! run.assert_passed();
+//! assert_eq!(run.sent(), ["Which Python version?", "Found 3 APIs."]);
+//! assert!(run.stack("default").is_empty());
+//! assert!(run.violation().is_none(), "every invariant held after every step");
 //! ```
 //!
 //! Modules, in reading order:
 //!
+//! - [`harness`]: the facade for a user's own tests: run a scenario, assert on what happened.
 //! - [`model`]: the vocabulary: messages and sessions, model replies, agent definitions, ids, the
 //!   exact strings the runtime writes.
 //! - [`agents`]: frames, the stack of a conversation, the built-in delegation tools, seed 004's
@@ -49,7 +45,6 @@
 //!   dispatch, interruptions, persistence and restore, planted bugs.
 //! - [`persist`]: the journal and state formats (pure), and replaying the journal into sessions.
 //! - [`observe`]: the observer that checks the named invariants after every step.
-//! - [`wire`]: provider request formats and the public `tool-pairing` validator.
 //! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
 //!   recording, limits.
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, scripted model and tools.
@@ -64,6 +59,7 @@
 pub mod agents;
 pub mod drive;
 pub mod explore;
+pub mod harness;
 pub mod model;
 pub mod observe;
 pub mod persist;
@@ -74,3 +70,5 @@ pub mod scenario;
 pub mod sim;
 pub mod store;
 pub mod workloads;
+
+pub use harness::{run_file, run_yaml, Reply, Run, ScenarioBuilder};

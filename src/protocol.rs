@@ -101,12 +101,12 @@ pub enum Input {
 #[derive(Clone, Debug)]
 pub enum Effect {
     /// Call the model; read the request (agent, system prompt, messages) with
-    /// [`Runtime::request`]. Effects name their call only, so that emitting one copies nothing.
+    /// [`crate::runtime::Runtime::request`]. Effects name their call only, so that emitting one copies nothing.
     CallLlm {
         /// Id to answer with.
         call: CallId,
     },
-    /// Run an external tool; read what to run with [`Runtime::tool_run`].
+    /// Run an external tool; read what to run with [`crate::runtime::Runtime::tool_run`].
     RunTool {
         /// Id to answer with.
         call: CallId,
@@ -149,7 +149,7 @@ pub enum Effect {
     },
 }
 
-/// A borrowed view of one pending external tool run (see [`Runtime::tool_run`]).
+/// A borrowed view of one pending external tool run (see [`crate::runtime::Runtime::tool_run`]).
 #[derive(Clone, Copy, Debug)]
 pub struct ToolRun<'a> {
     /// Session key of the conversation.

@@ -1,7 +1,7 @@
 //! Exploration: many seeds of one scenario (or of generated ones) with injected faults, each
 //! failure materialized into a plain scenario and shrunk into a regression file.
 //!
-//! - [`run`]: one exploration run, and the plain scenario that replays a failing one.
+//! - `run`: one exploration run, and the plain scenario that replays a failing one.
 //! - [`generate`]: random scenarios from a seed.
 //! - [`shrink`]: greedy minimisation of a failing scenario.
 //! - [`planted`]: which invariant catches each planted bug.

@@ -2,7 +2,7 @@
 //! configuration declares), the [`Catalog`] of skills and agents, [`AgentConfig`] and
 //! [`AgentResponse`].
 //!
-//! The agent core loop itself (LLM → tools → LLM until a text reply) is [`crate::turn`], run by the
+//! The agent core loop itself (LLM → tools → LLM until a text reply) is the runtime's turn (`runtime/turn.rs`), run by the
 //! orchestration loop in [`crate::runtime`]; the main agent is the frame at the bottom of the stack.
 
 use std::collections::BTreeMap;

@@ -70,7 +70,7 @@ const INLINE_HASHES: usize = 8;
 /// most never allocate or hash-index them; a long session still looks one up in constant time.
 #[derive(Clone, Debug)]
 pub enum IdHashes {
-    /// Up to [`INLINE_HASHES`] hashes, the first `len` of `items`, searched linearly.
+    /// Up to `INLINE_HASHES` hashes, the first `len` of `items`, searched linearly.
     Inline {
         /// Members in use.
         len: u8,

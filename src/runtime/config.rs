@@ -24,7 +24,7 @@ pub struct RuntimeConfig {
     pub tools: BTreeMap<String, ToolSpec>,
     /// Messages that unwind an active stack, compared trimmed and case-insensitively.
     pub cancel_words: Vec<String>,
-    /// Record [`Event`]s for observers and transcripts.
+    /// Record [`crate::protocol::Event`]s for observers and transcripts.
     pub record_events: bool,
     /// Also record the events only a transcript reads (reply contents, tool calls, stream events,
     /// the response's tool-call history). Observers need only the lean ones.

@@ -7,10 +7,14 @@
 //! [`Event`]s it records (when [`RuntimeConfig::record_events`] is on) and may inspect its state
 //! between inputs.
 //!
-//! The orchestration loop is seed 000's provider loop: it runs the top frame's turn
-//! ([`crate::turn::execute_turn`]) and acts on the [`TurnAction`] it ends with, until a frame
-//! waits for the driver or for the user. Every iteration either returns or cascades; there is no
-//! recursion.
+//! The orchestration loop is seed 000's provider loop: it runs a frame's turn (`turn.rs`, seed
+//! 000's `execute_turn` as a resumable state machine, with tool dispatch in `dispatch.rs`) and
+//! acts on how it ended (`orchestrate.rs`), following the cascade from frame to frame by
+//! [`FrameId`] until the conversation waits for the driver or for the user. Every iteration either
+//! returns or cascades; there is no recursion. Routing, the inbox and cancellation are in
+//! `routing.rs`, seed 004's interruptions in `interruptions.rs`, persistence in `restore.rs`.
+//!
+//! The driver contract (inputs, effects, events) is [`crate::protocol`].
 
 mod config;
 mod dispatch;
@@ -36,7 +40,6 @@ use crate::protocol::{Effect, Event, Input, StreamEvent, ToolRun};
 
 pub use config::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
 use turn::TurnInput;
-pub use turn::{TurnAction, TurnResult};
 
 /// The reference runtime.
 #[derive(Clone, Debug)]

@@ -19,7 +19,7 @@ use crate::runtime::RuntimeConfig;
 use crate::sim::{Limits, Sim, SimBuilder};
 
 pub use load::{load, parse, ScenarioError};
-pub use run::{run, Failure, Outcome, RunOptions};
+pub use run::{run, run_keeping_sim, Failure, Outcome, RunOptions};
 
 /// Session key of steps and expectations that name none.
 pub const DEFAULT_KEY: &str = "default";

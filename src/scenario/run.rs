@@ -1,4 +1,4 @@
-//! Running a scenario: play its steps against a [`Sim`](crate::sim::Sim), check its expectations, and report the
+//! Running a scenario: play its steps against a [`crate::sim::Sim`], check its expectations, and report the
 //! outcome with the exact command that reruns it.
 
 use std::fmt;
@@ -140,6 +140,11 @@ impl fmt::Display for Failure {
 
 /// Runs a scenario.
 pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
+    run_keeping_sim(scenario, options).0
+}
+
+/// Runs a scenario and keeps the simulation as it was at the end (to look at its runtime).
+pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Sim) {
     let seed = options.seed.unwrap_or(scenario.seed);
     let mut sim = scenario.sim(seed, options.observe, true);
     let mut hooks = Expectations { window: 0 };
@@ -194,7 +199,7 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
             });
         }
     }
-    Outcome {
+    let outcome = Outcome {
         name: scenario.name.clone(),
         path: scenario.path.display().to_string(),
         seed,
@@ -204,7 +209,8 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
         failure,
         reproduced,
         violation_message,
-    }
+    };
+    (outcome, sim)
 }
 
 /// A scenario run's hooks: each `expect` step checks what happened since the previous one.
