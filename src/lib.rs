@@ -45,6 +45,7 @@
 //!   dispatch, interruptions, persistence and restore, planted bugs.
 //! - [`persist`]: the journal and state formats (pure), and replaying the journal into sessions.
 //! - [`observe`]: the observer that checks the named invariants after every step.
+//! - [`wire`]: provider request formats and the public `tool-pairing` validator.
 //! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
 //!   recording, limits.
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, scripted model and tools.
@@ -69,6 +70,7 @@ pub mod runtime;
 pub mod scenario;
 pub mod sim;
 pub mod store;
+pub mod wire;
 pub mod workloads;
 
 pub use harness::{run_file, run_yaml, Reply, Run, ScenarioBuilder};

@@ -160,6 +160,7 @@ pub struct AgentStackManager {
 impl AgentStackManager {
     /// The slot of `key`, creating an empty stack for it if needed. `main_session_id` names the
     /// main conversation when it is created.
+    #[inline]
     pub fn get_or_create(&mut self, key: &str, main_session_id: impl FnOnce() -> Uuid) -> usize {
         if let Some(&slot) = self.by_key.get(key) {
             return slot;
