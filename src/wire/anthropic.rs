@@ -17,9 +17,7 @@ use serde_json::{json, Value};
 use crate::model::transcript::{Block, Message, Role};
 
 use super::pairing::{self, Fault, Rules};
-use super::{
-    arguments, push_merged, request_id, text_of, tool_names, Malformed, Origin, Rejection, Request,
-};
+use super::{arguments, push_merged, request_id, text_of, Malformed, Origin, Rejection, Request};
 
 /// What the first-party API enforces.
 pub const RULES: Rules = Rules {
@@ -189,20 +187,7 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
             false,
         );
     }
-    Ok(Request {
-        model: object
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        system,
-        messages,
-        tools: tool_names(body),
-        stream: object
-            .get("stream")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        origin,
-    })
+    Ok(Request::assemble(body, system, messages, origin))
 }
 
 /// One content block; `None` for kinds the rules do not look at (images, documents, thinking).

@@ -77,6 +77,26 @@ impl Origin {
     }
 }
 
+impl Request {
+    /// A decoded request: the conversation and system prompt a decoder read, with the model, the
+    /// tool names and the stream flag read from `body` the same way for every provider.
+    fn assemble(
+        body: &Value,
+        system: Option<String>,
+        messages: Vec<Message>,
+        origin: Origin,
+    ) -> Request {
+        Request {
+            model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+            system,
+            messages,
+            tools: tool_names(body),
+            stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            origin,
+        }
+    }
+}
+
 /// A request the provider would reject.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejection {

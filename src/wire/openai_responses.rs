@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::model::transcript::{Block, Message, Role};
 
 use super::pairing::{self, Fault};
-use super::{arguments, push_merged, text_of, tool_names, Malformed, Origin, Rejection, Request};
+use super::{arguments, push_merged, text_of, Malformed, Origin, Rejection, Request};
 
 /// Decodes and checks a Responses request body.
 pub fn validate(body: &Value) -> Result<Request, Rejection> {
@@ -176,20 +176,12 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
             ))
         }
     }
-    Ok(Request {
-        model: object
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        system: (!system.is_empty()).then(|| system.join("\n\n")),
+    Ok(Request::assemble(
+        body,
+        (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
-        tools: tool_names(body),
-        stream: object
-            .get("stream")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
         origin,
-    })
+    ))
 }
 
 #[cfg(test)]
