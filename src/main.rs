@@ -241,6 +241,13 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
             return ExitCode::from(2);
         }
     };
+    if let (Some(invariant), false) = (&scenario.expect_violation, observe) {
+        eprintln!(
+            "error: {}: the scenario expects invariant {invariant} to break (expect_violation), and --no-invariants checks none; run it without --no-invariants",
+            file.display()
+        );
+        return ExitCode::from(2);
+    }
     let outcome = scenario::run(&scenario, RunOptions { seed, observe });
     match format {
         Format::Text => print!("{}", report::text(&outcome)),

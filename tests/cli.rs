@@ -291,3 +291,82 @@ fn bench_rejects_a_bad_repeat_or_seconds_as_usage_errors() {
     let o = agentsim(&["bench", "--workload", "w9"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+#[test]
+fn a_nul_byte_is_a_located_error_not_the_end_of_the_file() {
+    // Before the fix the parser stopped at the NUL and the run passed without the last step.
+    let path = scratch(
+        "nul.yaml",
+        "name: t\nllm: {main: [hi]}\nsteps:\n  - user: x\n  - expect: {sent: [hi]}\n\0  - expect: {depth: 99}\n",
+    );
+    let o = agentsim(&["run", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("nul.yaml:6:1: a NUL byte"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn only_a_regular_file_is_read() {
+    for (path, what) in [
+        ("/dev/zero", "not a regular file"),
+        ("scenarios", "a directory"),
+    ] {
+        let o = agentsim(&["run", path]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(what), "{path}: {}", stderr(&o));
+    }
+    // A named pipe would block a reader forever: it is refused before it is opened.
+    let fifo = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fifo.yaml");
+    let _ = std::fs::remove_file(&fifo);
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let o = agentsim(&["run", fifo.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn invalid_utf8_is_located() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("latin1.yaml");
+    std::fs::write(&path, b"name: t\nsteps:\n  - user: \"caf\xe9\"\n").unwrap();
+    let o = agentsim(&["run", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("latin1.yaml:3:"), "{}", stderr(&o));
+}
+
+#[test]
+fn no_invariants_refuses_a_scenario_that_expects_a_violation() {
+    // Before the fix the run reported that it "kept" the invariant although nothing was checked.
+    let o = agentsim(&[
+        "run",
+        "scenarios/regressions/planted/double-delivery.yaml",
+        "--no-invariants",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("--no-invariants checks none"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn the_rerun_command_keeps_no_invariants() {
+    let path = scratch(
+        "wrong-expectation.yaml",
+        "name: t\nllm: {main: [hi]}\nsteps:\n  - user: x\n  - expect: {sent: [bye]}\n",
+    );
+    let o = agentsim(&["run", path.to_str().unwrap(), "--no-invariants"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--seed 0 --no-invariants"),
+        "{}",
+        stderr(&o)
+    );
+}

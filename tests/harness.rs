@@ -56,3 +56,24 @@ fn an_expected_violation_is_reported_as_the_invariant_that_broke() {
     run.assert_passed();
     assert_eq!(run.violation(), Some("iteration-bound"));
 }
+
+#[test]
+fn a_run_without_invariants_cannot_claim_an_expected_violation_was_kept() {
+    let s = agentsim::scenario::parse(
+        "name: t\nexpect_violation: iteration-bound\nllm: { main: [hi] }\nsteps:\n  - user: x\n",
+        std::path::Path::new("t.yaml"),
+    )
+    .unwrap();
+    let outcome = agentsim::scenario::run(
+        &s,
+        agentsim::scenario::RunOptions {
+            seed: None,
+            observe: false,
+        },
+    );
+    assert!(matches!(
+        outcome.failure,
+        Some(agentsim::scenario::Failure::InvariantsOff { .. })
+    ));
+    assert!(outcome.rerun_command().ends_with("--no-invariants"));
+}

@@ -55,19 +55,91 @@ pub fn known_invariants() -> impl Iterator<Item = &'static str> {
     names::ALL.into_iter()
 }
 
-/// Reads and validates a scenario file (YAML, or JSON, which YAML includes).
+/// The largest scenario file read, in bytes. A scenario within the documented limits (100,000
+/// steps) is far smaller; anything larger is refused before it is read, never read without bound.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads and validates a scenario file (YAML, or JSON, which YAML includes). Only a regular file
+/// is read (a pipe, a device or a directory is refused before it is opened, so nothing blocks or
+/// grows without bound), and only up to [`MAX_FILE_BYTES`].
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let unreadable = |message: String| ScenarioError {
         path: path.to_owned(),
         line: 0,
         column: 0,
-        message: format!("cannot read the file: {e}"),
+        message,
+    };
+    let meta =
+        std::fs::metadata(path).map_err(|e| unreadable(format!("cannot read the file: {e}")))?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a pipe, a socket or a device)"
+        };
+        return Err(unreadable(format!(
+            "cannot read the file: it is {what}; a scenario is a regular file"
+        )));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(unreadable(format!(
+            "the file has {} bytes, more than the {} a scenario file may have",
+            meta.len(),
+            MAX_FILE_BYTES
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    let file =
+        std::fs::File::open(path).map_err(|e| unreadable(format!("cannot read the file: {e}")))?;
+    // The file may grow between the two looks: read one byte past the cap to tell.
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(|e| unreadable(format!("cannot read the file: {e}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(unreadable(format!(
+            "the file grew past the {MAX_FILE_BYTES} bytes a scenario file may have while it was read"
+        )));
+    }
+    let src = String::from_utf8(bytes).map_err(|e| {
+        let (line, column) = position(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
+        ScenarioError {
+            path: path.to_owned(),
+            line,
+            column,
+            message: "the file is not valid UTF-8 here; scenario files are UTF-8 text".into(),
+        }
     })?;
     parse(&src, path)
 }
 
+/// The 1-based line and column just after `before`.
+fn position(before: &[u8]) -> (u32, u32) {
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (clamp(line as u64), clamp(column as u64))
+}
+
 /// Parses and validates scenario text; `path` is used in errors and reports.
 pub fn parse(src: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+    // The parser stops at a NUL byte as if the file ended there: every step after it would be
+    // silently dropped. Scenario files are text; a NUL is an error where it stands.
+    if let Some(at) = src.find('\0') {
+        let (line, column) = position(&src.as_bytes()[..at]);
+        return Err(ScenarioError {
+            path: path.to_owned(),
+            line,
+            column,
+            message:
+                "a NUL byte (U+0000): scenario files are text, and nothing after it would be read"
+                    .into(),
+        });
+    }
     let file: ScenarioFile = serde_saphyr::from_str(src).map_err(|e| {
         let (line, column) = e
             .location()

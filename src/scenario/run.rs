@@ -61,6 +61,11 @@ pub enum Failure {
         /// The invariant that should have broken.
         invariant: String,
     },
+    /// The scenario expects an invariant to break, but the run checked none: it cannot tell.
+    InvariantsOff {
+        /// The invariant the scenario expects to break.
+        invariant: String,
+    },
 }
 
 /// The result of running one scenario.
@@ -84,6 +89,8 @@ pub struct Outcome {
     pub sim_steps: u64,
     /// Virtual time at the end, in ms.
     pub end_ms: u64,
+    /// Whether invariants were checked (`--no-invariants` turns them off).
+    pub observed: bool,
 }
 
 impl Outcome {
@@ -94,7 +101,12 @@ impl Outcome {
 
     /// The command that reruns exactly this run.
     pub fn rerun_command(&self) -> String {
-        format!("agentsim run {} --seed {}", self.path, self.seed)
+        let flag = if self.observed {
+            ""
+        } else {
+            " --no-invariants"
+        };
+        format!("agentsim run {} --seed {}{flag}", self.path, self.seed)
     }
 }
 
@@ -133,6 +145,10 @@ impl fmt::Display for Failure {
             Failure::ExpectedViolation { invariant } => write!(
                 f,
                 "expected invariant {invariant} to break, but the run kept it"
+            ),
+            Failure::InvariantsOff { invariant } => write!(
+                f,
+                "the scenario expects invariant {invariant} to break, but invariants were not checked (--no-invariants), so the run cannot tell"
             ),
         }
     }
@@ -185,7 +201,11 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
         Some(Failure::Run { error, .. }) => error.violation().map(|v| v.message.clone()),
         _ => None,
     };
-    if let Some(expected) = &scenario.expect_violation {
+    if let (Some(expected), false) = (&scenario.expect_violation, options.observe) {
+        failure = Some(Failure::InvariantsOff {
+            invariant: expected.clone(),
+        });
+    } else if let Some(expected) = &scenario.expect_violation {
         let broke = matches!(
             &failure,
             Some(Failure::Run { error, .. }) if error.violation().is_some_and(|v| v.invariant == expected)
@@ -205,6 +225,7 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
         seed,
         sim_steps: sim.steps(),
         end_ms: sim.now(),
+        observed: options.observe,
         records: sim.records().to_vec(),
         failure,
         reproduced,
