@@ -100,9 +100,9 @@ enum Command {
         /// First seed.
         #[arg(long, env = "AGENTSIM_SEED", default_value_t = 0)]
         seed: u64,
-        /// Parallel workers (default: the machine's cores).
-        #[arg(long)]
-        jobs: Option<usize>,
+        /// Parallel workers, 1 to 256 (default: the machine's cores).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+        jobs: Option<u64>,
         /// Do not inject faults (vary only the seed).
         #[arg(long)]
         no_faults: bool,
@@ -216,9 +216,10 @@ fn main() -> ExitCode {
                     Preset::Fixed => agentsim::agents::watchdog::InterruptionConfig::fixed(),
                 }),
             };
-            let jobs = jobs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-                .max(1);
+            let jobs = jobs.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                |j| j as usize,
+            );
             let write = (!no_write).then_some((out.as_path(), shrink_budget));
             explore_cmd(&source, runs, seed, jobs, settings, write)
         }
@@ -527,75 +528,90 @@ fn explore_cmd(
     let found: Mutex<Found> = Mutex::new(BTreeMap::new());
     let limits: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
     let faults = AtomicU64::new(0);
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= runs {
+            break;
+        }
+        let seed = first.wrapping_add(i);
+        let base = source.scenario(seed);
+        let (report, replay) = explore::run_one(&base, seed, settings);
+        if settings.record {
+            print!("{}", report::records_text(&report.records));
+        }
+        faults.fetch_add(report.faults, Ordering::Relaxed);
+        match (&report.error, replay) {
+            (Some(e), Some(replay)) => {
+                let v = e.violation().expect("a replay comes with a violation");
+                let mut found = found.lock().expect("no worker panics");
+                let entry = found.entry(v.invariant).or_insert((
+                    0,
+                    seed,
+                    v.message.clone(),
+                    replay.clone(),
+                ));
+                entry.0 += 1;
+                if seed < entry.1 {
+                    entry.1 = seed;
+                    entry.2 = v.message.clone();
+                    entry.3 = replay;
+                }
+            }
+            (Some(e), None) => {
+                let kind = match e {
+                    agentsim::sim::RunError::ScriptExhausted { .. } => "script exhausted",
+                    agentsim::sim::RunError::ToolScriptExhausted { .. } => "tool script exhausted",
+                    agentsim::sim::RunError::Stuck { .. } => "stuck (stalled model or hung tool)",
+                    agentsim::sim::RunError::StepLimit { .. } => "step limit",
+                    agentsim::sim::RunError::DepthLimit { .. } => "depth limit",
+                    agentsim::sim::RunError::LlmCallLimit { .. } => "model-call limit",
+                    agentsim::sim::RunError::Violation { .. } => "violation",
+                    agentsim::sim::RunError::Restore(_) => "restore failed",
+                    agentsim::sim::RunError::Persist(_) => "persisting failed",
+                };
+                *limits
+                    .lock()
+                    .expect("no worker panics")
+                    .entry(kind)
+                    .or_insert(0) += 1;
+            }
+            _ => {}
+        }
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        // Progress is drawn only on a terminal: in a CI log it would be noise.
+        if progress && (n % 64 == 0 || n == runs) {
+            let width = 30;
+            let filled = (n * width / runs.max(1)) as usize;
+            eprint!(
+                "\r[{}{}] {n}/{runs} runs",
+                "#".repeat(filled),
+                " ".repeat(width as usize - filled)
+            );
+        }
+    };
+    let mut started_jobs = 0;
     std::thread::scope(|scope| {
         for _ in 0..jobs {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= runs {
+            match std::thread::Builder::new().spawn_scoped(scope, work) {
+                Ok(_) => started_jobs += 1,
+                Err(e) => {
+                    eprintln!(
+                        "warning: started {started_jobs} of {jobs} workers ({e}); going on with those"
+                    );
                     break;
                 }
-                let seed = first.wrapping_add(i);
-                let base = source.scenario(seed);
-                let (report, replay) = explore::run_one(&base, seed, settings);
-                if settings.record {
-                    print!("{}", report::records_text(&report.records));
-                }
-                faults.fetch_add(report.faults, Ordering::Relaxed);
-                match (&report.error, replay) {
-                    (Some(e), Some(replay)) => {
-                        let v = e.violation().expect("a replay comes with a violation");
-                        let mut found = found.lock().expect("no worker panics");
-                        let entry = found.entry(v.invariant).or_insert((
-                            0,
-                            seed,
-                            v.message.clone(),
-                            replay.clone(),
-                        ));
-                        entry.0 += 1;
-                        if seed < entry.1 {
-                            entry.1 = seed;
-                            entry.2 = v.message.clone();
-                            entry.3 = replay;
-                        }
-                    }
-                    (Some(e), None) => {
-                        let kind = match e {
-                            agentsim::sim::RunError::ScriptExhausted { .. } => "script exhausted",
-                            agentsim::sim::RunError::ToolScriptExhausted { .. } => {
-                                "tool script exhausted"
-                            }
-                            agentsim::sim::RunError::Stuck { .. } => {
-                                "stuck (stalled model or hung tool)"
-                            }
-                            agentsim::sim::RunError::StepLimit { .. } => "step limit",
-                            agentsim::sim::RunError::DepthLimit { .. } => "depth limit",
-                            agentsim::sim::RunError::LlmCallLimit { .. } => "model-call limit",
-                            agentsim::sim::RunError::Violation { .. } => "violation",
-                            agentsim::sim::RunError::Restore(_) => "restore failed",
-                            agentsim::sim::RunError::Persist(_) => "persisting failed",
-                        };
-                        *limits
-                            .lock()
-                            .expect("no worker panics")
-                            .entry(kind)
-                            .or_insert(0) += 1;
-                    }
-                    _ => {}
-                }
-                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if n % 64 == 0 || n == runs {
-                    let width = 30;
-                    let filled = (n * width / runs.max(1)) as usize;
-                    eprint!(
-                        "\r[{}{}] {n}/{runs} runs",
-                        "#".repeat(filled),
-                        " ".repeat(width as usize - filled)
-                    );
-                }
-            });
+            }
+        }
+        if started_jobs == 0 {
+            // Not even one thread: work on this one.
+            work();
         }
     });
-    eprintln!();
+    let jobs = started_jobs.max(1);
+    if progress {
+        eprintln!();
+    }
     let elapsed = started.elapsed().as_secs_f64();
     let what = match source {
         explore::Source::Generated(_) => "generated scenarios".to_owned(),
@@ -635,11 +651,15 @@ fn explore_cmd(
             continue;
         };
         let shrunk = agentsim::explore::shrink::shrink(replay, invariant, budget);
-        let path = dir.join(format!("{invariant}-{seed}.yaml"));
         let yaml = agentsim::scenario::write::to_yaml(&shrunk.scenario);
-        let written = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, yaml));
-        match written {
-            Ok(()) => {
+        match write_new(dir, &format!("{invariant}-{seed}"), &yaml) {
+            Ok((path, taken)) => {
+                if let Some(taken) = taken {
+                    println!(
+                        "  {} exists and is kept (it may be a regression you edited); writing a new file",
+                        taken.display()
+                    );
+                }
                 println!(
                     "  shrunk to {} steps ({} candidate runs): {}",
                     shrunk.scenario.steps.len(),
@@ -648,8 +668,43 @@ fn explore_cmd(
                 );
                 println!("  run it: agentsim run {}", path.display());
             }
-            Err(e) => println!("  could not write {}: {e}", path.display()),
+            Err(e) => println!("  could not write into {}: {e}", dir.display()),
         }
     }
     ExitCode::FAILURE
+}
+
+/// Writes `contents` to a file of `dir` named after `stem` that did not exist: `stem.yaml`, or
+/// `stem-2.yaml`, `stem-3.yaml`, ... A file already there is never overwritten. Returns the path
+/// written and, if `stem.yaml` was taken, that path.
+fn write_new(
+    dir: &Path,
+    stem: &str,
+    contents: &str,
+) -> std::io::Result<(PathBuf, Option<PathBuf>)> {
+    std::fs::create_dir_all(dir)?;
+    let first = dir.join(format!("{stem}.yaml"));
+    for n in 1..10_000u32 {
+        let path = if n == 1 {
+            first.clone()
+        } else {
+            dir.join(format!("{stem}-{n}.yaml"))
+        };
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path);
+        match file {
+            Ok(mut f) => {
+                std::io::Write::write_all(&mut f, contents.as_bytes())?;
+                let taken = (n > 1).then_some(first);
+                return Ok((path, taken));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "every name from {stem}.yaml to {stem}-9999.yaml is taken"
+    )))
 }

@@ -370,3 +370,40 @@ fn the_rerun_command_keeps_no_invariants() {
         stderr(&o)
     );
 }
+
+#[test]
+fn explore_jobs_are_bounded() {
+    for jobs in ["0", "257"] {
+        let o = agentsim(&["explore", "--generated", "--runs", "1", "--jobs", jobs]);
+        assert_eq!(o.status.code(), Some(2), "--jobs {jobs}");
+        assert!(stderr(&o).contains("is not in 1..=256"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn explore_never_overwrites_a_file_in_out() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-explore-out");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A regression the user edited after a fix, where exploration would write its next finding.
+    let edited = dir.join("iteration-bound-7.yaml");
+    std::fs::write(&edited, "# edited by hand\n").unwrap();
+    let args = [
+        "explore",
+        "--generated",
+        "--runs",
+        "20",
+        "--bug",
+        "iteration-off-by-one",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    let o = agentsim(&args);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("exists and is kept"), "{}", stdout(&o));
+    assert_eq!(
+        std::fs::read_to_string(&edited).unwrap(),
+        "# edited by hand\n"
+    );
+    assert!(dir.join("iteration-bound-7-2.yaml").exists());
+}
