@@ -735,7 +735,8 @@ pub struct StepSpec {
     /// After a `user` step, run until every conversation waits for the user (default true).
     #[serde(default)]
     pub wait: Option<bool>,
-    /// Expectations about what happened since the previous `expect`, and the current state.
+    /// Expectations about what happened in the step's conversation since the previous `expect` of
+    /// that conversation, and the current state.
     #[serde(default)]
     pub expect: Option<ExpectSpec>,
     /// Let virtual time pass, running whatever comes due.

@@ -1,6 +1,7 @@
 //! Running a scenario: play its steps against a [`crate::sim::Sim`], check its expectations, and report the
 //! outcome with the exact command that reruns it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::sim::{Record, RunError, Sim};
@@ -163,7 +164,9 @@ pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
 pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Sim) {
     let seed = options.seed.unwrap_or(scenario.seed);
     let mut sim = scenario.sim(seed, options.observe, true);
-    let mut hooks = Expectations { window: 0 };
+    let mut hooks = Expectations {
+        windows: BTreeMap::new(),
+    };
     let failure =
         play(&mut sim, &scenario.steps, &mut hooks)
             .err()
@@ -234,16 +237,20 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
     (outcome, sim)
 }
 
-/// A scenario run's hooks: each `expect` step checks what happened since the previous one.
+/// A scenario run's hooks: each `expect` step checks what happened in its conversation since the
+/// previous `expect` of the same conversation, so two conversations' output in one interval can
+/// both be checked.
 struct Expectations {
-    /// Records before this index were seen by an earlier `expect`.
-    window: usize,
+    /// Per conversation key: records before this index were seen by an earlier `expect` of it.
+    windows: BTreeMap<String, usize>,
 }
 
 impl Hooks for Expectations {
     fn expect(&mut self, spec: &ExpectSpec, sim: &Sim) -> Result<(), Vec<Mismatch>> {
-        let mismatches = check(spec, sim, &sim.records()[self.window..]);
-        self.window = sim.records().len();
+        let key = spec.key.as_deref().unwrap_or(super::DEFAULT_KEY);
+        let start = self.windows.get(key).copied().unwrap_or(0);
+        let mismatches = check(spec, sim, &sim.records()[start..]);
+        self.windows.insert(key.to_owned(), sim.records().len());
         if mismatches.is_empty() {
             Ok(())
         } else {
