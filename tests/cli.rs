@@ -407,3 +407,30 @@ fn explore_never_overwrites_a_file_in_out() {
     );
     assert!(dir.join("iteration-bound-7-2.yaml").exists());
 }
+
+#[test]
+fn content_after_the_scenario_is_an_error_not_ignored() {
+    // Before the fix both passed: the parser stopped after the first document.
+    for (name, text, at) in [
+        (
+            "junk.yaml",
+            "{\"name\": \"j\", \"llm\": {\"main\": [\"hi\"]}, \"steps\": [{\"user\": \"x\"}]} junk\n",
+            "junk.yaml:1:66:",
+        ),
+        (
+            "two.json",
+            "{\"name\": \"j\", \"llm\": {\"main\": [\"hi\"]}, \"steps\": [{\"user\": \"x\"}]}\n{\"name\": \"k\", \"steps\": [{\"expect\": {\"depth\": 99}}]}\n",
+            "two.json:2:1:",
+        ),
+        (
+            "two-docs.yaml",
+            "name: a\nllm: {main: [hi]}\nsteps:\n  - user: x\n---\nname: b\nsteps: []\n",
+            "two-docs.yaml:6:1: a second document starts here",
+        ),
+    ] {
+        let path = scratch(name, text);
+        let o = agentsim(&["run", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stdout(&o));
+        assert!(stderr(&o).contains(at), "{name}: {}", stderr(&o));
+    }
+}

@@ -152,7 +152,46 @@ pub fn parse(src: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             message: plain_message(&e),
         }
     })?;
+    single_document(src, path)?;
     Builder { path }.scenario(file)
+}
+
+/// The deserializer reads the first document and stops: whatever follows it (a second JSON object,
+/// text after a flow mapping) would be silently ignored. A scenario file holds exactly one
+/// document; anything after it is an error where it starts.
+fn single_document(src: &str, path: &Path) -> Result<(), ScenarioError> {
+    use serde_saphyr::granit_parser::{Event, Parser};
+    let at = |line: usize, col: usize, message: String| ScenarioError {
+        path: path.to_owned(),
+        line: clamp(line as u64),
+        column: clamp(col as u64 + 1),
+        message,
+    };
+    let mut documents = 0;
+    for event in Parser::new_from_str(src) {
+        match event {
+            Ok((Event::DocumentStart(..), span)) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(at(
+                        span.start.line(),
+                        span.start.col(),
+                        "a second document starts here: a scenario file holds exactly one".into(),
+                    ));
+                }
+            }
+            Ok((Event::StreamEnd, _)) => break,
+            Ok(_) => {}
+            Err(e) => {
+                return Err(at(
+                    e.marker().line(),
+                    e.marker().col(),
+                    format!("after the scenario: {}", e.info()),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The parser's message without its rendered source snippet (we print the location ourselves).
@@ -163,7 +202,12 @@ fn plain_message(e: &serde_saphyr::Error) -> String {
         Some(i) => full[..i].to_owned(),
         None => full,
     };
-    trimmed.trim().to_owned()
+    let trimmed = trimmed.trim();
+    // Say it in the scenario's terms, not the parser's API.
+    if trimmed.starts_with("multiple YAML documents detected") {
+        return "a second document starts here: a scenario file holds exactly one".to_owned();
+    }
+    trimmed.to_owned()
 }
 
 struct Builder<'a> {
