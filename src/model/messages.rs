@@ -17,10 +17,9 @@ pub const CANCELLED_BY_USER: &str = "Cancelled by user.";
 pub const USER_MAX_STEPS: &str = "Agent reached maximum steps.";
 /// Sent to the user after a cancel word unwound the stack (display-only).
 pub const USER_CANCELLED: &str = "Cancelled.";
-/// Prefix of the banner sent to the user when the main agent's LLM call fails (display-only).
-pub const USER_ERROR_PREFIX: &str = "Error: ";
 
-/// `LLM error: <message>`, the result a parent receives when its child's LLM call fails.
+/// `LLM error: <message>`: the result a parent receives when its child's LLM call fails, and, at
+/// the bottom of the stack, what the user is sent (as the Python original of seed 000 does).
 pub fn llm_error(message: &str) -> String {
     format!("LLM error: {message}")
 }

@@ -203,8 +203,7 @@ impl Runtime {
                 return None;
             }
             TurnAction::Error if is_main => {
-                let banner: Arc<str> =
-                    format!("{}{}", messages::USER_ERROR_PREFIX, result.text).into();
+                let banner: Arc<str> = messages::llm_error(&result.text).into();
                 self.send(slot, name, banner.clone());
                 self.finish_main(slot, PopReason::Error, banner);
                 return None;
