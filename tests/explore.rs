@@ -134,3 +134,40 @@ fn exploring_under_the_legacy_interruption_preset_finds_the_seed_004_leak_and_fi
         );
     }
 }
+
+/// A long scenario explored under a fault plan that restarts often is restarted at most
+/// `MAX_RESTARTS` times: each restart replays the whole journal, so uncapped restarts made one
+/// exploration run cost the square of the scenario's length.
+#[test]
+fn restarts_per_run_are_capped_so_exploration_stays_linear() {
+    use agentsim::drive::faults::{FaultRates, MAX_RESTARTS};
+    use agentsim::sim::{Entry, Note};
+    let mut yaml = String::from("name: long\nllm:\n  main:\n");
+    for i in 0..300 {
+        yaml.push_str(&format!("    - \"reply {i}\"\n"));
+    }
+    yaml.push_str("steps:\n");
+    for i in 0..300 {
+        yaml.push_str(&format!("  - user: \"message {i}\"\n"));
+    }
+    let s = scenario::parse(&yaml, std::path::Path::new("long.yaml")).unwrap();
+    let seed = (0..1000u64)
+        .find(|&seed| FaultRates::swarm(seed).restart > 0.2)
+        .expect("some seed restarts often");
+    let (report, _) = run_one(
+        &s,
+        seed,
+        Settings {
+            faults: true,
+            planted: None,
+            record: true,
+            interruptions: None,
+        },
+    );
+    let restarts = report
+        .records
+        .iter()
+        .filter(|r| matches!(r.entry, Entry::Sim(Note::Restart { .. })))
+        .count();
+    assert_eq!(restarts, MAX_RESTARTS as usize, "seed {seed}");
+}

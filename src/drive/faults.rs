@@ -21,6 +21,12 @@ const DECISIONS_STREAM: u64 = 0xFA_18;
 /// Mid-turn restarts draw from a stream of their own, so that adding them moved no other decision.
 const MID_TURN_STREAM: u64 = 0xFA_19;
 
+/// Restarts injected into one run, at most. A restart restores from the whole journal, which grows
+/// with the run: uncapped, a long scenario's exploration cost grows with the square of its length.
+/// A few restarts per run find what many would; the decisions are still drawn, so the other
+/// faults of a run do not move.
+pub const MAX_RESTARTS: u32 = 8;
+
 /// Probability of each fault per opportunity.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FaultRates {
@@ -86,6 +92,8 @@ pub struct FaultPlan {
     mid_turn: SimRng,
     /// How many faults were injected.
     pub injected: u64,
+    /// Restarts injected so far (at most [`MAX_RESTARTS`]).
+    restarts: u32,
 }
 
 impl FaultPlan {
@@ -96,6 +104,7 @@ impl FaultPlan {
             rng: SimRng::new(seed).fork(seed, DECISIONS_STREAM),
             mid_turn: SimRng::new(seed).fork(seed, MID_TURN_STREAM),
             injected: 0,
+            restarts: 0,
         }
     }
 
@@ -106,9 +115,10 @@ impl FaultPlan {
     /// Whether to restart the runtime before the next step, in the middle of a turn.
     pub fn restart_mid_turn(&mut self) -> bool {
         let p = self.rates.restart_mid_turn;
-        let on = p > 0.0 && self.mid_turn.chance(p);
+        let on = p > 0.0 && self.mid_turn.chance(p) && self.restarts < MAX_RESTARTS;
         if on {
             self.injected += 1;
+            self.restarts += 1;
         }
         on
     }
@@ -173,9 +183,10 @@ impl FaultPlan {
 
     /// Whether to restart the runtime now (at a quiescent point).
     pub fn restart(&mut self) -> bool {
-        let on = self.roll(self.rates.restart);
+        let on = self.roll(self.rates.restart) && self.restarts < MAX_RESTARTS;
         if on {
             self.injected += 1;
+            self.restarts += 1;
         }
         on
     }
