@@ -73,3 +73,56 @@ fn json_scenarios_load_too() {
     let outcome = scenario::run(&s, Default::default());
     assert!(outcome.passed(), "{:?}", outcome.failure);
 }
+
+/// Settings that make no sense are refused where they stand, instead of being accepted (a frame that
+/// can make no model call, a name that frame names cannot hold) or silently changed (a fraction of
+/// a millisecond rounded, a duration that saturates the clock).
+#[test]
+fn nonsense_settings_are_located_errors() {
+    let cases = [
+        (
+            "name: t\nagents: {main: {max_iterations: 0}}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "`max_iterations: 0`",
+        ),
+        (
+            "name: t\nagents: {\"\": {kind: skill}}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "an agent needs a name",
+        ),
+        (
+            "name: t\nagents: {\"a:b\": {kind: skill}}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "contains ':'",
+        ),
+        (
+            "name: t\nllm: {main: [{text: hi, after: 0.5}]}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "whole milliseconds",
+        ),
+        (
+            "name: t\nsteps: [{advance: \"1e309s\"}]\n",
+            "t.yaml:2:",
+            "longer than",
+        ),
+        (
+            "name: t\nsteps: [{advance: 18446744073709551615}]\n",
+            "t.yaml:2:",
+            "longer than",
+        ),
+        (
+            "name: t\nsteps: [{advance: \"-2s\"}]\n",
+            "t.yaml:2:",
+            "cannot be negative",
+        ),
+    ];
+    for (text, at, what) in cases {
+        let err = scenario::parse(text, Path::new("t.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(at) && err.contains(what), "{text:?}: {err}");
+    }
+    // What is sensible still loads: a fraction of a second that is whole milliseconds.
+    let ok = "name: t\nllm: {main: [{text: hi, after: 1.5s}]}\nsteps: [{user: x}]\n";
+    assert!(scenario::parse(ok, Path::new("t.yaml")).is_ok());
+}

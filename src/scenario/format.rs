@@ -37,16 +37,33 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
     let value: f64 = number.trim().parse().map_err(|_| {
         format!("invalid duration `{s}`: expected a number of milliseconds or a string like 150ms, 2s, 1.5s, 2m")
     })?;
-    if !value.is_finite() || value < 0.0 {
+    if value.is_nan() {
+        return Err(format!("invalid duration `{s}`: not a number"));
+    }
+    if value < 0.0 {
         return Err(format!(
-            "invalid duration `{s}`: must be a non-negative number"
+            "invalid duration `{s}`: a duration cannot be negative"
         ));
     }
     let ms = value * scale;
-    if ms > 1e15 {
-        return Err(format!("invalid duration `{s}`: too long"));
+    if ms > MAX_DURATION_MS as f64 {
+        return Err(too_long(s));
+    }
+    // Virtual time counts whole milliseconds: a fraction of one would be rounded without a word.
+    if (ms - ms.round()).abs() > 1e-6 {
+        return Err(format!(
+            "invalid duration `{s}`: virtual time counts whole milliseconds ({ms} ms is not)"
+        ));
     }
     Ok(ms.round() as u64)
+}
+
+/// The longest duration a scenario may give: 1e15 ms, about 31,700 years. Longer ones would
+/// saturate the virtual clock.
+pub const MAX_DURATION_MS: u64 = 1_000_000_000_000_000;
+
+fn too_long(s: &str) -> String {
+    format!("invalid duration `{s}`: longer than the {MAX_DURATION_MS} ms (about 31,700 years) a duration may be")
 }
 
 impl<'de> Deserialize<'de> for Millis {
@@ -58,12 +75,16 @@ impl<'de> Deserialize<'de> for Millis {
                 f.write_str("a duration: milliseconds, or a string like 150ms, 2s, 1.5s, 2m")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Millis, E> {
+                if v > MAX_DURATION_MS {
+                    return Err(E::custom(too_long(&v.to_string())));
+                }
                 Ok(Millis(v))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Millis, E> {
-                u64::try_from(v)
-                    .map(Millis)
-                    .map_err(|_| E::custom("a duration cannot be negative"))
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom("a duration cannot be negative")),
+                }
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Millis, E> {
                 parse_duration(&v.to_string())

@@ -361,6 +361,17 @@ impl Builder<'_> {
     ) -> Result<AgentDef, ScenarioError> {
         let at = spec.referenced;
         let s = &spec.value;
+        if name.trim().is_empty() {
+            return Err(self.error(at, "an agent needs a name: `\"\"` is not one"));
+        }
+        if name.contains(':') {
+            return Err(self.error(
+                at,
+                format!(
+                    "agent name '{name}' contains ':', which frame names use (`skill:{name}`): pick a name without it"
+                ),
+            ));
+        }
         let kind = match (name, s.kind) {
             ("main", None | Some(KindSpec::Main)) => AgentKind::Main,
             ("main", Some(_)) => return Err(self.error(
@@ -400,6 +411,12 @@ impl Builder<'_> {
         }
         def.model = s.model.clone();
         if let Some(n) = s.max_iterations {
+            if n == 0 {
+                return Err(self.error(
+                    at,
+                    format!("agent '{name}': `max_iterations: 0` lets it make no model call at all; the least is 1"),
+                ));
+            }
             def.max_iterations = n;
         }
         if let Some(list) = &s.tools {
