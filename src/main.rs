@@ -268,47 +268,127 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
     }
 }
 
-/// Scenario files under `path`, sorted, recursively.
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()?;
-        entries.sort();
-        for entry in entries {
-            collect(&entry, out)?;
-        }
-    } else if path.is_file() {
-        let is_scenario = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
-        if is_scenario {
-            out.push(path.to_owned());
-        }
-    } else {
+/// What a walk of the given paths found: scenario files, sorted, and entries that could not be
+/// walked or read, each with what was wrong.
+#[derive(Default)]
+struct Found {
+    files: Vec<PathBuf>,
+    problems: Vec<(PathBuf, String)>,
+    /// Directories entered (canonical), so that a symbolic link loop is walked once.
+    seen: std::collections::BTreeSet<PathBuf>,
+}
+
+/// Collects the scenario files under `path` (given on the command line: it must exist).
+fn collect_root(path: &Path, found: &mut Found) -> std::io::Result<()> {
+    if !path.exists() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             format!("{}: no such file or directory", path.display()),
         ));
     }
+    if path.is_file() {
+        // A file named on the command line is a scenario, whatever its extension.
+        found.files.push(path.to_owned());
+        return Ok(());
+    }
+    collect(path, found);
     Ok(())
+}
+
+/// Walks `path`: scenario files (`.yaml`, `.yml`, `.json`) are collected; hidden entries (a name
+/// starting with `.`, such as `.git/` or an editor's lock file) are skipped; a JSON Schema (a JSON
+/// object with `$schema`) is not a scenario; every entry that cannot be walked or read is recorded
+/// as a problem by path, and the walk goes on.
+fn collect(path: &Path, found: &mut Found) {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => {
+            let what = if std::fs::symlink_metadata(path).is_ok() {
+                format!("a symbolic link to nothing ({e})")
+            } else {
+                format!("cannot be read: {e}")
+            };
+            found.problems.push((path.to_owned(), what));
+            return;
+        }
+    };
+    if meta.is_dir() {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        if !found.seen.insert(canonical) {
+            return; // Entered already: a symbolic link loop, or two links to one directory.
+        }
+        let entries = match std::fs::read_dir(path) {
+            Ok(entries) => entries,
+            Err(e) => {
+                found.problems.push((
+                    path.to_owned(),
+                    format!("the directory cannot be read: {e}"),
+                ));
+                return;
+            }
+        };
+        let mut paths = Vec::new();
+        for entry in entries {
+            match entry {
+                Ok(entry) => paths.push(entry.path()),
+                Err(e) => found
+                    .problems
+                    .push((path.to_owned(), format!("an entry cannot be read: {e}"))),
+            }
+        }
+        paths.sort();
+        for entry in paths {
+            let hidden = entry
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'));
+            if !hidden {
+                collect(&entry, found);
+            }
+        }
+        return;
+    }
+    let extension = path.extension().and_then(|e| e.to_str());
+    if !matches!(extension, Some("yaml" | "yml" | "json")) {
+        return;
+    }
+    if extension == Some("json") && is_json_schema(path) {
+        return;
+    }
+    found.files.push(path.to_owned());
+}
+
+/// Whether a `.json` file is a JSON Schema (such as the one `agentsim schema` prints), not a
+/// scenario.
+fn is_json_schema(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false; // The loader reports why it cannot be read.
+    };
+    serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("$schema").is_some())
 }
 
 fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
     let started = Instant::now();
-    let mut files = Vec::new();
+    let mut found = Found::default();
     for path in paths {
-        if let Err(e) = collect(path, &mut files) {
+        if let Err(e) = collect_root(path, &mut found) {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     }
-    if files.is_empty() {
+    let Found {
+        files, problems, ..
+    } = found;
+    if files.is_empty() && problems.is_empty() {
         eprintln!("error: no scenario files (.yaml, .yml, .json) found");
         return ExitCode::from(2);
     }
     let (mut passed, mut failed) = (0usize, 0usize);
+    for (path, problem) in &problems {
+        failed += 1;
+        println!("FAIL {}", path.display());
+        println!("  {problem}");
+    }
     for file in &files {
         let scenario = match scenario::load(file) {
             Ok(s) => s,
@@ -344,7 +424,7 @@ fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
     }
     println!(
         "{} scenarios: {passed} passed, {failed} failed ({:.2}s)",
-        files.len(),
+        files.len() + problems.len(),
         started.elapsed().as_secs_f64()
     );
     if failed == 0 {

@@ -434,3 +434,39 @@ fn content_after_the_scenario_is_an_error_not_ignored() {
         assert!(stderr(&o).contains(at), "{name}: {}", stderr(&o));
     }
 }
+
+/// `check` walks a scenario tree as users keep it: a hidden folder (`.git/`) and an editor's lock
+/// link are skipped, the JSON Schema the README suggests keeping beside the scenarios is not a
+/// scenario, a symbolic link loop is walked once, and a dangling link is reported by path while
+/// the other scenarios still run. Before the fix the dangling link aborted the whole run.
+#[test]
+fn check_reports_a_bad_entry_and_goes_on() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-check-tree");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::copy(EXAMPLE, dir.join("stack-diagram.yaml")).unwrap();
+    std::fs::write(dir.join(".git/broken.yaml"), "garbage: [").unwrap();
+    let schema = agentsim(&["schema"]);
+    std::fs::write(dir.join("scenario.schema.json"), &schema.stdout).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/x.yaml", dir.join("dangling.yaml")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/y.yaml", dir.join(".#lock.yaml")).unwrap();
+    std::os::unix::fs::symlink(&dir, dir.join("sub/loop")).unwrap();
+    let o = agentsim(&["check", dir.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("FAIL ") && out.contains("dangling.yaml"),
+        "{out}"
+    );
+    assert!(out.contains("a symbolic link to nothing"), "{out}");
+    assert!(
+        out.contains("ok   ") && out.contains("stack-diagram.yaml"),
+        "{out}"
+    );
+    assert!(out.contains("2 scenarios: 1 passed, 1 failed"), "{out}");
+    assert!(
+        !out.contains("broken.yaml") && !out.contains("schema.json"),
+        "{out}"
+    );
+}
