@@ -319,6 +319,20 @@ pub enum Event {
         /// JSON input.
         input: Arc<Value>,
     },
+    /// One tool of a parallel batch finished; its result joins the session when the whole batch
+    /// is in, in the reply's order.
+    ToolFinished {
+        /// Session key.
+        key: Arc<str>,
+        /// Frame name.
+        frame: Arc<str>,
+        /// Frame id.
+        frame_id: Uuid,
+        /// The `tool_use` it answers.
+        tool_use_id: Arc<str>,
+        /// Whether it failed.
+        is_error: bool,
+    },
     /// A `tool_result` was appended to a session.
     ToolResult {
         /// Session key.
@@ -393,6 +407,8 @@ pub enum Event {
     Cancelled {
         /// Session key.
         key: Arc<str>,
+        /// The cancel word, as the user typed it.
+        text: Arc<str>,
         /// Frames removed.
         frames: usize,
         /// Queued messages dropped with them.

@@ -672,6 +672,7 @@ mod tests {
         let main = frame("main", AgentKind::Main, 1, None);
         let cancelled = Event::Cancelled {
             key: key(),
+            text: "stop".into(),
             frames: 1,
             dropped: 0,
         };

@@ -120,6 +120,15 @@ pub fn line(entry: &Entry) -> String {
                 ..
             } => format!("{frame} ← llm error ({}): {message}", kind_name(*kind)),
             Event::Stale { what, .. } => format!("stale {what} ignored"),
+            Event::ToolFinished {
+                frame,
+                tool_use_id,
+                is_error,
+                ..
+            } => format!(
+                "{frame} tool {tool_use_id} finished{} (parallel: its result joins when the batch is in)",
+                if *is_error { " with an error" } else { "" }
+            ),
             Event::Reissued { frame, what, .. } => {
                 format!("{frame} {what} issued again after the restart")
             }
@@ -166,8 +175,14 @@ pub fn line(entry: &Entry) -> String {
             } => format!("delegation {what} ({frame}): {}", quote(text)),
             Event::Watchdog { frame, what, .. } => format!("watchdog {frame}: {what}"),
             Event::Cancelled {
-                frames, dropped, ..
-            } => format!("cancelled: {frames} frames unwound, {dropped} queued messages dropped"),
+                text,
+                frames,
+                dropped,
+                ..
+            } => format!(
+                "user {}: cancelled, {frames} frames unwound, {dropped} queued messages dropped",
+                quote(text)
+            ),
         },
     }
 }
@@ -196,6 +211,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::LlmReply { key, .. }
         | Event::LlmError { key, .. }
         | Event::Reissued { key, .. }
+        | Event::ToolFinished { key, .. }
         | Event::ToolCall { key, .. }
         | Event::ToolResult { key, .. }
         | Event::Sent { key, .. }

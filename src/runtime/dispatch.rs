@@ -308,6 +308,19 @@ pub(super) fn on_tool_outcome(
                         item.appended = true;
                         continue;
                     }
+                    // Record when each tool of the batch finished: its result joins the session
+                    // only when the whole batch is in, in the reply's order.
+                    cx.detail(|| Event::ToolFinished {
+                        key: cx.key.clone(),
+                        frame: frame.agent.frame_name.clone(),
+                        frame_id: frame.frame_id,
+                        tool_use_id: frame
+                            .session
+                            .tool_use_at(item.at)
+                            .map(|u| u.id.clone())
+                            .unwrap_or_default(),
+                        is_error,
+                    });
                     item.output = Some((content.clone(), is_error));
                 }
             }

@@ -150,8 +150,8 @@ impl Runtime {
     }
 
     /// Interrupts the frame on top of `slot` with `cause` (a cancel that stops only the top
-    /// frame).
-    pub(super) fn interrupt_top(&mut self, slot: usize, cause: Cause) {
+    /// frame; `word` is the cancel word as typed).
+    pub(super) fn interrupt_top(&mut self, slot: usize, cause: Cause, word: Option<&str>) {
         let id = self.stacks.top_id(slot).expect("a busy top");
         let frame = self.stacks.frame_mut(id).expect("the top lives");
         frame.watch.interrupt(cause);
@@ -159,7 +159,10 @@ impl Runtime {
             frame.phase,
             Phase::AwaitLlm { .. } | Phase::AwaitTool { .. } | Phase::AwaitTools { .. }
         );
-        self.watch_event(id, || format!("interrupted: {}", cause.describe()));
+        self.watch_event(id, || match word {
+            Some(word) => format!("interrupted: {} ({word:?})", cause.describe()),
+            None => format!("interrupted: {}", cause.describe()),
+        });
         if in_flight {
             self.abort_and_resolve(id);
         }

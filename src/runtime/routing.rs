@@ -32,10 +32,10 @@ impl Runtime {
                 .interruptions
                 .is_some_and(|ic| ic.cancel == CancelScope::TopFrame);
             if top_busy && top_only {
-                self.interrupt_top(slot, Cause::UserCancel);
+                self.interrupt_top(slot, Cause::UserCancel, Some(&text));
                 self.pump(slot);
             } else {
-                self.unwind(slot);
+                self.unwind(slot, text);
             }
             return;
         }
@@ -64,7 +64,7 @@ impl Runtime {
                 return;
             };
             if !entry.stack.is_empty() && self.is_cancel(&text) {
-                self.unwind(slot);
+                self.unwind(slot, text);
                 continue;
             }
             self.route(slot, text);
@@ -183,7 +183,7 @@ impl Runtime {
 
     /// A cancel word: every pending `tool_use` on the way down gets "Cancelled by user.", the
     /// stack is cleared, queued messages are dropped and the user gets "Cancelled.".
-    pub(super) fn unwind(&mut self, slot: usize) {
+    pub(super) fn unwind(&mut self, slot: usize, text: Arc<str>) {
         let frames = self.stacks.entry(slot).stack.depth();
         let keep = usize::from(self.config.has_bug(PlantedBug::CancelLeavesFrame));
         while self.stacks.entry(slot).stack.depth() > keep {
@@ -214,6 +214,7 @@ impl Runtime {
         if self.config.record_events {
             self.events.push(Event::Cancelled {
                 key,
+                text,
                 frames,
                 dropped,
             });
