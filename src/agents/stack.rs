@@ -162,7 +162,7 @@ impl AgentStackManager {
     /// main conversation when it is created.
     #[inline]
     pub fn get_or_create(&mut self, key: &str, main_session_id: impl FnOnce() -> Uuid) -> usize {
-        if let Some(&slot) = self.by_key.get(key) {
+        if let Some(slot) = self.slot(key) {
             return slot;
         }
         let key: Arc<str> = key.into();
@@ -185,7 +185,12 @@ impl AgentStackManager {
     }
 
     /// The slot of an existing key.
+    #[inline]
     pub fn slot(&self, key: &str) -> Option<usize> {
+        // Most runs hold one conversation: its key is compared without searching the map.
+        if let [only] = &self.entries[..] {
+            return (*only.key == *key).then_some(0);
+        }
         self.by_key.get(key).copied()
     }
 

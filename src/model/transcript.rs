@@ -279,6 +279,7 @@ impl Session {
     }
 
     /// Appends a message; a new session starts with room for a few exchanges.
+    #[inline]
     fn push(&mut self, message: Message) {
         if self.messages.capacity() == 0 {
             self.messages.reserve(8);

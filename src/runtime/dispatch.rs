@@ -79,6 +79,7 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
 }
 
 /// Handles one unresolved tool use. `Some(r)` leaves the loop with `r`; `None` continues it.
+#[inline]
 pub(super) fn run_next_tool(
     frame: &mut StackFrame,
     cx: &mut TurnCx<'_>,

@@ -119,12 +119,14 @@ impl TurnCx<'_> {
     }
 
     /// Records an event that only a transcript reads.
+    #[inline]
     pub(super) fn detail(&mut self, event: impl FnOnce() -> Event) {
         if self.config.record_events && self.config.detailed_events {
             self.events.push(event());
         }
     }
 
+    #[inline]
     pub(super) fn stream(&mut self, frame: &StackFrame, event: impl FnOnce() -> StreamEvent) {
         if frame.agent.stream {
             let event = event();
