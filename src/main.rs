@@ -220,6 +220,13 @@ fn main() -> ExitCode {
                 || std::thread::available_parallelism().map_or(1, |n| n.get()),
                 |j| j as usize,
             );
+            if !no_write && out.exists() && !out.is_dir() {
+                eprintln!(
+                    "error: --out {}: not a directory; shrunk failures are written into a directory (created if missing)",
+                    out.display()
+                );
+                return ExitCode::from(2);
+            }
             let write = (!no_write).then_some((out.as_path(), shrink_budget));
             explore_cmd(&source, runs, seed, jobs, settings, write)
         }

@@ -470,3 +470,28 @@ fn check_reports_a_bad_entry_and_goes_on() {
         "{out}"
     );
 }
+
+#[test]
+fn a_user_step_without_text_and_an_out_file_say_what_is_wrong() {
+    // Before: "a step has exactly one of `user`, ..." for a step that has `user`.
+    let path = scratch("user-no-text.yaml", "name: t\nsteps:\n  - user:\n");
+    let o = agentsim(&["run", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`user:` needs the message's text"),
+        "{}",
+        stderr(&o)
+    );
+    // Before: explored, then "could not write ...: File exists".
+    let file = scratch("not-a-dir", "");
+    let o = agentsim(&[
+        "explore",
+        "--generated",
+        "--runs",
+        "1",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
+}

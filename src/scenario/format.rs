@@ -120,6 +120,12 @@ impl JsonSchema for Millis {
     }
 }
 
+/// A key that is present: `Some(None)` for a key written with no value (`user:`), so that the
+/// loader can say what is missing instead of taking the key for absent.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
 /// A whole scenario file.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -747,9 +753,10 @@ impl JsonSchema for ToolDef {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepSpec {
-    /// A user message.
-    #[serde(default)]
-    pub user: Option<String>,
+    /// A user message (`Some(None)`: the key was written with no text).
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<String>")]
+    pub user: Option<Option<String>>,
     /// Session key of the conversation (default `default`).
     #[serde(default)]
     pub key: Option<String>,

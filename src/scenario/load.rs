@@ -640,9 +640,16 @@ impl Builder<'_> {
         })
     }
 
-    fn step(&self, s: StepSpec, at: Location) -> Result<Step, ScenarioError> {
+    fn step(&self, mut s: StepSpec, at: Location) -> Result<Step, ScenarioError> {
+        if let Some(None) = s.user {
+            return Err(self.error(
+                at,
+                "`user:` needs the message's text (for instance `user: hello`)",
+            ));
+        }
+        let user = s.user.take().flatten();
         let actions = [
-            s.user.is_some(),
+            user.is_some(),
             s.expect.is_some(),
             s.advance.is_some(),
             s.run.is_some(),
@@ -654,16 +661,16 @@ impl Builder<'_> {
                 "a step has exactly one of `user`, `expect`, `advance`, `run` or `restart`",
             ));
         }
-        if s.user.is_none() && (s.key.is_some() || s.wait.is_some()) {
+        if user.is_none() && (s.key.is_some() || s.wait.is_some()) {
             return Err(self.error(
                 at,
                 "`key` and `wait` go with a `user` step (an `expect` takes its own `key`)",
             ));
         }
-        if s.user.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        if user.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(self.error(at, "a user message cannot be empty"));
         }
-        let kind = if let Some(text) = s.user {
+        let kind = if let Some(text) = user {
             StepKind::User {
                 key: s.key.unwrap_or_else(|| super::DEFAULT_KEY.to_owned()),
                 text,
