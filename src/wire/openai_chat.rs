@@ -83,7 +83,8 @@ pub fn message(fault: &Fault, origin: &Origin) -> (String, Option<String>) {
     }
 }
 
-fn reject(message: String, param: Option<String>, fault: Option<Fault>) -> Rejection {
+/// OpenAI's 400 envelope (Chat Completions and Responses share it).
+pub(super) fn reject(message: String, param: Option<String>, fault: Option<Fault>) -> Rejection {
     Rejection {
         status: 400,
         body: json!({

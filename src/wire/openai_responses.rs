@@ -13,7 +13,7 @@
 //! The texts of the two pairing errors are the API's own (research B.4); the others are written in
 //! the API's style.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::model::transcript::{Block, Message, Role};
 
@@ -60,18 +60,7 @@ pub fn message(fault: &Fault, origin: &Origin) -> String {
 }
 
 fn reject(message: String, param: String, fault: Option<Fault>) -> Rejection {
-    Rejection {
-        status: 400,
-        body: json!({
-            "error": {
-                "message": message,
-                "type": "invalid_request_error",
-                "param": param,
-                "code": null,
-            }
-        }),
-        fault,
-    }
+    super::openai_chat::reject(message, Some(param), fault)
 }
 
 /// Decodes a Responses request body.
@@ -187,6 +176,7 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn call(id: &str) -> Value {
         json!({ "type": "function_call", "call_id": id, "name": "search", "arguments": "{}" })
