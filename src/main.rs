@@ -267,9 +267,19 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
     match &outcome.failure {
         None => ExitCode::SUCCESS,
         Some(failure) => {
-            eprintln!("FAILED {} (seed {})", outcome.path, outcome.seed);
-            eprintln!("  {failure}");
-            eprintln!("  rerun: {}", outcome.rerun_command());
+            eprintln!(
+                "FAILED {} (seed {})",
+                report::printable(&outcome.path),
+                outcome.seed
+            );
+            // On a terminal the transcript just printed ends with the failure: say it once. When
+            // stdout goes elsewhere, stderr is where a person reads why.
+            if matches!(format, Format::Json)
+                || !std::io::IsTerminal::is_terminal(&std::io::stdout())
+            {
+                eprintln!("  {failure}");
+            }
+            eprintln!("  rerun: {}", report::printable(&outcome.rerun_command()));
             ExitCode::FAILURE
         }
     }
@@ -417,13 +427,20 @@ fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
             None => {
                 passed += 1;
                 match &outcome.reproduced {
-                    Some(inv) => println!("ok   {} (reproduces {inv})", outcome.path),
-                    None => println!("ok   {}", outcome.path),
+                    Some(inv) => println!(
+                        "ok   {} (reproduces {inv})",
+                        report::printable(&outcome.path)
+                    ),
+                    None => println!("ok   {}", report::printable(&outcome.path)),
                 }
             }
             Some(failure) => {
                 failed += 1;
-                println!("FAIL {} (seed {})", outcome.path, outcome.seed);
+                println!(
+                    "FAIL {} (seed {})",
+                    report::printable(&outcome.path),
+                    outcome.seed
+                );
                 println!("  {failure}");
                 println!("  rerun: {}", outcome.rerun_command());
             }

@@ -495,3 +495,17 @@ fn a_user_step_without_text_and_an_out_file_say_what_is_wrong() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_name_with_control_characters_is_printed_escaped() {
+    // Before: the escape sequence went to the terminal as it was.
+    let path = scratch(
+        "evil-name.yaml",
+        "name: \"evil \\e[31mred\"\nllm: {main: [hi]}\nsteps:\n  - user: x\n",
+    );
+    let o = agentsim(&["run", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("# evil \\u{1b}[31mred\n"), "{out:?}");
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+}

@@ -24,6 +24,24 @@ fn quote(s: &str) -> String {
     format!("{s:?}")
 }
 
+/// `s` with its control characters escaped (`\u{1b}`), so that a name never drives the terminal
+/// it is printed on.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 fn block(b: &Block) -> String {
     match b {
         Block::Text { text } => format!("text {}", quote(text)),
@@ -245,7 +263,7 @@ pub fn records_text(records: &[Record]) -> String {
 /// The whole transcript of an outcome: a header, the records and the verdict.
 pub fn text(outcome: &Outcome) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# {}", outcome.name);
+    let _ = writeln!(out, "# {}", printable(&outcome.name));
     let _ = writeln!(out, "# seed {}", outcome.seed);
     out.push_str(&records_text(&outcome.records));
     let _ = writeln!(out, "{}", verdict(outcome));
