@@ -126,3 +126,72 @@ fn nonsense_settings_are_located_errors() {
     let ok = "name: t\nllm: {main: [{text: hi, after: 1.5s}]}\nsteps: [{user: x}]\n";
     assert!(scenario::parse(ok, Path::new("t.yaml")).is_ok());
 }
+
+/// The inputs of main's scripted tool uses, in order.
+fn scripted_inputs(src: &str) -> Vec<serde_json::Value> {
+    use agentsim::drive::scripted::{ReplyKind, ScriptBlock};
+    let s = scenario::parse(src, Path::new("free.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Vec::new();
+    for reply in &s.scripts["main"] {
+        let blocks: Vec<&ScriptBlock> = match &reply.kind {
+            ReplyKind::Content(blocks) => blocks.iter().collect(),
+            ReplyKind::Stream(chunks) => chunks.iter().map(|c| &c.block).collect(),
+            _ => continue,
+        };
+        for block in blocks {
+            if let ScriptBlock::ToolUse { input, .. } = block {
+                out.push((**input).clone());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn free_form_values_keep_the_text_the_author_wrote() {
+    use serde_json::json;
+    // Issue 13 item 10: YAML 1.1 turned `yes` into true and `012` into 12.0.
+    let src = r#"
+name: free-form values
+agents: { main: {} }
+tools: { t: {} }
+llm:
+  main:
+    - ask_user: { question: Pick, options: [yes, no, on, 012, 1.50, ~, "quoted"] }
+    - ask_user: 012
+    - tool_use: { name: t, input: { a: yes, b: 012, c: 1.50, d: 0x1F, e: true, f: ~, g: -3, h: 1e3, i: .inf, j: "7", k: !!str 5, l: 99999999999999999999 } }
+    - tool_use:
+        name: t
+        input:
+          nested:
+            - off
+            - 0o17
+            - deep: { n: 08 }
+    - tool_use: [{ name: t, input: &base { kind: y, size: 10 } }, { name: t, input: *base }]
+    - tool_use: { name: t, input: { <<: *base, size: 011, extra: N } }
+    - use_agent: { agent: main, message: no }
+    - use_skill: { skill: s, message: 1.0 }
+    - chunks:
+        - { tool_use: { name: t, input: { z: Yes } } }
+    - text: done
+steps:
+  - user: go
+"#;
+    let inputs = scripted_inputs(src);
+    assert_eq!(
+        inputs,
+        vec![
+            json!({"question": "Pick", "options": ["yes", "no", "on", "012", "1.50", "~", "quoted"]}),
+            json!({"question": "012"}),
+            json!({"a": "yes", "b": "012", "c": 1.5, "d": "0x1F", "e": true, "f": null, "g": -3,
+                   "h": 1000.0, "i": ".inf", "j": "7", "k": "5", "l": "99999999999999999999"}),
+            json!({"nested": ["off", "0o17", {"deep": {"n": "08"}}]}),
+            json!({"kind": "y", "size": 10}),
+            json!({"kind": "y", "size": 10}),
+            json!({"kind": "y", "size": "011", "extra": "N"}),
+            json!({"agent": "main", "message": "no"}),
+            json!({"skill": "s", "message": 1.0}),
+            json!({"z": "Yes"}),
+        ]
+    );
+}

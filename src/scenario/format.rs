@@ -416,13 +416,16 @@ pub struct ReplySpec {
     pub tool_use: Option<OneOrMany<ToolUseSpec>>,
     /// Shorthand for `tool_use: {name: use_skill, input: ...}`.
     #[serde(default)]
-    pub use_skill: Option<Value>,
+    #[schemars(with = "Option<Value>")]
+    pub use_skill: Option<Spanned<Value>>,
     /// Shorthand for `tool_use: {name: use_agent, input: ...}`.
     #[serde(default)]
-    pub use_agent: Option<Value>,
+    #[schemars(with = "Option<Value>")]
+    pub use_agent: Option<Spanned<Value>>,
     /// Shorthand for `ask_user`: a question string or `{question, options}`.
     #[serde(default)]
-    pub ask_user: Option<Value>,
+    #[schemars(with = "Option<Value>")]
+    pub ask_user: Option<Spanned<Value>>,
     /// Shorthand for `tool_use: {name: complete, input: {result: ...}}`.
     #[serde(default)]
     pub complete: Option<String>,
@@ -516,7 +519,8 @@ pub struct ToolUseSpec {
     pub name: String,
     /// JSON input (default `{}`).
     #[serde(default)]
-    pub input: Option<Value>,
+    #[schemars(with = "Option<Value>")]
+    pub input: Option<Spanned<Value>>,
     /// Explicit id (default: generated `toolu_NN`).
     #[serde(default)]
     pub id: Option<String>,

@@ -1,7 +1,7 @@
 //! Loading: parse a scenario file and check what the parser cannot (an agent's kind, a reply with
 //! two behaviours, a step with no action), every error located at a line and column.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use crate::runtime::{RuntimeConfig, ToolSpec};
 use crate::sim::Limits;
 
 use super::format::*;
+use super::free::{Collector, Mode, Node, Place};
 use super::{Scenario, Step, StepKind};
 
 /// A scenario file could not be loaded.
@@ -152,14 +153,55 @@ pub fn parse(src: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             message: plain_message(&e),
         }
     })?;
-    single_document(src, path)?;
-    Builder { path }.scenario(file)
+    let wanted = free_places(&file);
+    let mut collector = Collector::new(&wanted);
+    single_document(src, path, &mut collector)?;
+    let free = collector.nodes;
+    Builder { path, free: &free }.scenario(file)
+}
+
+/// Where the free-form values start (see [`free`](super::free)).
+fn free_places(file: &ScenarioFile) -> BTreeSet<Place> {
+    let mut places = BTreeSet::new();
+    let mut add = |v: &Option<Spanned<Value>>| {
+        if let Some(v) = v {
+            places.insert((v.referenced.line(), v.referenced.column()));
+        }
+    };
+    for replies in file.llm.values() {
+        for entry in &replies.value {
+            let ReplyEntry::Full(r) = &entry.value else {
+                continue;
+            };
+            add(&r.use_skill);
+            add(&r.use_agent);
+            add(&r.ask_user);
+            if let Some(uses) = &r.tool_use {
+                let uses: &[ToolUseSpec] = match uses {
+                    OneOrMany::One(u) => std::slice::from_ref(u),
+                    OneOrMany::Many(v) => v,
+                };
+                for u in uses {
+                    add(&u.input);
+                }
+            }
+            for chunk in r.chunks.iter().flatten() {
+                if let ChunkSpec::Full(full) = chunk {
+                    if let Some(u) = &full.tool_use {
+                        add(&u.input);
+                    }
+                }
+            }
+        }
+    }
+    places
 }
 
 /// The deserializer reads the first document and stops: whatever follows it (a second JSON object,
 /// text after a flow mapping) would be silently ignored. A scenario file holds exactly one
 /// document; anything after it is an error where it starts.
-fn single_document(src: &str, path: &Path) -> Result<(), ScenarioError> {
+/// The same walk hands every event to `free`, which keeps the free-form values as written.
+fn single_document(src: &str, path: &Path, free: &mut Collector) -> Result<(), ScenarioError> {
     use serde_saphyr::granit_parser::{Event, Parser};
     let at = |line: usize, col: usize, message: String| ScenarioError {
         path: path.to_owned(),
@@ -168,7 +210,14 @@ fn single_document(src: &str, path: &Path) -> Result<(), ScenarioError> {
         message,
     };
     let mut documents = 0;
+    let collect = !free.idle();
     for event in Parser::new_from_str(src) {
+        if collect {
+            if let Ok((event, span)) = &event {
+                let at = (span.start.line() as u64, span.start.col() as u64 + 1);
+                free.event(event, at);
+            }
+        }
         match event {
             Ok((Event::DocumentStart(..), span)) => {
                 documents += 1;
@@ -212,6 +261,8 @@ fn plain_message(e: &serde_saphyr::Error) -> String {
 
 struct Builder<'a> {
     path: &'a Path,
+    /// Free-form values as written, by where they start.
+    free: &'a BTreeMap<Place, Node>,
 }
 
 impl Builder<'_> {
@@ -509,6 +560,31 @@ impl Builder<'_> {
         Ok(ToolStep { behavior, after_ms })
     }
 
+    /// A free-form value as its author wrote it.
+    fn free(&self, v: &Spanned<Value>, mode: Mode) -> Value {
+        let at = (v.referenced.line(), v.referenced.column());
+        match self.free.get(&at) {
+            Some(node) => node.value(mode),
+            // Every place was collected from this same text; keep the parser's reading if not.
+            None => {
+                debug_assert!(false, "no free-form node at {at:?}");
+                v.value.clone()
+            }
+        }
+    }
+
+    fn script_tool_use(&self, u: &ToolUseSpec) -> ScriptBlock {
+        ScriptBlock::ToolUse {
+            id: u.id.as_deref().map(Into::into),
+            name: u.name.as_str().into(),
+            input: Arc::new(
+                u.input
+                    .as_ref()
+                    .map_or_else(|| json!({}), |v| self.free(v, Mode::Json)),
+            ),
+        }
+    }
+
     fn reply(&self, entry: &ReplyEntry, at: Location) -> Result<ScriptedReply, ScenarioError> {
         let r = match entry {
             ReplyEntry::Text(text) => {
@@ -561,7 +637,7 @@ impl Builder<'_> {
             }
             if let Some(uses) = &r.tool_use {
                 for u in uses_of(uses) {
-                    blocks.push(script_tool_use(u));
+                    blocks.push(self.script_tool_use(u));
                 }
             }
             let shorthand = |name: &str, input: Value| ScriptBlock::ToolUse {
@@ -570,13 +646,14 @@ impl Builder<'_> {
                 input: Arc::new(input),
             };
             if let Some(input) = &r.use_skill {
-                blocks.push(shorthand("use_skill", input.clone()));
+                blocks.push(shorthand("use_skill", self.free(input, Mode::Json)));
             }
             if let Some(input) = &r.use_agent {
-                blocks.push(shorthand("use_agent", input.clone()));
+                blocks.push(shorthand("use_agent", self.free(input, Mode::Json)));
             }
             if let Some(q) = &r.ask_user {
-                let input = match q {
+                // A question and its options are text shown to the user.
+                let input = match self.free(q, Mode::Text) {
                     Value::String(s) => json!({ "question": s }),
                     other => other.clone(),
                 };
@@ -612,7 +689,7 @@ impl Builder<'_> {
                     ChunkSpec::Full(full) => {
                         let block = match (&full.text, &full.tool_use) {
                             (Some(t), None) => ScriptBlock::Text(t.as_str().into()),
-                            (None, Some(u)) => script_tool_use(u),
+                            (None, Some(u)) => self.script_tool_use(u),
                             _ => {
                                 return Err(self.error(
                                     at,
@@ -704,14 +781,6 @@ fn uses_of(u: &OneOrMany<ToolUseSpec>) -> Vec<&ToolUseSpec> {
     match u {
         OneOrMany::One(one) => vec![one],
         OneOrMany::Many(many) => many.iter().collect(),
-    }
-}
-
-fn script_tool_use(u: &ToolUseSpec) -> ScriptBlock {
-    ScriptBlock::ToolUse {
-        id: u.id.as_deref().map(Into::into),
-        name: u.name.as_str().into(),
-        input: Arc::new(u.input.clone().unwrap_or_else(|| json!({}))),
     }
 }
 

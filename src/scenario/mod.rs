@@ -4,6 +4,7 @@
 
 pub mod expect;
 pub mod format;
+pub mod free;
 pub mod load;
 pub mod play;
 pub mod run;
