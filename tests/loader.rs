@@ -195,3 +195,78 @@ steps:
         ]
     );
 }
+
+/// Issue 13 item 15: the reader's own wording (its API, its budget structs) never reaches the user,
+/// and its budgets let every file within the documented limits load.
+#[test]
+fn reader_limits_are_said_in_the_scenarios_terms() {
+    let parse = |src: &str| scenario::parse(src, Path::new("s.yaml"));
+    let internals = [
+        "Options",
+        "Policy",
+        "budget",
+        "Budget",
+        "from_multiple",
+        "Option<",
+        "{ ",
+    ];
+    let check = |src: &str, want: &str, line: u32| {
+        let e = parse(src).unwrap_err();
+        assert!(e.message.contains(want), "{e}");
+        assert_eq!(e.line, line, "{e}");
+        for word in internals {
+            assert!(
+                !e.message.contains(word),
+                "internal wording `{word}` in: {e}"
+            );
+        }
+    };
+    check(
+        "name: x\nsteps: []\nname: y\n",
+        "`name` appears twice in this mapping",
+        3,
+    );
+    check("name: ~\nsteps: []\n", "text is needed here", 1);
+    let deep = format!(
+        "name: x\nagents: {{ main: {{}} }}\ntools: {{ t: {{}} }}\nllm:\n  main:\n    - tool_use: {{ name: t, input: {}1{} }}\nsteps: []\n",
+        "[".repeat(70),
+        "]".repeat(70)
+    );
+    check(&deep, "nests deeper than 64 levels", 6);
+    // Billion laughs: nine levels of ten aliases each.
+    let mut bomb =
+        String::from("name: x\nagents: { main: {} }\ntools: { t: {} }\nanchors:\n  - &l0 [lol]\n");
+    for level in 1..=9 {
+        let refs = vec![format!("*l{}", level - 1); 10].join(", ");
+        bomb.push_str(&format!("  - &l{level} [{refs}]\n"));
+    }
+    let bomb = bomb
+        .replace(
+            "anchors:\n",
+            "llm:\n  main:\n    - tool_use: { name: t, input: [\n",
+        )
+        .replace("  - &", "      &")
+        .replace("]\n      &", "],\n      &")
+        + "    ] }\nsteps: []\n";
+    let e = parse(&bomb).unwrap_err();
+    assert!(e.message.contains("aliases expand past"), "{e}");
+    for word in internals {
+        assert!(
+            !e.message.contains(word),
+            "internal wording `{word}` in: {e}"
+        );
+    }
+
+    // A legitimate long file: 200,000 steps, each reusing an anchored reply.
+    let mut long =
+        String::from("name: long\nagents: { main: {} }\nllm:\n  main:\n    - &r { text: ok }\n");
+    for _ in 1..200_000 {
+        long.push_str("    - *r\n");
+    }
+    long.push_str("steps:\n");
+    for _ in 0..200_000 {
+        long.push_str("  - user: hi\n");
+    }
+    let s = parse(&long).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.steps.len(), 200_000);
+}

@@ -141,18 +141,19 @@ pub fn parse(src: &str, path: &Path) -> Result<Scenario, ScenarioError> {
                     .into(),
         });
     }
-    let file: ScenarioFile = serde_saphyr::from_str(src).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((1, 1));
-        ScenarioError {
-            path: path.to_owned(),
-            line: clamp(line),
-            column: clamp(column),
-            message: plain_message(&e),
-        }
-    })?;
+    let file: ScenarioFile =
+        serde_saphyr::from_str_with_options(src, yaml_options()).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
+            ScenarioError {
+                path: path.to_owned(),
+                line: clamp(line),
+                column: clamp(column),
+                message: plain_message(&e),
+            }
+        })?;
     let wanted = free_places(&file);
     let mut collector = Collector::new(&wanted);
     single_document(src, path, &mut collector)?;
@@ -243,20 +244,92 @@ fn single_document(src: &str, path: &Path, free: &mut Collector) -> Result<(), S
     Ok(())
 }
 
-/// The parser's message without its rendered source snippet (we print the location ourselves).
-fn plain_message(e: &serde_saphyr::Error) -> String {
-    let full = e.without_snippet().to_string();
-    // Drop a trailing " at line X, column Y" that repeats our own location prefix.
-    let trimmed = match full.rfind(" at line ") {
-        Some(i) => full[..i].to_owned(),
-        None => full,
-    };
-    let trimmed = trimmed.trim();
-    // Say it in the scenario's terms, not the parser's API.
-    if trimmed.starts_with("multiple YAML documents detected") {
+/// How deep a scenario file's YAML may nest (mappings and lists).
+pub const MAX_DEPTH: usize = 64;
+/// How many YAML nodes aliases may expand to in all. A file that reuses an anchored reply for
+/// each of 200,000 steps stays inside; an alias bomb ("billion laughs") does not.
+pub const MAX_ALIAS_EXPANSION: usize = 1_000_000;
+
+/// The reader's limits, sized to what a scenario file may be: the text is already capped at
+/// [`MAX_FILE_BYTES`], so counts that grow with the text (events, nodes, anchors, aliases,
+/// scalar bytes) are not limited again; what can grow without the text growing is (nesting,
+/// alias expansion).
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_events: usize::MAX,
+            max_nodes: usize::MAX,
+            max_aliases: usize::MAX,
+            max_anchors: usize::MAX,
+            max_total_scalar_bytes: usize::MAX,
+            max_total_comment_bytes: usize::MAX,
+            max_merge_keys: usize::MAX,
+            max_depth: MAX_DEPTH,
+            enforce_alias_anchor_ratio: false,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: MAX_ALIAS_EXPANSION,
+            max_replay_stack_depth: MAX_DEPTH,
+        },
+    }
+}
+
+/// The reader's message in the scenario's terms: its own wording names its API ("set
+/// DuplicateKeyPolicy in Options", "use Option<String>", "budget breached: Depth { depth: 65 }").
+/// Errors met through an alias arrive as text, so the rewriting works on the text.
+fn scenario_terms(message: &str) -> String {
+    const NEST: &str = "the YAML nests deeper than";
+    if message.starts_with("multiple YAML documents") {
         return "a second document starts here: a scenario file holds exactly one".to_owned();
     }
-    trimmed.to_owned()
+    if let Some(rest) = message.strip_prefix("duplicate mapping key") {
+        let key = rest
+            .strip_prefix(": ")
+            .and_then(|k| k.rsplit_once(", set DuplicateKeyPolicy"))
+            .map(|(k, _)| k);
+        return match key {
+            Some(k) => format!("`{k}` appears twice in this mapping; keep one"),
+            None => "a key appears twice in this mapping; keep one".to_owned(),
+        };
+    }
+    if message.starts_with("cannot deserialize null into string") {
+        return "text is needed here, and this is empty or null (`~`, `null`); quote it to mean the word"
+            .to_owned();
+    }
+    if message.starts_with("!!binary scalar is not valid UTF-8") {
+        return "a `!!binary` value that is not UTF-8 cannot be text".to_owned();
+    }
+    if message.starts_with("alias replay limit exceeded") {
+        return format!(
+            "aliases expand past {MAX_ALIAS_EXPANSION} YAML nodes in all, the most a scenario file \
+             may expand to (an alias that repeats an alias that repeats ...)"
+        );
+    }
+    if message.starts_with("alias replay stack depth exceeded") {
+        return format!(
+            "{NEST} {MAX_DEPTH} levels through aliases, the most a scenario file may nest"
+        );
+    }
+    if message.starts_with("budget breached: Depth") {
+        return format!("{NEST} {MAX_DEPTH} levels here, the most a scenario file may nest");
+    }
+    if message.starts_with("budget breached") {
+        return "the file is beyond what the YAML reader accepts".to_owned();
+    }
+    message.to_owned()
+}
+
+/// The parser's message without its rendered source snippet (we print the location ourselves),
+/// in the scenario's terms.
+fn plain_message(e: &serde_saphyr::Error) -> String {
+    let full = e.without_snippet().to_string();
+    // Drop the " at line X, column Y" (and alias "(defined at ...)") tails that repeat our own
+    // location prefix.
+    let trimmed = match full.find(" at line ") {
+        Some(i) => &full[..i],
+        None => &full,
+    };
+    scenario_terms(trimmed.trim())
 }
 
 struct Builder<'a> {
