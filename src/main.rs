@@ -625,6 +625,26 @@ fn explore_cmd(
     use std::sync::Mutex;
 
     let started = Instant::now();
+    // Ctrl-C stops the runs in flight at their next step; what was found is then summarized,
+    // shrunk and written. A second Ctrl-C quits at once.
+    let watch = std::sync::Arc::new(explore::Watch::default());
+    {
+        let watch = std::sync::Arc::clone(&watch);
+        let handler = move || {
+            if watch.stopping() {
+                eprintln!("\ninterrupted again: quitting");
+                std::process::exit(130);
+            }
+            eprintln!(
+                "\ninterrupted: stopping the runs in flight; what was found is still summarized, shrunk and written (Ctrl-C again quits at once)"
+            );
+            watch.stop();
+        };
+        if let Err(e) = ctrlc::set_handler(handler) {
+            eprintln!("warning: cannot catch Ctrl-C ({e}); it will quit without a summary");
+        }
+    }
+    let watch = &*watch;
     let next = AtomicU64::new(0);
     let done = AtomicU64::new(0);
     // Per invariant: how many runs broke it, and the lowest failing seed with its replay.
@@ -634,13 +654,19 @@ fn explore_cmd(
     let faults = AtomicU64::new(0);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let work = || loop {
+        if watch.stopping() {
+            break;
+        }
         let i = next.fetch_add(1, Ordering::Relaxed);
         if i >= runs {
             break;
         }
         let seed = first.wrapping_add(i);
         let base = source.scenario(seed);
-        let (report, replay) = explore::run_one(&base, seed, settings);
+        let Some((report, replay)) = explore::run_watched(&base, seed, settings, watch) else {
+            // Interrupted in the middle: the run is dropped, not counted.
+            break;
+        };
         if settings.record {
             print!("{}", report::records_text(&report.records));
         }
@@ -682,47 +708,91 @@ fn explore_cmd(
             }
             _ => {}
         }
-        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-        // Progress is drawn only on a terminal: in a CI log it would be noise.
-        if progress && (n % 64 == 0 || n == runs) {
-            let width = 30;
-            let filled = (n * width / runs.max(1)) as usize;
-            eprint!(
-                "\r[{}{}] {n}/{runs} runs",
-                "#".repeat(filled),
-                " ".repeat(width as usize - filled)
-            );
+        done.fetch_add(1, Ordering::Relaxed);
+    };
+    // Steps per run, when known: progress then moves within long runs too.
+    let steps_per_run = match source {
+        explore::Source::Scenario(s) => s.steps.len() as u64,
+        explore::Source::Generated(_) => 0,
+    };
+    let (finished, ticks) = std::sync::mpsc::channel::<()>();
+    let draw = || {
+        let n = done.load(Ordering::Relaxed);
+        let mut fraction = n as f64 / runs.max(1) as f64;
+        if steps_per_run > 0 {
+            let steps = watch.steps() as f64 / (runs as f64 * steps_per_run as f64);
+            fraction = fraction.max(steps.min(1.0));
         }
+        let width = 30;
+        let filled = ((fraction * width as f64) as usize).min(width);
+        eprint!(
+            "\r[{}{}] {n}/{runs} runs, {} steps",
+            "#".repeat(filled),
+            " ".repeat(width - filled),
+            watch.steps()
+        );
     };
     let mut started_jobs = 0;
     std::thread::scope(|scope| {
+        // Progress is drawn only on a terminal (in a CI log it would be noise), a few times a
+        // second, so that one long run shows it is moving.
+        if progress {
+            let draw = &draw;
+            scope.spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    ticks.recv_timeout(std::time::Duration::from_millis(200))
+                {
+                    if !watch.stopping() {
+                        draw();
+                    }
+                }
+            });
+        }
+        let mut workers = Vec::with_capacity(jobs);
         for _ in 0..jobs {
             match std::thread::Builder::new().spawn_scoped(scope, work) {
-                Ok(_) => started_jobs += 1,
+                Ok(worker) => workers.push(worker),
                 Err(e) => {
                     eprintln!(
-                        "warning: started {started_jobs} of {jobs} workers ({e}); going on with those"
+                        "warning: started {} of {jobs} workers ({e}); going on with those",
+                        workers.len()
                     );
                     break;
                 }
             }
         }
-        if started_jobs == 0 {
+        started_jobs = workers.len();
+        if workers.is_empty() {
             // Not even one thread: work on this one.
             work();
         }
+        for worker in workers {
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        // Every worker is done: stop the progress ticker.
+        drop(finished);
     });
     let jobs = started_jobs.max(1);
-    if progress {
+    let interrupted = watch.stopping();
+    if progress && !interrupted {
+        draw();
         eprintln!();
     }
+    let runs_done = done.load(Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
     let what = match source {
         explore::Source::Generated(_) => "generated scenarios".to_owned(),
         explore::Source::Scenario(s) => s.path.display().to_string(),
     };
+    let ran = if interrupted {
+        format!("interrupted after {runs_done} of {runs} runs")
+    } else {
+        format!("{runs} runs")
+    };
     println!(
-        "explored {what}: {runs} runs from seed {first}, {jobs} jobs, faults {}{}",
+        "explored {what}: {ran} from seed {first}, {jobs} jobs, faults {}{}",
         if settings.faults { "on" } else { "off" },
         settings
             .planted
@@ -731,7 +801,7 @@ fn explore_cmd(
     println!(
         "  {:.2}s, {:.0} runs/s, {} faults injected",
         elapsed,
-        runs as f64 / elapsed.max(1e-9),
+        runs_done as f64 / elapsed.max(1e-9),
         faults.load(Ordering::Relaxed)
     );
     let limits = limits.into_inner().expect("no worker panics");
@@ -742,7 +812,12 @@ fn explore_cmd(
     let found = found.into_inner().expect("no worker panics");
     if found.is_empty() {
         println!("  violations: none");
-        return ExitCode::SUCCESS;
+        // Interrupted is not a pass: the runs asked for did not all happen.
+        return if interrupted {
+            ExitCode::from(130)
+        } else {
+            ExitCode::SUCCESS
+        };
     }
     println!("  violations by invariant:");
     for (invariant, (count, seed, _, _)) in &found {

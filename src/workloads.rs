@@ -248,6 +248,7 @@ impl Prepared {
         play(sim, &self.steps, &mut Plain).map_err(|stopped| match stopped.stop {
             Stop::Run(error) => error,
             Stop::Expectation(_) => unreachable!("a workload has no expect steps"),
+            Stop::Cancelled => unreachable!("a workload's hooks never cancel"),
         })?;
         Ok(sim.llm_calls() - before)
     }

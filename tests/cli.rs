@@ -509,3 +509,151 @@ fn a_name_with_control_characters_is_printed_escaped() {
     assert!(out.starts_with("# evil \\u{1b}[31mred\n"), "{out:?}");
     assert!(!out.contains('\u{1b}'), "{out:?}");
 }
+
+/// Sends SIGINT (what Ctrl-C sends) to a child process.
+fn interrupt(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+/// Waits at most `secs` for `child` to exit; kills it and fails the test if it does not.
+fn wait_bounded(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    for _ in 0..secs * 20 {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the process did not exit within {secs}s");
+}
+
+fn spawn_agentsim(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("AGENTSIM_SEED")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts")
+}
+
+fn read_all(pipe: Option<impl std::io::Read>) -> String {
+    let mut text = String::new();
+    if let Some(mut pipe) = pipe {
+        std::io::Read::read_to_string(&mut pipe, &mut text).expect("readable");
+    }
+    text
+}
+
+/// Issue 13 item 7: Ctrl-C during `explore` stops the runs, prints the summary, and shrinks and
+/// writes what was found.
+#[test]
+fn ctrl_c_during_explore_summarizes_and_writes_what_was_found() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-ctrl-c");
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir_arg = dir.to_str().unwrap();
+    let mut child = spawn_agentsim(&[
+        "explore",
+        "--generated",
+        "--bug",
+        "iteration-off-by-one",
+        "--runs",
+        "100000000",
+        "--jobs",
+        "2",
+        "--out",
+        dir_arg,
+    ]);
+    // The bug is found at seed 7; a debug build makes thousands of runs a second.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    interrupt(&child);
+    let status = wait_bounded(&mut child, 120);
+    let out = read_all(child.stdout.take());
+    let err = read_all(child.stderr.take());
+    assert_eq!(status.code(), Some(1), "{out}\n{err}");
+    assert!(out.contains("interrupted after "), "{out}");
+    assert!(out.contains("iteration-bound: "), "{out}");
+    assert!(out.contains("shrunk to "), "{out}");
+    assert!(
+        err.contains("interrupted: stopping the runs in flight"),
+        "{err}"
+    );
+    let written = std::fs::read_dir(&dir).expect("the out directory").count();
+    assert_eq!(written, 1, "{out}");
+
+    // Nothing found: the summary says so, and the exit code says the runs did not all happen.
+    let mut child = spawn_agentsim(&[
+        "explore",
+        "--generated",
+        "--runs",
+        "100000000",
+        "--no-write",
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    interrupt(&child);
+    let status = wait_bounded(&mut child, 60);
+    let out = read_all(child.stdout.take());
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(
+        out.contains("interrupted after ") && out.contains("violations: none"),
+        "{out}"
+    );
+}
+
+/// A second Ctrl-C quits at once, whatever the process is doing. Here it is blocked writing a
+/// transcript nobody reads, so only the second Ctrl-C can end it.
+#[test]
+fn a_second_ctrl_c_quits_at_once() {
+    let mut src = String::from("name: long\nagents: { main: {} }\nllm:\n  main:\n");
+    for _ in 0..3_000 {
+        src.push_str(
+            "    - a reply long enough to fill a pipe quickly, line after line after line\n",
+        );
+    }
+    src.push_str("steps:\n");
+    for _ in 0..3_000 {
+        src.push_str("  - user: hello there, a message long enough to fill a pipe\n");
+    }
+    let file = scratch("long-transcript.yaml", &src);
+    let mut child = spawn_agentsim(&[
+        "explore",
+        file.to_str().unwrap(),
+        "--runs",
+        "1",
+        "--no-faults",
+        "--no-write",
+    ]);
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    // The run is over once its transcript starts coming; the transcript (a megabyte) is more than
+    // the pipe holds, so the process blocks writing it, for good, since nothing reads on.
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    interrupt(&child);
+    loop {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(
+            n > 0,
+            "stderr closed before the first interrupt was acknowledged"
+        );
+        if line.contains("interrupted: stopping") {
+            break;
+        }
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "still blocked on its output"
+    );
+    interrupt(&child);
+    let status = wait_bounded(&mut child, 30);
+    let rest = read_all(Some(stderr));
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("interrupted again: quitting"), "{rest}");
+}

@@ -171,3 +171,41 @@ fn restarts_per_run_are_capped_so_exploration_stays_linear() {
         .count();
     assert_eq!(restarts, MAX_RESTARTS as usize, "seed {seed}");
 }
+
+/// Shrinking removes chunks before single entries: a failure buried in thousands of steps it does
+/// not need shrinks in a few dozen candidate runs (one at a time, it took thousands and minutes).
+#[test]
+fn a_long_failing_scenario_shrinks_in_few_candidates() {
+    use agentsim::scenario::{Step, StepKind};
+    let source = Source::Generated(GenConfig::default());
+    let bug = PlantedBug::IterationOffByOne;
+    let settings = Settings {
+        faults: true,
+        planted: Some(bug),
+        record: false,
+        interruptions: None,
+    };
+    let (seed, replay) = (0..MAX_RUNS)
+        .find_map(|seed| {
+            let (report, replay) = run_one(&source.scenario(seed), seed, settings);
+            report.violation()?;
+            replay.map(|r| (seed, r))
+        })
+        .expect("found");
+    let shrunk = shrink(replay, caught_by(bug), 3_000).scenario;
+    let mut padded = shrunk.clone();
+    let filler = (0..3_000).map(|_| Step {
+        line: 0,
+        column: 0,
+        kind: StepKind::Advance(1),
+    });
+    padded.steps.splice(0..0, filler);
+    assert!(reproduces(&padded, caught_by(bug)), "seed {seed}");
+    let again = shrink(padded, caught_by(bug), 3_000);
+    assert!(
+        again.scenario.steps.len() <= shrunk.steps.len(),
+        "{} steps",
+        again.scenario.steps.len()
+    );
+    assert!(again.attempts <= 100, "{} candidate runs", again.attempts);
+}

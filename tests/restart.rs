@@ -76,7 +76,7 @@ proptest! {
         let stopped = play(&mut sim, &s.steps, &mut hooks).err();
         let violation = stopped.as_ref().and_then(|st| match &st.stop {
             Stop::Run(e) => e.violation().cloned(),
-            Stop::Expectation(_) => None,
+            Stop::Expectation(_) | Stop::Cancelled => None,
         });
         prop_assert!(violation.is_none(), "seed {}: {:?}", seed, violation);
         let plain = scenario::run(&s, RunOptions::default());

@@ -11,4 +11,4 @@ pub mod planted;
 mod run;
 pub mod shrink;
 
-pub use run::{randomized_interruptions, run_one, RunReport, Settings, Source};
+pub use run::{randomized_interruptions, run_one, run_watched, RunReport, Settings, Source, Watch};

@@ -15,6 +15,7 @@ use crate::runtime::planted::PlantedBug;
 use crate::scenario::play::{play, Hooks, Stop, Stopped};
 use crate::scenario::{Scenario, Step, StepKind};
 use crate::sim::{RunError, Sim};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Where the scenarios come from.
 #[derive(Clone, Debug)]
@@ -86,9 +87,44 @@ impl RunReport {
     }
 }
 
+/// Shared by the runs of one exploration and whoever watches it: a request to stop, and how many
+/// scenario steps the runs have played (for progress within long runs).
+#[derive(Debug, Default)]
+pub struct Watch {
+    stop: AtomicBool,
+    steps: AtomicU64,
+}
+
+impl Watch {
+    /// Asks every run watched to stop before its next scenario step.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Scenario steps played so far by the runs watched.
+    pub fn steps(&self) -> u64 {
+        self.steps.load(Ordering::Relaxed)
+    }
+}
+
 /// Runs `scenario` once under `seed`. With a violation, also returns the materialized scenario that
 /// replays it without faults.
 pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Option<Scenario>) {
+    run_watched(base, seed, settings, &Watch::default()).expect("an unshared watch never stops")
+}
+
+/// [`run_one`], counting its steps into `watch` and stopping early (`None`) when it is asked to.
+pub fn run_watched(
+    base: &Scenario,
+    seed: u64,
+    settings: Settings,
+    watch: &Watch,
+) -> Option<(RunReport, Option<Scenario>)> {
     let mut scenario = base.clone();
     if settings.planted.is_some() {
         scenario.config.planted = settings.planted;
@@ -114,6 +150,7 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
     let mut recorder = Recorder {
         actions: Vec::new(),
         pending_run: 0,
+        watch,
     };
     let error = match play(&mut sim, &scenario.steps, &mut recorder) {
         Ok(()) => None,
@@ -126,6 +163,10 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
             stop: Stop::Expectation(_),
             ..
         }) => None,
+        Err(Stopped {
+            stop: Stop::Cancelled,
+            ..
+        }) => return None,
     };
     recorder.flush();
     let faults = sim.fault_plan().map_or(0, |p| p.injected);
@@ -171,17 +212,18 @@ pub fn run_one(base: &Scenario, seed: u64, settings: Settings) -> (RunReport, Op
         ));
         replay
     });
-    (report, replay)
+    Some((report, replay))
 }
 
 /// Exploration's hooks: the fault plan's user messages between simulator steps and its restarts
 /// at quiet points, and every action recorded as a step that replays exactly.
-struct Recorder {
+struct Recorder<'w> {
     actions: Vec<StepKind>,
     pending_run: u64,
+    watch: &'w Watch,
 }
 
-impl Recorder {
+impl Recorder<'_> {
     /// Writes the simulator steps taken since the last other action as one `run` step.
     fn flush(&mut self) {
         if self.pending_run > 0 {
@@ -196,7 +238,12 @@ impl Recorder {
     }
 }
 
-impl Hooks for Recorder {
+impl Hooks for Recorder<'_> {
+    fn proceed(&mut self, _index: usize) -> bool {
+        self.watch.steps.fetch_add(1, Ordering::Relaxed);
+        !self.watch.stopping()
+    }
+
     fn interject(&mut self, sim: &mut Sim, _key: &str) -> Option<String> {
         sim.fault_plan().and_then(|p| p.user())
     }

@@ -26,102 +26,219 @@ pub fn reproduces(s: &Scenario, invariant: &str) -> bool {
 }
 
 /// Shrinks `scenario`, which must break `invariant`, trying at most `budget` candidates.
+///
+/// Lists (the steps, each agent's replies, each tool's outcomes) shrink by removing chunks, halves
+/// first and then ever smaller pieces down to single entries, so a long scenario whose failure
+/// needs few of its entries shrinks in about `log n` rounds of candidates, not `n`. Each candidate
+/// is built only when it is tried.
 pub fn shrink(scenario: Scenario, invariant: &str, budget: usize) -> Shrunk {
-    let mut best = scenario;
-    let mut attempts = 0;
+    let mut shrinker = Shrinker {
+        best: scenario,
+        invariant,
+        budget,
+        attempts: 0,
+    };
     loop {
         let mut improved = false;
-        for candidate in candidates(&best) {
-            if attempts >= budget {
-                return Shrunk {
-                    scenario: best,
-                    attempts,
-                };
-            }
-            attempts += 1;
-            if reproduces(&candidate, invariant) {
-                best = candidate;
-                improved = true;
-                break;
-            }
+        for list in lists(&shrinker.best) {
+            improved |= shrinker.remove_chunks(&list);
         }
-        if !improved {
-            return Shrunk {
-                scenario: best,
-                attempts,
-            };
+        // The other edits, in order; the list is made again after each success (indices move).
+        'edits: loop {
+            for edit in edits(&shrinker.best) {
+                match shrinker.try_edit(&edit) {
+                    Tried::Better => {
+                        improved = true;
+                        continue 'edits;
+                    }
+                    Tried::Worse => {}
+                    Tried::OutOfBudget => return shrinker.done(),
+                }
+            }
+            break;
+        }
+        if !improved || shrinker.attempts >= shrinker.budget {
+            return shrinker.done();
         }
     }
 }
 
-/// Smaller variants of `s`, most promising first.
-fn candidates(s: &Scenario) -> Vec<Scenario> {
-    let mut out = Vec::new();
-    // Fewer steps.
-    for i in (0..s.steps.len()).rev() {
-        let mut c = s.clone();
-        c.steps.remove(i);
-        out.push(c);
-    }
-    // Adjacent runs merged.
-    for i in 1..s.steps.len() {
-        if let (StepKind::Run(a), StepKind::Run(b)) = (&s.steps[i - 1].kind, &s.steps[i].kind) {
-            let mut c = s.clone();
-            c.steps[i - 1].kind = StepKind::Run(a + b);
-            c.steps.remove(i);
-            out.push(c);
+struct Shrinker<'a> {
+    best: Scenario,
+    invariant: &'a str,
+    budget: usize,
+    attempts: usize,
+}
+
+enum Tried {
+    Better,
+    Worse,
+    OutOfBudget,
+}
+
+impl Shrinker<'_> {
+    fn done(self) -> Shrunk {
+        Shrunk {
+            scenario: self.best,
+            attempts: self.attempts,
         }
     }
-    // Shorter runs.
+
+    fn try_edit(&mut self, edit: &Edit) -> Tried {
+        if self.attempts >= self.budget {
+            return Tried::OutOfBudget;
+        }
+        let Some(candidate) = edit.apply(&self.best) else {
+            return Tried::Worse;
+        };
+        self.attempts += 1;
+        if reproduces(&candidate, self.invariant) {
+            self.best = candidate;
+            Tried::Better
+        } else {
+            Tried::Worse
+        }
+    }
+
+    /// Removes what it can of `list`, in chunks of halving size. Whether anything went.
+    fn remove_chunks(&mut self, list: &List) -> bool {
+        let mut improved = false;
+        let mut size = list.len(&self.best).div_ceil(2);
+        while size > 0 {
+            let mut at = 0;
+            while at < list.len(&self.best) {
+                let end = (at + size).min(list.len(&self.best));
+                match self.try_edit(&Edit::Remove(list.clone(), at..end)) {
+                    Tried::Better => improved = true,
+                    Tried::Worse => at = end,
+                    Tried::OutOfBudget => return improved,
+                }
+            }
+            size /= 2;
+        }
+        improved
+    }
+}
+
+/// A list of a scenario whose entries can go.
+#[derive(Clone, Debug)]
+enum List {
+    Steps,
+    Replies(String),
+    ToolCalls(String),
+}
+
+impl List {
+    fn len(&self, s: &Scenario) -> usize {
+        match self {
+            List::Steps => s.steps.len(),
+            List::Replies(agent) => s.scripts.get(agent).map_or(0, Vec::len),
+            List::ToolCalls(tool) => match s.tools.get(tool) {
+                Some(ToolScript::PerCall(steps)) => steps.len(),
+                _ => 0,
+            },
+        }
+    }
+}
+
+fn lists(s: &Scenario) -> Vec<List> {
+    let mut lists = vec![List::Steps];
+    lists.extend(s.scripts.keys().map(|a| List::Replies(a.clone())));
+    lists.extend(
+        s.tools
+            .iter()
+            .filter(|(_, script)| matches!(script, ToolScript::PerCall(_)))
+            .map(|(t, _)| List::ToolCalls(t.clone())),
+    );
+    lists
+}
+
+/// One way to make a scenario smaller.
+#[derive(Clone, Debug)]
+enum Edit {
+    /// Remove a range of a list's entries.
+    Remove(List, std::ops::Range<usize>),
+    /// Merge the `run` step at this index into the `run` step before it.
+    MergeRuns(usize),
+    /// Make the `run` step at this index take this many simulator steps.
+    ShortenRun(usize, u64),
+    /// Remove a skill or agent, and its script.
+    RemoveAgent(String),
+    /// No latencies, one-character strings.
+    Simplify,
+}
+
+impl Edit {
+    /// The edited scenario, or `None` if the edit changes nothing.
+    fn apply(&self, s: &Scenario) -> Option<Scenario> {
+        let mut c = s.clone();
+        match self {
+            Edit::Remove(list, range) => match list {
+                List::Steps => {
+                    c.steps.drain(range.clone());
+                }
+                List::Replies(agent) => {
+                    c.scripts.get_mut(agent)?.drain(range.clone());
+                }
+                List::ToolCalls(tool) => match c.tools.get_mut(tool) {
+                    Some(ToolScript::PerCall(steps)) => {
+                        steps.drain(range.clone());
+                    }
+                    _ => return None,
+                },
+            },
+            Edit::MergeRuns(i) => {
+                let (StepKind::Run(a), StepKind::Run(b)) =
+                    (&s.steps[i - 1].kind, &s.steps[*i].kind)
+                else {
+                    return None;
+                };
+                c.steps[i - 1].kind = StepKind::Run(a + b);
+                c.steps.remove(*i);
+            }
+            Edit::ShortenRun(i, m) => c.steps[*i].kind = StepKind::Run(*m),
+            Edit::RemoveAgent(name) => {
+                c.catalog.skills.remove(name);
+                c.catalog.agents.remove(name);
+                c.scripts.remove(name);
+            }
+            Edit::Simplify => return simplified(s),
+        }
+        Some(c)
+    }
+}
+
+/// The edits other than list removals, most promising first.
+fn edits(s: &Scenario) -> Vec<Edit> {
+    let mut out = Vec::new();
+    for i in 1..s.steps.len() {
+        if let (StepKind::Run(_), StepKind::Run(_)) = (&s.steps[i - 1].kind, &s.steps[i].kind) {
+            out.push(Edit::MergeRuns(i));
+        }
+    }
     for (i, step) in s.steps.iter().enumerate() {
         if let StepKind::Run(n) = step.kind {
             for m in [n / 2, n.saturating_sub(1)] {
                 if m > 0 && m < n {
-                    let mut c = s.clone();
-                    c.steps[i].kind = StepKind::Run(m);
-                    out.push(c);
+                    out.push(Edit::ShortenRun(i, m));
                 }
             }
         }
     }
-    // Fewer agents.
-    let names: Vec<(String, bool)> = s
-        .catalog
-        .skills
-        .keys()
-        .map(|n| (n.clone(), true))
-        .chain(s.catalog.agents.keys().map(|n| (n.clone(), false)))
-        .collect();
-    for (name, skill) in names {
-        let mut c = s.clone();
-        if skill {
-            c.catalog.skills.remove(&name);
-        } else {
-            c.catalog.agents.remove(&name);
-        }
-        c.scripts.remove(&name);
-        out.push(c);
-    }
-    // Fewer script entries.
-    for (agent, replies) in &s.scripts {
-        for i in (0..replies.len()).rev() {
-            let mut c = s.clone();
-            c.scripts.get_mut(agent).expect("present").remove(i);
-            out.push(c);
-        }
-    }
-    // Fewer tool outcomes.
-    for (tool, script) in &s.tools {
-        if let ToolScript::PerCall(steps) = script {
-            for i in (0..steps.len()).rev() {
-                let mut c = s.clone();
-                if let Some(ToolScript::PerCall(steps)) = c.tools.get_mut(tool) {
-                    steps.remove(i);
-                }
-                out.push(c);
-            }
-        }
-    }
+    out.extend(
+        s.catalog
+            .skills
+            .keys()
+            .chain(s.catalog.agents.keys())
+            .map(|n| Edit::RemoveAgent(n.clone())),
+    );
+    out.push(Edit::Simplify);
+    out
+}
+
+/// `s` with no latencies and one-character strings (cancel words kept), or `None` if it has none
+/// to change.
+fn simplified(s: &Scenario) -> Option<Scenario> {
     // No latencies, shorter strings.
     let mut c = s.clone();
     let mut changed = false;
@@ -172,8 +289,5 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
             }
         }
     }
-    if changed {
-        out.push(c);
-    }
-    out
+    changed.then_some(c)
 }

@@ -48,6 +48,12 @@ pub trait Hooks {
 
     /// The player restarted the runtime.
     fn on_restart(&mut self) {}
+
+    /// Before each scenario step (`index` into the steps played): `false` stops playing here with
+    /// [`Stop::Cancelled`] (exploration stops its runs this way when it is interrupted).
+    fn proceed(&mut self, _index: usize) -> bool {
+        true
+    }
 }
 
 /// Hooks that do nothing: play the steps as written.
@@ -63,6 +69,8 @@ pub enum Stop {
     Run(RunError),
     /// An `expect` step did not hold.
     Expectation(Vec<Mismatch>),
+    /// The hooks asked to stop ([`Hooks::proceed`]).
+    Cancelled,
 }
 
 /// Where playing stopped: the index of the step, and why.
@@ -78,6 +86,9 @@ pub struct Stopped {
 pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(), Stopped> {
     for (index, step) in steps.iter().enumerate() {
         let stopped = |stop| Stopped { index, stop };
+        if !hooks.proceed(index) {
+            return Err(stopped(Stop::Cancelled));
+        }
         let result = match &step.kind {
             StepKind::User { key, text, wait } => user(sim, hooks, key, text, *wait),
             StepKind::Run(n) => {

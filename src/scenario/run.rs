@@ -184,6 +184,7 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
                         line: step.line,
                         error,
                     },
+                    Stop::Cancelled => unreachable!("a scenario run's hooks never cancel"),
                 }
             });
     let mut failure = failure;
