@@ -103,8 +103,13 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
             "the file grew past the {MAX_FILE_BYTES} bytes a scenario file may have while it was read"
         )));
     }
-    let src = String::from_utf8(bytes).map_err(|e| {
-        let (line, column) = position(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
+    parse_bytes(&bytes, path)
+}
+
+/// Parses and validates a scenario file's bytes: [`parse`] after a located UTF-8 check.
+pub fn parse_bytes(bytes: &[u8], path: &Path) -> Result<Scenario, ScenarioError> {
+    let src = std::str::from_utf8(bytes).map_err(|e| {
+        let (line, column) = position(&bytes[..e.valid_up_to()]);
         ScenarioError {
             path: path.to_owned(),
             line,
@@ -112,7 +117,7 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
             message: "the file is not valid UTF-8 here; scenario files are UTF-8 text".into(),
         }
     })?;
-    parse(&src, path)
+    parse(src, path)
 }
 
 /// The 1-based line and column just after `before`.

@@ -19,7 +19,7 @@ use crate::model::agent::Catalog;
 use crate::runtime::RuntimeConfig;
 use crate::sim::{Limits, Sim, SimBuilder};
 
-pub use load::{load, parse, ScenarioError};
+pub use load::{load, parse, parse_bytes, ScenarioError};
 pub use run::{run, run_keeping_sim, Failure, Outcome, RunOptions};
 
 /// Session key of steps and expectations that name none.
