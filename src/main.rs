@@ -752,6 +752,12 @@ fn explore_cmd(
         for _ in 0..jobs {
             match std::thread::Builder::new().spawn_scoped(scope, work) {
                 Ok(worker) => workers.push(worker),
+                Err(e) if workers.is_empty() => {
+                    eprintln!(
+                        "warning: cannot start worker threads ({e}); exploring on the main thread"
+                    );
+                    break;
+                }
                 Err(e) => {
                     eprintln!(
                         "warning: started {} of {jobs} workers ({e}); going on with those",

@@ -657,3 +657,30 @@ fn a_second_ctrl_c_quits_at_once() {
     assert_eq!(status.code(), Some(130), "{rest}");
     assert!(rest.contains("interrupted again: quitting"), "{rest}");
 }
+
+/// Issue 13 item 5: a worker that cannot be spawned is a warning, not a panic. A stack size no
+/// system can map makes every spawn fail, deterministically.
+#[test]
+fn explore_goes_on_when_threads_cannot_be_spawned() {
+    let o = Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args([
+            "explore",
+            "--generated",
+            "--runs",
+            "20",
+            "--jobs",
+            "4",
+            "--no-write",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("AGENTSIM_SEED")
+        .env("RUST_MIN_STACK", (1u64 << 46).to_string())
+        .output()
+        .expect("the binary runs");
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(err.contains("cannot start worker threads"), "{err}");
+    assert!(err.contains("exploring on the main thread"), "{err}");
+    assert!(out.contains("20 runs from seed 0, 1 jobs"), "{out}");
+    assert!(!err.contains("panicked"), "{err}");
+}
