@@ -210,6 +210,12 @@ pub enum Event {
         /// The text.
         text: Arc<str>,
     },
+    /// An empty user message was ignored: no model API accepts an empty text block, and there is
+    /// nothing in it to deliver.
+    EmptyUserMessage {
+        /// Session key.
+        key: Arc<str>,
+    },
     /// A user message arrived while a turn was in progress and waits for the top frame.
     Queued {
         /// Session key.

@@ -87,6 +87,9 @@ pub fn line(entry: &Entry) -> String {
         Entry::Runtime(event) => match event {
             Event::UserMessage { frame, text, .. } => format!("user → {frame}: {}", quote(text)),
             Event::Queued { text, .. } => format!("user (queued while busy): {}", quote(text)),
+            Event::EmptyUserMessage { .. } => {
+                "user: an empty message, ignored (no model accepts an empty text)".to_owned()
+            }
             Event::Push { frame, depth, .. } => match &frame.parent_tool_use_id {
                 Some(parent) => format!("push {} depth={depth} parent={parent}", frame.name),
                 None => format!("push {} depth={depth}", frame.name),
@@ -223,6 +226,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
     Some(match event {
         Event::UserMessage { key, .. }
         | Event::Queued { key, .. }
+        | Event::EmptyUserMessage { key }
         | Event::Push { key, .. }
         | Event::Pop { key, .. }
         | Event::LlmRequest { key, .. }

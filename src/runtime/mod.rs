@@ -204,6 +204,12 @@ impl Runtime {
     fn handle_input(&mut self, input: Input) {
         match input {
             Input::User { key, text } => {
+                if text.is_empty() {
+                    if self.config.record_events {
+                        self.events.push(Event::EmptyUserMessage { key });
+                    }
+                    return;
+                }
                 let slot = self.slot(&key);
                 self.on_user(slot, text);
             }
