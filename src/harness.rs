@@ -272,6 +272,7 @@ impl ScenarioBuilder {
                 catalog: Catalog::default(),
                 config: RuntimeConfig::default(),
                 scripts: Default::default(),
+                more_replies: None,
                 tools: Default::default(),
                 steps: Vec::new(),
                 limits: Limits::default(),

@@ -812,7 +812,11 @@ fn explore_cmd(
     );
     let limits = limits.into_inner().expect("no worker panics");
     if !limits.is_empty() {
-        let list: Vec<String> = limits.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let share = |n: u64| 100.0 * n as f64 / runs_done.max(1) as f64;
+        let list: Vec<String> = limits
+            .iter()
+            .map(|(k, n)| format!("{k} {n} ({:.1}%)", share(*n)))
+            .collect();
         println!("  stopped early at a clean limit: {}", list.join(", "));
     }
     let found = found.into_inner().expect("no worker panics");

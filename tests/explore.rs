@@ -209,3 +209,34 @@ fn a_long_failing_scenario_shrinks_in_few_candidates() {
     );
     assert!(again.attempts <= 100, "{} candidate runs", again.attempts);
 }
+
+/// Issue 14 item 2: generated scripts fit their conversations. At most 10% of generated runs end
+/// at an exhausted script, and some still do (running out stays exercised).
+#[test]
+fn generated_scripts_rarely_run_out() {
+    let source = Source::Generated(GenConfig::default());
+    let settings = Settings {
+        faults: true,
+        planted: None,
+        record: false,
+        interruptions: None,
+    };
+    let runs = 2_000;
+    let exhausted = (0..runs)
+        .filter(|&seed| {
+            let (report, _) = run_one(&source.scenario(seed), seed, settings);
+            matches!(
+                report.error,
+                Some(agentsim::sim::RunError::ScriptExhausted { .. })
+            )
+        })
+        .count() as u64;
+    assert!(
+        exhausted * 10 <= runs,
+        "{exhausted} of {runs} runs ran out of script"
+    );
+    assert!(
+        exhausted > 0,
+        "no run ran out of script: that path is no longer exercised"
+    );
+}

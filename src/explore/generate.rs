@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::drive::scripted::{MoreReplies, ReplyKind, ScriptBlock, ScriptedReply};
 use crate::drive::scripted::{ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind, Catalog, EmptyAnswer};
 use crate::model::llm::{LlmErrorKind, Usage};
@@ -44,6 +44,32 @@ impl Default for GenConfig {
 
 /// Stream of the seed used for generation (so that the run's own draws stay independent).
 const GEN_STREAM: u64 = 0x6E6E;
+/// Stream of the replies drawn past a script's end.
+const MORE_STREAM: u64 = 0x4D4F;
+/// Stream of the draw that keeps a scenario's scripts as written.
+const OPEN_STREAM: u64 = 0x4F50;
+/// Share of generated scenarios whose scripts end where they end (to exercise running out).
+pub const FIXED_SCRIPTS: f64 = 0.05;
+
+/// Replies past the end of a generated agent's script, drawn like the scripted ones, from the
+/// seed, the agent and the call number alone.
+#[derive(Debug)]
+struct GeneratedReplies {
+    seed: u64,
+    tools: Vec<String>,
+    agents: Vec<(String, AgentKind)>,
+}
+
+impl MoreReplies for GeneratedReplies {
+    fn reply(&self, agent: &str, call: usize) -> Option<ScriptedReply> {
+        // FNV-1a of the agent's name: a stream per agent, a seed per call.
+        let stream = agent.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_STREAM);
+        Some(reply(&mut rng, agent, call - 1, &self.tools, &self.agents))
+    }
+}
 
 fn pick<'a, T>(rng: &mut SimRng, items: &'a [T]) -> &'a T {
     &items[rng.below(items.len() as u64) as usize]
@@ -154,6 +180,20 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         });
     }
 
+    // Most scenarios give every agent as many replies as its conversations need; some keep their
+    // scripts as written, so that scripts running out stay exercised. Drawn from a stream of its
+    // own, so that the scenario itself is the same either way.
+    let open = !SimRng::new(seed)
+        .fork(seed, OPEN_STREAM)
+        .chance(FIXED_SCRIPTS);
+    let more_replies = open.then(|| {
+        Arc::new(GeneratedReplies {
+            seed,
+            tools: tool_names.clone(),
+            agents: names.clone(),
+        }) as Arc<dyn MoreReplies>
+    });
+
     Scenario {
         path: format!("generated-{seed}").into(),
         name: format!("generated scenario {seed}"),
@@ -162,6 +202,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         catalog,
         config,
         scripts,
+        more_replies,
         tools,
         steps,
         limits: Limits {

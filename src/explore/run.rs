@@ -179,6 +179,9 @@ pub fn run_watched(
     };
     let replay = report.violation().map(|v| {
         let mut replay = scenario.clone();
+        // A replay is a plain scenario: the replies delivered, and none drawn past them (a file
+        // cannot hold a generator).
+        replay.more_replies = None;
         let m = sim.materialized().expect("materialize was on");
         for (agent, replies) in &m.replies {
             replay.scripts.insert(agent.clone(), replies.clone());

@@ -475,6 +475,7 @@ impl Builder<'_> {
             catalog,
             config,
             scripts,
+            more_replies: None,
             tools: tool_scripts,
             steps,
             limits,

@@ -12,8 +12,9 @@ pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use crate::drive::scripted::{MockLlm, ScriptedReply};
+use crate::drive::scripted::{MockLlm, MoreReplies, ScriptedReply};
 use crate::drive::scripted::{MockTools, ToolScript};
 use crate::model::agent::Catalog;
 use crate::runtime::RuntimeConfig;
@@ -42,6 +43,8 @@ pub struct Scenario {
     pub config: RuntimeConfig,
     /// Model scripts by agent name.
     pub scripts: BTreeMap<String, Vec<ScriptedReply>>,
+    /// Replies past the end of a script (generated scenarios; a file's scripts end where they end).
+    pub more_replies: Option<Arc<dyn MoreReplies>>,
     /// Tool scripts by tool name.
     pub tools: BTreeMap<String, ToolScript>,
     /// The steps.
@@ -90,7 +93,7 @@ impl Scenario {
     pub fn sim_builder(&self, seed: u64) -> SimBuilder {
         Sim::builder(self.catalog.clone())
             .config(self.config.clone())
-            .llm(MockLlm::new(self.scripts.clone()))
+            .llm(MockLlm::new(self.scripts.clone()).with_more(self.more_replies.clone()))
             .tools(MockTools::new(self.tools.clone()))
             .seed(seed)
             .limits(self.limits)

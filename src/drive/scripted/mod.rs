@@ -5,7 +5,9 @@
 mod model;
 mod tools;
 
-pub use model::{Answer, Exhausted, MockLlm, ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
+pub use model::{
+    Answer, Exhausted, MockLlm, MoreReplies, ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply,
+};
 pub use tools::{MockTools, ToolExhausted, ToolScript};
 
 pub use crate::drive::backend::{ToolBehavior, ToolStep};

@@ -5,6 +5,7 @@
 //! `toolu_02`, ...), so transcripts stay readable and identical for a given scenario.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -97,12 +98,22 @@ struct Script {
     used: usize,
 }
 
+/// Where replies come from once an agent's script is used up: generated scenarios give their
+/// agents as many replies as their conversations need this way. It must answer the same reply for
+/// the same agent and call number every time (runs are deterministic).
+pub trait MoreReplies: fmt::Debug + Send + Sync {
+    /// The reply for call `call` (1-based) of `agent`, or `None` to let the script run out.
+    fn reply(&self, agent: &str, call: usize) -> Option<ScriptedReply>;
+}
+
 /// Scripts for every agent.
 #[derive(Clone, Debug, Default)]
 pub struct MockLlm {
     /// Keyed by agent name; ordered, so that [`MockLlm::unused`] is stable.
     scripts: BTreeMap<String, Script>,
     next_id: u64,
+    /// Replies past the end of a script, if the scripts are open-ended.
+    more: Option<Arc<dyn MoreReplies>>,
 }
 
 impl MockLlm {
@@ -114,7 +125,14 @@ impl MockLlm {
                 .map(|(agent, replies)| (agent, Script { replies, used: 0 }))
                 .collect(),
             next_id: 0,
+            more: None,
         }
+    }
+
+    /// Scripts that go on past their end with replies from `more`.
+    pub fn with_more(mut self, more: Option<Arc<dyn MoreReplies>>) -> MockLlm {
+        self.more = more;
+        self
     }
 
     /// The next reply for `agent` (one map lookup; the scripted reply is not copied).
@@ -127,6 +145,11 @@ impl MockLlm {
         };
         script.used += 1;
         let call = script.used;
+        if call == script.replies.len() + 1 {
+            if let Some(reply) = self.more.as_ref().and_then(|m| m.reply(agent, call)) {
+                script.replies.push(reply);
+            }
+        }
         let Some(reply) = script.replies.get(call - 1) else {
             return Err(Exhausted {
                 agent: agent.to_owned(),
