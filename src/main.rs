@@ -109,7 +109,10 @@ enum Command {
         /// Run the runtime with a planted bug, to see the harness find it: drop-cascade-result,
         /// double-delivery, iteration-off-by-one, route-below-top, skip-unresolved-after-child,
         /// main-complete-accepted, display-leak, cancel-leaves-frame, completion-order-results,
-        /// empty-reply-recorded, restore-forgets-first-message.
+        /// empty-reply-recorded, restore-forgets-first-message (structural); child-error-as-success,
+        /// main-limit-silent, tools-skipped-on-last-iteration, inbox-cleared-with-turn,
+        /// tool-pass-uncounted, restore-resets-iterations, main-messages-unjournaled,
+        /// answer-counts-an-iteration (semantic).
         #[arg(long, value_name = "NAME")]
         bug: Option<agentsim::runtime::planted::PlantedBug>,
         /// Model seed 004's watchdog and interruptions around this preset, with timings and some

@@ -378,6 +378,7 @@ impl Driver {
             return Ok(());
         };
         self.rt.set_now(self.now);
+        self.observer.before_input(&self.rt, &input);
         self.rt.handle(input);
         self.settle()
     }

@@ -18,5 +18,12 @@ pub fn caught_by(bug: PlantedBug) -> &'static str {
         PlantedBug::MainCompleteAccepted => SINGLE_DELIVERY,
         PlantedBug::DisplayLeak => NO_DISPLAY_LEAK,
         PlantedBug::CancelLeavesFrame => CLEANUP,
+        PlantedBug::ChildErrorAsSuccess | PlantedBug::MainLimitSilent => ERROR_PROPAGATION,
+        PlantedBug::ToolsSkippedOnLastIteration => TOOL_EXECUTION,
+        PlantedBug::InboxClearedWithTurn => MESSAGE_DELIVERY,
+        PlantedBug::ToolPassUncounted | PlantedBug::AnswerCountsAnIteration => ITERATION_ACCOUNTING,
+        // A restart compares the restored frames with those at the crash, counts included.
+        PlantedBug::RestoreResetsIterations => RESTART_EQUIVALENCE,
+        PlantedBug::MainMessagesUnjournaled => JOURNAL_BEFORE_STATE,
     }
 }

@@ -4,6 +4,14 @@
 //! compares the runtime against it; so a runtime bug that corrupts its stack is seen as a
 //! divergence, not trusted. Every check is incremental: a step costs time proportional to what the
 //! step did, not to the length of the sessions or the depth of the stacks (DESIGN §7).
+//!
+//! The structural invariants (pairing, linkage, delivery, routing, cleanup, the bound) are in this
+//! file; the semantic ones (error propagation, tool execution, message delivery, iteration
+//! accounting, journal before state) in [`semantic`]. A driver tells the observer what it feeds
+//! with [`Observer::before_input`] and shows it each step with [`Observer::after_step`], before it
+//! takes the step's effects.
+
+mod semantic;
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,6 +20,7 @@ use uuid::Uuid;
 
 use crate::model::agent::AgentKind;
 use crate::model::hash::FxHashMap;
+use crate::model::ids::CallId;
 use crate::protocol::{Event, FrameInfo, PopReason};
 use crate::runtime::Runtime;
 use crate::wire::pairing::Pairing;
@@ -38,9 +47,22 @@ pub mod names {
     /// restore that fails breaks it; a restore that continues differently is caught by the other
     /// invariants and by the restart property test).
     pub const RESTART_EQUIVALENCE: &str = "restart-equivalence";
+    /// A frame that fails delivers an error result, one that completes a success, and a main
+    /// frame that fails tells the user so.
+    pub const ERROR_PROPAGATION: &str = "error-propagation";
+    /// Every `tool_use` of a reply is run, or skipped for the documented reason in the documented
+    /// situation (after `complete`, at the limit on resuming, on a cancel, on an interruption).
+    pub const TOOL_EXECUTION: &str = "tool-execution";
+    /// Every user message is delivered to one frame or dropped by a cancel word by the time its
+    /// conversation is idle.
+    pub const MESSAGE_DELIVERY: &str = "message-delivery";
+    /// A frame's iteration count is the number of passes it made.
+    pub const ITERATION_ACCOUNTING: &str = "iteration-accounting";
+    /// Every session operation is journaled before the state that follows it is written.
+    pub const JOURNAL_BEFORE_STATE: &str = "journal-before-state";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 14] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -50,6 +72,11 @@ pub mod names {
         CLEANUP,
         NO_DISPLAY_LEAK,
         RESTART_EQUIVALENCE,
+        ERROR_PROPAGATION,
+        TOOL_EXECUTION,
+        MESSAGE_DELIVERY,
+        ITERATION_ACCOUNTING,
+        JOURNAL_BEFORE_STATE,
     ];
 }
 
@@ -82,6 +109,10 @@ struct Delivery {
     parent_session: Uuid,
     parent_name: Arc<str>,
     count: u32,
+    /// Whether the result delivered was an error.
+    is_error: Option<bool>,
+    /// Whether it must be (`None`: the observer cannot tell).
+    expect_error: Option<bool>,
 }
 
 /// One frame of the observer's model of a stack.
@@ -93,6 +124,39 @@ struct ModelFrame {
     /// Validation state of a child's session (the main session's lives in [`KeyModel::main`],
     /// since it outlives each main frame).
     pairing: Pairing,
+    /// Passes through the loop head, as the observer counted them (model calls, and the passes
+    /// that only run the tool uses left when a child returned).
+    passes: u32,
+    /// The frame's iteration limit, as its model calls state it.
+    limit: u32,
+    /// Its model call in flight.
+    call: Option<CallId>,
+    /// The tool uses of its latest reply.
+    uses: smallvec::SmallVec<[semantic::Use; 2]>,
+    /// A `complete` of its latest reply succeeded.
+    completed: bool,
+    /// It resumed at the loop head with tool uses left and no pass left: it must end there.
+    at_limit: bool,
+    /// The watchdog interrupted it: its passes are not checked (seed 004's continuation prompts
+    /// add passes the observer does not model).
+    lenient: bool,
+}
+
+impl ModelFrame {
+    fn new(info: FrameInfo) -> ModelFrame {
+        ModelFrame {
+            info,
+            calls: 0,
+            pairing: Pairing::default(),
+            passes: 0,
+            limit: 0,
+            call: None,
+            uses: smallvec::SmallVec::new(),
+            completed: false,
+            at_limit: false,
+            lenient: false,
+        }
+    }
 }
 
 /// The observer's model of one conversation.
@@ -104,6 +168,16 @@ struct KeyModel {
     main: Option<(Uuid, Pairing)>,
     /// Pushed or popped in this step (its depth is compared with the runtime's at the end).
     touched: bool,
+    /// User messages sent and not yet delivered or dropped.
+    pending: u32,
+    /// Cancel words sent in this step to its active stack.
+    cancels: u32,
+    /// Listed in [`Observer::pending_keys`].
+    listed: bool,
+    /// The tool uses of the main session's latest reply and the main agent's limit, kept between
+    /// turns (the main session outlives each main frame).
+    main_uses: smallvec::SmallVec<[semantic::Use; 2]>,
+    main_limit: u32,
 }
 
 /// Checks the invariants. Feed it every step's events with [`Observer::after_step`].
@@ -124,6 +198,24 @@ pub struct Observer {
     pushed: Vec<(usize, Uuid)>,
     /// Conversations pushed or popped in this step.
     touched: Vec<usize>,
+    /// Model calls in flight: the conversation and frame that made each.
+    calls: FxHashMap<CallId, (usize, Uuid)>,
+    /// Replies being streamed, by call.
+    partials: FxHashMap<CallId, semantic::Partial>,
+    /// The reply this step's input carries.
+    stash: Option<semantic::Stashed>,
+    /// What the current step did, for the semantic checks.
+    step: semantic::StepFacts,
+    /// Conversations with messages not yet delivered.
+    pending_keys: Vec<usize>,
+    /// A cancel word was sent in this step.
+    cancel_sent: bool,
+    /// The runtime persists (so the journal is checked).
+    persist: bool,
+    /// Unit tests feed made-up events with no runtime behind them: the comparison of the
+    /// runtime's stacks with the model is skipped.
+    #[cfg(test)]
+    no_runtime: bool,
 }
 
 impl Observer {
@@ -134,8 +226,14 @@ impl Observer {
 
     /// Checks one step: its events in order, then the runtime's state at the end of the step.
     pub fn after_step(&mut self, rt: &Runtime, events: &[Event]) -> Result<(), Violation> {
+        self.persist = rt.config().persist;
+        self.take_stash(events);
         for event in events {
-            self.on_event(rt, event)?;
+            if let Err(v) = self.on_event(rt, event) {
+                self.step = semantic::StepFacts::default();
+                self.cancel_sent = false;
+                return Err(v);
+            }
         }
         self.end_of_step(rt)
     }
@@ -156,6 +254,11 @@ impl Observer {
                     frames: Vec::new(),
                     main: None,
                     touched: false,
+                    pending: 0,
+                    cancels: 0,
+                    listed: false,
+                    main_uses: smallvec::SmallVec::new(),
+                    main_limit: 0,
                 });
                 self.by_key.insert(key.clone(), self.keys.len() - 1);
                 self.keys.len() - 1
@@ -210,11 +313,13 @@ impl Observer {
                     }
                     _ => {}
                 }
-                model.push(ModelFrame {
-                    info: frame.clone(),
-                    calls: 0,
-                    pairing: Pairing::default(),
-                });
+                let mut new = ModelFrame::new(frame.clone());
+                if frame.kind == AgentKind::Main {
+                    new.uses = std::mem::take(&mut self.keys[k].main_uses);
+                    new.limit = self.keys[k].main_limit;
+                }
+                let model = &mut self.keys[k].frames;
+                model.push(new);
                 if *depth != model.len() {
                     return Err(violation(
                         STACK_LINKAGE,
@@ -225,9 +330,16 @@ impl Observer {
                     ));
                 }
                 self.pushed.push((k, frame.frame_id));
+                if frame.parent_tool_use_id.is_some() {
+                    self.expect("agent_session", frame.session_id, None, None, &frame.name);
+                }
             }
             Event::Pop {
-                key, frame, reason, ..
+                key,
+                frame,
+                reason,
+                iterations,
+                ..
             } => {
                 let k = self.touch(key);
                 let model = &mut self.keys[k].frames;
@@ -246,7 +358,7 @@ impl Observer {
                         ));
                     }
                 }
-                model.pop();
+                let popped = model.pop().expect("the top was just matched");
                 let parent = model
                     .last()
                     .map(|p| (p.info.session_id, p.info.name.clone()));
@@ -278,22 +390,31 @@ impl Observer {
                         if !self.stray_pairing.is_empty() {
                             self.stray_pairing.remove(&frame.session_id);
                         }
+                        let expect_error = self.on_pop(k, &popped, *reason, *iterations);
                         self.deliveries.push(Delivery {
                             child: frame.clone(),
                             parent_session,
                             parent_name,
                             count: 0,
+                            is_error: None,
+                            expect_error,
                         });
+                        return Ok(());
                     }
+                }
+                self.on_pop(k, &popped, *reason, *iterations);
+                if popped.info.kind == AgentKind::Main {
+                    self.keys[k].main_uses = popped.uses;
                 }
             }
             Event::ToolResult {
                 key,
                 frame,
+                frame_id,
                 session_id,
                 tool_use_id,
                 content,
-                ..
+                is_error,
             } => {
                 if let Some(display) = crate::model::messages::display_only(content) {
                     return Err(violation(
@@ -303,6 +424,7 @@ impl Observer {
                         ),
                     ));
                 }
+                let mut delivery = false;
                 for d in &mut self.deliveries {
                     if d.child.parent_tool_use_id.as_ref() == Some(tool_use_id) {
                         if d.parent_session != *session_id {
@@ -315,6 +437,8 @@ impl Observer {
                             ));
                         }
                         d.count += 1;
+                        d.is_error = Some(*is_error);
+                        delivery = true;
                     }
                 }
                 let again = self
@@ -342,6 +466,15 @@ impl Observer {
                         }
                     }
                 }
+                let k = self.key_index(key);
+                let seen = semantic::ResultSeen {
+                    frame_id: *frame_id,
+                    session: *session_id,
+                    tool_use_id,
+                    content,
+                    is_error: *is_error,
+                };
+                self.on_tool_result(k, seen, delivery);
             }
             Event::LlmRequest {
                 key,
@@ -393,14 +526,41 @@ impl Observer {
                         .check_request(request.messages)
                         .map_err(|m| violation(TOOL_PAIRING, format!("{frame}: {m}")))?;
                 }
+                self.on_request(k, *frame_id, *call, *iteration, *max_iterations);
+            }
+            Event::Reissued {
+                key,
+                frame_id,
+                call,
+                what: "model call",
+                ..
+            } => {
+                let k = self.key_index(key);
+                self.on_reissued(k, *frame_id, *call);
+            }
+            Event::LlmError { frame_id, .. } => self.on_llm_error(*frame_id),
+            Event::Watchdog { key, frame, .. } => {
+                let k = self.key_index(key);
+                self.on_watchdog(k, frame);
+            }
+            Event::Delegation {
+                key, frame, what, ..
+            } => {
+                let k = self.key_index(key);
+                self.on_delegation(k, frame, what);
+            }
+            Event::Sent { key, text, .. } => {
+                let k = self.key_index(key);
+                self.on_sent(k, text);
             }
             Event::UserMessage {
                 key,
                 frame,
                 frame_id,
-                ..
+                text,
             } => {
-                let model = self.model(key);
+                let k = self.key_index(key);
+                let model = &self.keys[k].frames;
                 match model.last() {
                     Some(top) if top.info.frame_id == *frame_id => {}
                     Some(top) => {
@@ -419,6 +579,7 @@ impl Observer {
                         ));
                     }
                 }
+                self.on_user_message(k, *frame_id, text);
             }
             Event::Response { key, .. } | Event::Cancelled { key, .. } => {
                 let what = if matches!(event, Event::Response { .. }) {
@@ -437,6 +598,12 @@ impl Observer {
                         ),
                     ));
                 }
+                let k = self.key_index(key);
+                match event {
+                    Event::Response { response, .. } => self.on_response(k, &response.text),
+                    Event::Cancelled { dropped, .. } => self.on_cancelled(k, *dropped),
+                    _ => {}
+                }
             }
             _ => {}
         }
@@ -444,6 +611,19 @@ impl Observer {
     }
 
     fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if let Err(v) = self.structural_end(rt) {
+            self.step = semantic::StepFacts::default();
+            self.cancel_sent = false;
+            return Err(v);
+        }
+        if self.step.is_empty() && self.pending_keys.is_empty() && !self.cancel_sent {
+            return Ok(());
+        }
+        self.cancel_sent = false;
+        self.semantic_end(rt)
+    }
+
+    fn structural_end(&mut self, rt: &Runtime) -> Result<(), Violation> {
         use names::*;
         if self.deliveries.is_empty() && self.pushed.is_empty() && self.touched.is_empty() {
             return Ok(()); // No frame was pushed or popped in this step: nothing to check.
@@ -457,6 +637,20 @@ impl Observer {
                         d.child.name, d.count, d.parent_name
                     ),
                 ));
+            }
+            if let (Some(got), Some(want)) = (d.is_error, d.expect_error) {
+                if got != want && self.step.deferred.is_none() {
+                    self.step.deferred = Some(violation(
+                        ERROR_PROPAGATION,
+                        format!(
+                            "{} delivered {} to {}, but it {}",
+                            d.child.name,
+                            if got { "an error" } else { "a success" },
+                            d.parent_name,
+                            if want { "failed" } else { "completed" }
+                        ),
+                    ));
+                }
             }
             if let Some(id) = d.child.parent_tool_use_id {
                 self.delivered.entry(d.parent_session).or_default().push(id);
@@ -484,6 +678,10 @@ impl Observer {
     /// A frame pushed in this step and still present must name an unresolved `tool_use` of the
     /// frame below it.
     fn check_link(&self, rt: &Runtime, k: usize, frame_id: Uuid) -> Result<(), Violation> {
+        #[cfg(test)]
+        if self.no_runtime {
+            return Ok(());
+        }
         let KeyModel { key, frames, .. } = &self.keys[k];
         let Some(i) = frames.iter().rposition(|f| f.info.frame_id == frame_id) else {
             return Ok(());
@@ -512,6 +710,10 @@ impl Observer {
 
     /// The runtime's stack for conversation `k` has the depth and top frame of the model.
     fn check_depth(&self, rt: &Runtime, k: usize) -> Result<(), Violation> {
+        #[cfg(test)]
+        if self.no_runtime {
+            return Ok(());
+        }
         let KeyModel {
             key, frames: model, ..
         } = &self.keys[k];
@@ -536,6 +738,10 @@ impl Observer {
 mod tests {
     use super::*;
     use crate::model::agent::Catalog;
+    use crate::model::llm::LlmReply;
+    use crate::model::messages;
+    use crate::model::transcript::Block;
+    use crate::protocol::{Effect, Input};
     use crate::runtime::RuntimeConfig;
 
     fn rt() -> Runtime {
@@ -700,6 +906,427 @@ mod tests {
         assert_eq!(
             first_violation(&[request(1), request(1), request(1)]),
             Some(names::ITERATION_BOUND)
+        );
+    }
+
+    // The semantic invariants, each on a broken sequence next to its sound twin.
+
+    /// Feeds steps (an input the driver is about to send, then the events it caused) and returns
+    /// the first invariant broken. `persist` turns the journal check on, with `effects` as every
+    /// step's effects.
+    fn semantic(steps: &[(Option<Input>, Vec<Event>)], persist: bool) -> Option<&'static str> {
+        let config = RuntimeConfig {
+            persist,
+            ..RuntimeConfig::default()
+        };
+        let rt = Runtime::new(Arc::new(Catalog::default()), config);
+        let mut o = Observer::new();
+        o.no_runtime = true;
+        for (input, events) in steps {
+            if let Some(input) = input {
+                o.before_input(&rt, input);
+            }
+            if let Err(v) = o.after_step(&rt, events) {
+                return Some(v.invariant);
+            }
+        }
+        None
+    }
+
+    fn request(f: &FrameInfo, call: u64, iteration: u32, max: u32) -> Event {
+        Event::LlmRequest {
+            key: key(),
+            frame: f.name.clone(),
+            frame_id: f.frame_id,
+            session_id: f.session_id,
+            call,
+            iteration,
+            max_iterations: max,
+            messages: 1,
+        }
+    }
+
+    fn reply(call: u64, uses: &[(&str, &str)]) -> Input {
+        let content = uses
+            .iter()
+            .map(|(id, name)| Block::ToolUse {
+                id: (*id).into(),
+                name: (*name).into(),
+                input: Arc::new(serde_json::json!({})),
+            })
+            .collect();
+        Input::LlmReply {
+            call,
+            reply: LlmReply {
+                content,
+                usage: Default::default(),
+            },
+        }
+    }
+
+    fn answered(session: &FrameInfo, id: &str, content: &str, is_error: bool) -> Event {
+        Event::ToolResult {
+            key: key(),
+            frame: session.name.clone(),
+            frame_id: session.frame_id,
+            session_id: session.session_id,
+            tool_use_id: id.into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    fn popped(f: &FrameInfo, depth: usize, reason: PopReason, iterations: u32) -> Event {
+        Event::Pop {
+            key: key(),
+            frame: f.clone(),
+            depth,
+            reason,
+            iterations,
+        }
+    }
+
+    fn user(text: &str) -> Input {
+        Input::User {
+            key: key(),
+            text: text.into(),
+        }
+    }
+
+    fn delivered(f: &FrameInfo, text: &str) -> Event {
+        Event::UserMessage {
+            key: key(),
+            frame: f.name.clone(),
+            frame_id: f.frame_id,
+            text: text.into(),
+        }
+    }
+
+    /// main asks for skill:r (`t1`); the child's model call fails; its result reaches main.
+    fn failing_child(delivered_as_error: bool) -> Vec<(Option<Input>, Vec<Event>)> {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let child = frame("skill:r", AgentKind::Skill, 2, Some("t1"));
+        let error = Event::LlmError {
+            key: key(),
+            frame: child.name.clone(),
+            frame_id: child.frame_id,
+            kind: crate::model::llm::LlmErrorKind::Network,
+            message: "down".into(),
+        };
+        vec![
+            (
+                Some(user("go")),
+                vec![
+                    push(&main, 1),
+                    delivered(&main, "go"),
+                    request(&main, 1, 1, 5),
+                ],
+            ),
+            (
+                Some(reply(1, &[("t1", "use_skill")])),
+                vec![push(&child, 2), request(&child, 2, 1, 5)],
+            ),
+            (
+                None,
+                vec![
+                    error,
+                    popped(&child, 1, PopReason::Error, 1),
+                    answered(&main, "t1", "LLM error: down", delivered_as_error),
+                    request(&main, 3, 2, 5),
+                ],
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_failed_child_delivering_a_success_breaks_error_propagation() {
+        assert_eq!(semantic(&failing_child(true), false), None);
+        assert_eq!(
+            semantic(&failing_child(false), false),
+            Some(names::ERROR_PROPAGATION)
+        );
+    }
+
+    #[test]
+    fn a_main_frame_at_its_limit_must_tell_the_user() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let end = |told: bool| {
+            let mut events = vec![popped(&main, 0, PopReason::MaxIterations, 1)];
+            let text: Arc<str> = if told {
+                events.insert(
+                    0,
+                    Event::Sent {
+                        key: key(),
+                        frame: "main".into(),
+                        text: messages::USER_MAX_STEPS.into(),
+                    },
+                );
+                messages::USER_MAX_STEPS.into()
+            } else {
+                "".into()
+            };
+            events.push(Event::Response {
+                key: key(),
+                response: crate::model::agent::AgentResponse {
+                    text,
+                    tool_calls: Vec::new(),
+                    iterations: 1,
+                },
+            });
+            vec![
+                (
+                    Some(user("go")),
+                    vec![
+                        push(&main, 1),
+                        delivered(&main, "go"),
+                        request(&main, 1, 1, 1),
+                    ],
+                ),
+                // The reply's tool runs; the loop head then finds the limit.
+                (
+                    Some(reply(1, &[("t1", "x")])),
+                    vec![answered(&main, "t1", "ok", false)],
+                ),
+                (None, events),
+            ]
+        };
+        assert_eq!(semantic(&end(true), false), None);
+        assert_eq!(semantic(&end(false), false), Some(names::ERROR_PROPAGATION));
+    }
+
+    #[test]
+    fn a_tool_use_skipped_for_no_documented_reason_breaks_tool_execution() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let run = |uses: &[(&str, &str)], results: Vec<Event>| {
+            vec![
+                (
+                    Some(user("go")),
+                    vec![
+                        push(&main, 1),
+                        delivered(&main, "go"),
+                        request(&main, 1, 1, 5),
+                    ],
+                ),
+                (Some(reply(1, uses)), results),
+            ]
+        };
+        // After `complete` (refused to main here, so nothing completed): not a reason.
+        let skipped = |id| answered(&main, id, messages::SKIPPED_AFTER_COMPLETE, true);
+        assert_eq!(
+            semantic(
+                &run(
+                    &[("t1", "x"), ("t2", "y")],
+                    vec![answered(&main, "t1", "ok", false), skipped("t2")]
+                ),
+                false
+            ),
+            Some(names::TOOL_EXECUTION)
+        );
+        // At the limit, on a fresh reply (not on resuming at the loop head): not a reason.
+        let at_limit = answered(&main, "t1", messages::SKIPPED_AFTER_LIMIT, true);
+        assert_eq!(
+            semantic(&run(&[("t1", "x")], vec![at_limit]), false),
+            Some(names::TOOL_EXECUTION)
+        );
+        // Interrupted with no interruption: not a reason.
+        let interrupted = answered(&main, "t1", messages::TOOL_INTERRUPTED, true);
+        assert_eq!(
+            semantic(&run(&[("t1", "x")], vec![interrupted]), false),
+            Some(names::TOOL_EXECUTION)
+        );
+        // Cancelled with no unwind: not a reason.
+        let cancelled = answered(&main, "t1", messages::CANCELLED_BY_USER, true);
+        assert_eq!(
+            semantic(&run(&[("t1", "x")], vec![cancelled]), false),
+            Some(names::TOOL_EXECUTION)
+        );
+        // A child that completes skips what follows `complete`: sound.
+        let child = frame("skill:r", AgentKind::Skill, 2, Some("t0"));
+        let steps = vec![
+            (
+                Some(user("go")),
+                vec![
+                    push(&main, 1),
+                    delivered(&main, "go"),
+                    request(&main, 1, 1, 5),
+                ],
+            ),
+            (
+                Some(reply(1, &[("t0", "use_skill")])),
+                vec![push(&child, 2), request(&child, 2, 1, 5)],
+            ),
+            (
+                Some(reply(2, &[("c1", "complete"), ("c2", "x")])),
+                vec![
+                    answered(&child, "c1", "done", false),
+                    answered(&child, "c2", messages::SKIPPED_AFTER_COMPLETE, true),
+                    popped(&child, 1, PopReason::Completed, 1),
+                    answered(&main, "t0", "done", false),
+                    request(&main, 3, 2, 5),
+                ],
+            ),
+        ];
+        assert_eq!(semantic(&steps, false), None);
+    }
+
+    #[test]
+    fn a_message_neither_delivered_nor_dropped_breaks_message_delivery() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        // Delivered: sound. (With no runtime behind the events, the conversation is idle.)
+        let steps = vec![(
+            Some(user("hi")),
+            vec![push(&main, 1), delivered(&main, "hi")],
+        )];
+        assert_eq!(semantic(&steps, false), None);
+        // Sent and never delivered, with the conversation idle.
+        assert_eq!(
+            semantic(&[(Some(user("hi")), vec![])], false),
+            Some(names::MESSAGE_DELIVERY)
+        );
+        // Delivered but never sent (or delivered twice).
+        assert_eq!(
+            semantic(
+                &[(None, vec![push(&main, 1), delivered(&main, "hi")])],
+                false
+            ),
+            Some(names::MESSAGE_DELIVERY)
+        );
+        // A cancel word on an active stack that nothing acts on.
+        let steps = vec![
+            (
+                Some(user("hi")),
+                vec![push(&main, 1), delivered(&main, "hi")],
+            ),
+            (Some(user("stop")), vec![]),
+        ];
+        assert_eq!(semantic(&steps, false), Some(names::MESSAGE_DELIVERY));
+        // The unwind drops more queued messages than were waiting.
+        let unwound = Event::Cancelled {
+            key: key(),
+            text: "stop".into(),
+            frames: 1,
+            dropped: 2,
+        };
+        let steps = vec![
+            (
+                Some(user("hi")),
+                vec![push(&main, 1), delivered(&main, "hi")],
+            ),
+            (Some(user("more")), vec![]),
+            (
+                Some(user("stop")),
+                vec![popped(&main, 0, PopReason::Cancelled, 0), unwound],
+            ),
+        ];
+        assert_eq!(semantic(&steps, false), Some(names::MESSAGE_DELIVERY));
+    }
+
+    #[test]
+    fn a_count_that_is_not_the_passes_made_breaks_iteration_accounting() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let child = frame("skill:r", AgentKind::Skill, 2, Some("t1"));
+        // main's reply spawns a child and leaves t2; the child's result resumes main at the loop
+        // head, which runs t2 in a pass of its own before its next model call (iteration 3).
+        let steps = |iteration: u32| {
+            vec![
+                (
+                    Some(user("go")),
+                    vec![
+                        push(&main, 1),
+                        delivered(&main, "go"),
+                        request(&main, 1, 1, 5),
+                    ],
+                ),
+                (
+                    Some(reply(1, &[("t1", "use_skill"), ("t2", "x")])),
+                    vec![push(&child, 2), request(&child, 2, 1, 5)],
+                ),
+                (
+                    Some(reply(2, &[("c", "complete")])),
+                    vec![
+                        answered(&child, "c", "done", false),
+                        popped(&child, 1, PopReason::Completed, 1),
+                        answered(&main, "t1", "done", false),
+                        answered(&main, "t2", "ok", false),
+                        request(&main, 3, iteration, 5),
+                    ],
+                ),
+            ]
+        };
+        assert_eq!(semantic(&steps(3), false), None);
+        assert_eq!(
+            semantic(&steps(2), false),
+            Some(names::ITERATION_ACCOUNTING)
+        );
+        // A pop that reports a count other than the passes made.
+        let steps = vec![
+            (
+                Some(user("go")),
+                vec![
+                    push(&main, 1),
+                    delivered(&main, "go"),
+                    request(&main, 1, 1, 5),
+                ],
+            ),
+            (
+                Some(reply(1, &[("t1", "use_skill")])),
+                vec![push(&child, 2), request(&child, 2, 1, 5)],
+            ),
+            (
+                Some(reply(2, &[("c", "complete")])),
+                vec![
+                    answered(&child, "c", "done", false),
+                    popped(&child, 1, PopReason::Completed, 2),
+                    answered(&main, "t1", "done", false),
+                ],
+            ),
+        ];
+        assert_eq!(semantic(&steps, false), Some(names::ITERATION_ACCOUNTING));
+    }
+
+    #[test]
+    fn an_operation_missing_from_the_journal_or_after_the_state_breaks_journal_before_state() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        // With persistence on, a delivered message must be in the step's journal lines; the
+        // runtime behind these made-up events wrote none.
+        let steps = vec![(
+            Some(user("hi")),
+            vec![push(&main, 1), delivered(&main, "hi")],
+        )];
+        assert_eq!(semantic(&steps, false), None);
+        assert_eq!(semantic(&steps, true), Some(names::JOURNAL_BEFORE_STATE));
+
+        // The line present, before the state: sound; after it: broken.
+        let mut o = Observer::new();
+        o.persist = true;
+        let line = crate::persist::ContextEntry::User {
+            agent_session_id: main.session_id,
+            text: "hi".into(),
+        }
+        .line();
+        o.expect("user", main.session_id, None, None, &main.name);
+        let append = Effect::AppendContext { line };
+        let state = Effect::WriteState { json: "{}".into() };
+        assert!(o.check_journal([&append, &state].into_iter()).is_ok());
+        assert_eq!(
+            o.check_journal([&state, &append].into_iter())
+                .err()
+                .map(|v| v.invariant),
+            Some(names::JOURNAL_BEFORE_STATE)
+        );
+        // A line for another session does not stand for this one.
+        let other = Effect::AppendContext {
+            line: crate::persist::ContextEntry::User {
+                agent_session_id: Uuid::from_u128(7),
+                text: "hi".into(),
+            }
+            .line(),
+        };
+        assert_eq!(
+            o.check_journal([&other, &state].into_iter())
+                .err()
+                .map(|v| v.invariant),
+            Some(names::JOURNAL_BEFORE_STATE)
         );
     }
 }

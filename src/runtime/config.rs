@@ -46,6 +46,12 @@ impl RuntimeConfig {
     pub fn has_bug(&self, bug: PlantedBug) -> bool {
         self.planted == Some(bug)
     }
+
+    /// Whether `text` is a cancel word (trimmed, case ignored).
+    pub fn is_cancel_word(&self, text: &str) -> bool {
+        let t = text.trim();
+        self.cancel_words.iter().any(|w| w.eq_ignore_ascii_case(t))
+    }
 }
 
 impl Default for RuntimeConfig {

@@ -115,6 +115,12 @@ impl Runtime {
         self.effects.pop_front()
     }
 
+    /// The effects not yet taken with [`Runtime::poll_effect`], in order (an observer reads what
+    /// a step asked of its driver before the driver carries it out).
+    pub fn effects(&self) -> impl Iterator<Item = &Effect> + '_ {
+        self.effects.iter()
+    }
+
     /// Takes the events recorded since the last call, in order.
     pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
         self.events.drain(..)

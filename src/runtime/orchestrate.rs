@@ -193,6 +193,12 @@ impl Runtime {
                     (parent, input)
                 }
             }
+            TurnAction::MaxIterations
+                if is_main && self.config.has_bug(PlantedBug::MainLimitSilent) =>
+            {
+                self.finish_main(slot, PopReason::Answered, "".into());
+                return None;
+            }
             TurnAction::MaxIterations if is_main => {
                 self.send(slot, name, messages::USER_MAX_STEPS.into());
                 self.finish_main(
@@ -218,7 +224,8 @@ impl Runtime {
             }
             TurnAction::Error => {
                 let content: Arc<str> = messages::llm_error(&result.text).into();
-                self.pop_child(slot, PopReason::Error, content, true)
+                let is_error = !self.config.has_bug(PlantedBug::ChildErrorAsSuccess);
+                self.pop_child(slot, PopReason::Error, content, is_error)
             }
         };
         Some(next)
@@ -356,7 +363,11 @@ impl Runtime {
             self.events.push(Event::Response { key, response });
         }
         self.stacks.clear(slot);
-        self.stacks.entry_mut(slot).main_session = main.session;
+        let entry = self.stacks.entry_mut(slot);
+        entry.main_session = main.session;
+        if self.config.has_bug(PlantedBug::InboxClearedWithTurn) {
+            entry.inbox.clear();
+        }
     }
 }
 

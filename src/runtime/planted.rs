@@ -31,11 +31,29 @@ pub enum PlantedBug {
     EmptyReplyRecorded,
     /// A restore rebuilds children's sessions without their initial message.
     RestoreForgetsFirstMessage,
+    /// A child whose model call failed hands its parent the error text as a success.
+    ChildErrorAsSuccess,
+    /// The main agent at its iteration limit ends the turn quietly, as if it had answered.
+    MainLimitSilent,
+    /// A reply that arrives on a frame's last iteration has its tool uses skipped as "at the
+    /// limit" instead of run.
+    ToolsSkippedOnLastIteration,
+    /// Ending the main agent's turn clears the conversation's inbox with its stack, losing the
+    /// messages that arrived during the turn.
+    InboxClearedWithTurn,
+    /// A pass that only runs the tool uses left when a child returned is not counted.
+    ToolPassUncounted,
+    /// A restore starts every frame's iteration count again from zero.
+    RestoreResetsIterations,
+    /// The main agent's user messages are not journaled (only children's sessions are).
+    MainMessagesUnjournaled,
+    /// The user's answer to `ask_user` counts as an iteration, like a new message.
+    AnswerCountsAnIteration,
 }
 
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [PlantedBug; 11] = [
+    pub const ALL: [PlantedBug; 19] = [
         PlantedBug::DropCascadeResult,
         PlantedBug::DoubleDelivery,
         PlantedBug::IterationOffByOne,
@@ -47,6 +65,14 @@ impl PlantedBug {
         PlantedBug::CompletionOrderResults,
         PlantedBug::EmptyReplyRecorded,
         PlantedBug::RestoreForgetsFirstMessage,
+        PlantedBug::ChildErrorAsSuccess,
+        PlantedBug::MainLimitSilent,
+        PlantedBug::ToolsSkippedOnLastIteration,
+        PlantedBug::InboxClearedWithTurn,
+        PlantedBug::ToolPassUncounted,
+        PlantedBug::RestoreResetsIterations,
+        PlantedBug::MainMessagesUnjournaled,
+        PlantedBug::AnswerCountsAnIteration,
     ];
 
     /// The kebab-case name used on the command line and in scenario files.
@@ -63,6 +89,14 @@ impl PlantedBug {
             PlantedBug::CompletionOrderResults => "completion-order-results",
             PlantedBug::EmptyReplyRecorded => "empty-reply-recorded",
             PlantedBug::RestoreForgetsFirstMessage => "restore-forgets-first-message",
+            PlantedBug::ChildErrorAsSuccess => "child-error-as-success",
+            PlantedBug::MainLimitSilent => "main-limit-silent",
+            PlantedBug::ToolsSkippedOnLastIteration => "tools-skipped-on-last-iteration",
+            PlantedBug::InboxClearedWithTurn => "inbox-cleared-with-turn",
+            PlantedBug::ToolPassUncounted => "tool-pass-uncounted",
+            PlantedBug::RestoreResetsIterations => "restore-resets-iterations",
+            PlantedBug::MainMessagesUnjournaled => "main-messages-unjournaled",
+            PlantedBug::AnswerCountsAnIteration => "answer-counts-an-iteration",
         }
     }
 }

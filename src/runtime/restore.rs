@@ -113,7 +113,11 @@ impl Runtime {
                     meta.agent_session_id,
                     meta.parent_tool_use_id,
                 );
-                frame.iteration = meta.iteration;
+                frame.iteration = if rt.config.has_bug(PlantedBug::RestoreResetsIterations) {
+                    0
+                } else {
+                    meta.iteration
+                };
                 frame.max_iterations = meta.max_iterations;
                 frame.usage = meta.usage;
                 frame.phase = phase;

@@ -16,11 +16,7 @@ use super::{frame_timers, Runtime};
 
 impl Runtime {
     pub(super) fn is_cancel(&self, text: &str) -> bool {
-        let t = text.trim();
-        self.config
-            .cancel_words
-            .iter()
-            .any(|w| w.eq_ignore_ascii_case(t))
+        self.config.is_cancel_word(text)
     }
 
     pub(super) fn on_user(&mut self, slot: usize, text: Arc<str>) {

@@ -226,14 +226,19 @@ pub fn execute_turn(
         TurnInput::Start => frame.phase = Phase::Loop,
         TurnInput::User(text) => match std::mem::take(&mut frame.phase) {
             Phase::AwaitAnswer { tool_use_id } => {
+                if cx.config.has_bug(PlantedBug::AnswerCountsAnIteration) {
+                    frame.iteration += 1;
+                }
                 cx.add_result(frame, tool_use_id, text, false);
                 frame.phase = Phase::RunTools;
             }
             _ => {
-                cx.journal(|| ContextEntry::User {
-                    agent_session_id: frame.agent_session_id,
-                    text: text.clone(),
-                });
+                if !(frame.is_main() && cx.config.has_bug(PlantedBug::MainMessagesUnjournaled)) {
+                    cx.journal(|| ContextEntry::User {
+                        agent_session_id: frame.agent_session_id,
+                        text: text.clone(),
+                    });
+                }
                 frame.session.add_user_message(text);
                 frame.phase = Phase::Loop;
             }
@@ -295,6 +300,9 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                     && frame.resumed_from_child;
                 frame.resumed_from_child = false;
                 if !skip && !all_resolved && frame.session.next_unresolved_tool_use().is_some() {
+                    if cx.config.has_bug(PlantedBug::ToolPassUncounted) {
+                        frame.iteration -= 1;
+                    }
                     frame.phase = Phase::RunTools;
                     continue;
                 }
@@ -393,6 +401,13 @@ fn on_reply(
         content: reply.content.clone(),
     });
     frame.session.add_assistant_message(reply.content);
+    if has_tool_use
+        && frame.iteration >= frame.max_iterations
+        && cx.config.has_bug(PlantedBug::ToolsSkippedOnLastIteration)
+    {
+        cx.resolve_all(frame, messages::SKIPPED_AFTER_LIMIT);
+        return Some(TurnResult::new(TurnAction::MaxIterations, ""));
+    }
     if has_tool_use {
         // Text next to tool uses is recorded but not sent (DESIGN §3 item 5).
         frame.phase = Phase::RunTools;

@@ -410,6 +410,9 @@ impl Sim {
             }
         }
         self.rt.set_now(self.clock.now());
+        if let Some(observer) = &mut self.observer {
+            observer.before_input(&self.rt, &input);
+        }
         self.rt.handle(input);
         self.settle()
     }

@@ -1,0 +1,805 @@
+//! The semantic half of the observer: the invariants that hold when every structure is valid but
+//! the runtime still says something false (a failure reported as a success, a tool use skipped
+//! for no documented reason, a message that reaches nobody, a pass left uncounted, a state that
+//! runs ahead of its journal).
+//!
+//! Its model is built from what the driver fed (the model's replies, the user's messages; see
+//! [`Observer::before_input`]), the events, and the effects the step asked for; the runtime's
+//! state is read only to know whether a conversation is idle.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use smallvec::SmallVec;
+use uuid::Uuid;
+
+use crate::agents::tools::builtin;
+use crate::model::ids::CallId;
+use crate::model::llm::Chunk;
+use crate::model::messages;
+use crate::model::transcript::Block;
+use crate::protocol::{Effect, Event, Input};
+use crate::runtime::Runtime;
+
+use super::{names, violation, KeyModel, ModelFrame, Observer, Violation};
+
+/// One `tool_use` of a frame's latest reply.
+#[derive(Clone, Debug)]
+pub(super) struct Use {
+    pub(super) id: Arc<str>,
+    pub(super) name: Arc<str>,
+    pub(super) answered: bool,
+}
+
+/// A `tool_result` event's parts.
+pub(super) struct ResultSeen<'a> {
+    pub(super) frame_id: Uuid,
+    pub(super) session: Uuid,
+    pub(super) tool_use_id: &'a Arc<str>,
+    pub(super) content: &'a Arc<str>,
+    pub(super) is_error: bool,
+}
+
+/// A reply being streamed: what the observer needs of it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Partial {
+    uses: SmallVec<[Use; 2]>,
+    text: bool,
+}
+
+/// The reply this step's input carried, to be matched with what the runtime did with it.
+#[derive(Clone, Debug)]
+pub(super) struct Stashed {
+    call: CallId,
+    reply: Partial,
+}
+
+/// How the observer sees a frame end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// It called `complete`, or (a batch child) answered.
+    Success,
+    /// Its model call failed (or its reply was rejected).
+    Error,
+    /// It made as many passes as its limit allows.
+    Limit,
+    /// The user's cancel word unwound it.
+    Cancel,
+    /// The watchdog interrupted it (seed 004): the interruption model decides.
+    Interrupted,
+    /// The main frame's reply had no tool use: it answered the user.
+    Answered,
+}
+
+/// A session operation the journal must hold.
+#[derive(Clone, Debug)]
+pub(super) struct Expect {
+    kind: &'static str,
+    session: Uuid,
+    id: Option<Arc<str>>,
+    is_error: Option<bool>,
+    frame: Arc<str>,
+}
+
+/// What happened in the current step, cleared at its end.
+#[derive(Clone, Debug, Default)]
+pub(super) struct StepFacts {
+    /// Frames whose model call failed or whose reply was rejected.
+    failed: SmallVec<[Uuid; 2]>,
+    /// Frames that got a child's result.
+    resumed: SmallVec<[Uuid; 2]>,
+    /// Frames the watchdog spoke about: conversation and frame name.
+    watchdog: SmallVec<[(usize, Arc<str>); 2]>,
+    /// Batch children that answered.
+    delegated: SmallVec<[Uuid; 2]>,
+    /// Main frames that answered the user (a reply with no tool use).
+    answered: SmallVec<[Uuid; 2]>,
+    /// Frames given "Cancelled by user." that the unwind must remove in this step.
+    cancel_skips: SmallVec<[(Uuid, Arc<str>); 2]>,
+    /// Text sent to the user: conversation and text.
+    sent: SmallVec<[(usize, Arc<str>); 2]>,
+    /// A main frame that failed, by conversation: its answer must say so.
+    main_failure: SmallVec<[(usize, End); 1]>,
+    /// Session operations the journal must hold.
+    pub(super) expected: Vec<Expect>,
+    /// The first semantic violation seen during the step's events (reported after the
+    /// structural checks of the step, which it may only be a symptom of).
+    pub(super) deferred: Option<Violation>,
+}
+
+impl StepFacts {
+    pub(super) fn is_empty(&self) -> bool {
+        self.failed.is_empty()
+            && self.resumed.is_empty()
+            && self.watchdog.is_empty()
+            && self.delegated.is_empty()
+            && self.answered.is_empty()
+            && self.cancel_skips.is_empty()
+            && self.sent.is_empty()
+            && self.main_failure.is_empty()
+            && self.expected.is_empty()
+            && self.deferred.is_none()
+    }
+
+    fn clear(&mut self) {
+        self.failed.clear();
+        self.resumed.clear();
+        self.watchdog.clear();
+        self.delegated.clear();
+        self.answered.clear();
+        self.cancel_skips.clear();
+        self.sent.clear();
+        self.main_failure.clear();
+        self.expected.clear();
+        self.deferred = None;
+    }
+}
+
+/// The start of one `context.jsonl` line: what the journal check compares.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    agent_session_id: Uuid,
+    #[serde(default, borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    is_error: Option<bool>,
+}
+
+fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
+    let mut uses = SmallVec::new();
+    let mut text = false;
+    for block in content {
+        match block {
+            Block::Text { text: t } => text |= !t.is_empty(),
+            Block::ToolUse { id, name, .. } => uses.push(Use {
+                id: id.clone(),
+                name: name.clone(),
+                answered: false,
+            }),
+            Block::ToolResult { .. } => text = true,
+        }
+    }
+    (uses, text)
+}
+
+impl Observer {
+    /// Tells the observer what the driver is about to feed, before [`Runtime::handle`]: the
+    /// replies it checks tool execution against, and the user messages it counts.
+    pub fn before_input(&mut self, rt: &Runtime, input: &Input) {
+        match input {
+            Input::User { key, text } if !text.is_empty() => {
+                let k = self.key_index(key);
+                let m = &mut self.keys[k];
+                if !m.frames.is_empty() && rt.config().is_cancel_word(text) {
+                    m.cancels += 1;
+                    self.cancel_sent = true;
+                } else {
+                    m.pending += 1;
+                    if !m.listed {
+                        m.listed = true;
+                        self.pending_keys.push(k);
+                    }
+                }
+            }
+            Input::LlmReply { call, reply } if self.calls.contains_key(call) => {
+                let (uses, text) = uses_of(&reply.content);
+                self.stash = Some(Stashed {
+                    call: *call,
+                    reply: Partial { uses, text },
+                });
+            }
+            Input::LlmChunk { call, chunk } if self.calls.contains_key(call) => {
+                let partial = self.partials.entry(*call).or_default();
+                match chunk {
+                    Chunk::Text(t) => partial.text |= !t.is_empty(),
+                    Chunk::ToolUse(block) => {
+                        let (uses, text) = uses_of(std::slice::from_ref(block));
+                        partial.uses.extend(uses);
+                        partial.text |= text;
+                    }
+                }
+            }
+            Input::LlmEnd { call, .. } if self.calls.contains_key(call) => {
+                let reply = self.partials.remove(call).unwrap_or_default();
+                self.stash = Some(Stashed { call: *call, reply });
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies the reply this step's input carried, unless the runtime found it stale or
+    /// rejected it.
+    pub(super) fn take_stash(&mut self, events: &[Event]) {
+        let Some(Stashed { call, reply }) = self.stash.take() else {
+            return;
+        };
+        if events
+            .iter()
+            .any(|e| matches!(e, Event::Stale { call: c, .. } if *c == call))
+        {
+            return;
+        }
+        let Some(&(k, frame_id)) = self.calls.get(&call) else {
+            return;
+        };
+        let rejected = events
+            .iter()
+            .any(|e| matches!(e, Event::LlmError { frame_id: f, .. } if *f == frame_id));
+        if rejected {
+            return;
+        }
+        self.calls.remove(&call);
+        let persist = self.persist;
+        let Some(f) = self.keys[k]
+            .frames
+            .iter_mut()
+            .rev()
+            .find(|f| f.info.frame_id == frame_id)
+        else {
+            return;
+        };
+        f.call = None;
+        f.completed = false;
+        f.at_limit = false;
+        let content = reply.text || !reply.uses.is_empty();
+        if reply.uses.is_empty() && f.info.kind == crate::model::agent::AgentKind::Main {
+            self.step.answered.push(frame_id);
+        }
+        if persist && content {
+            self.step.expected.push(Expect {
+                kind: "assistant",
+                session: f.info.session_id,
+                id: None,
+                is_error: None,
+                frame: f.info.name.clone(),
+            });
+        }
+        f.uses = reply.uses;
+    }
+
+    /// Records a semantic violation to report at the end of the step (the first one wins).
+    fn defer(&mut self, invariant: &'static str, message: String) {
+        if self.step.deferred.is_none() {
+            self.step.deferred = Some(violation(invariant, message));
+        }
+    }
+
+    pub(super) fn expect(
+        &mut self,
+        kind: &'static str,
+        session: Uuid,
+        id: Option<Arc<str>>,
+        is_error: Option<bool>,
+        frame: &Arc<str>,
+    ) {
+        if self.persist {
+            self.step.expected.push(Expect {
+                kind,
+                session,
+                id,
+                is_error,
+                frame: frame.clone(),
+            });
+        }
+    }
+
+    /// A model call of frame `frame_id` (found in conversation `k`): one pass.
+    pub(super) fn on_request(
+        &mut self,
+        k: usize,
+        frame_id: Uuid,
+        call: CallId,
+        iteration: u32,
+        max_iterations: u32,
+    ) {
+        let Some(f) = find(&mut self.keys[k], frame_id) else {
+            return;
+        };
+        f.passes += 1;
+        f.limit = max_iterations;
+        f.at_limit = false;
+        let main = f.info.kind == crate::model::agent::AgentKind::Main;
+        let old = f.call.replace(call);
+        let (passes, lenient, name) = (f.passes, f.lenient, f.info.name.clone());
+        if let Some(old) = old {
+            self.calls.remove(&old);
+            self.partials.remove(&old);
+        }
+        self.calls.insert(call, (k, frame_id));
+        if main {
+            self.keys[k].main_limit = max_iterations;
+        }
+        if !lenient && iteration != passes {
+            self.defer(
+                names::ITERATION_ACCOUNTING,
+                format!("{name} made model call at iteration {iteration}, but it has made {passes} passes"),
+            );
+        }
+    }
+
+    /// A call the restored runtime issued again.
+    pub(super) fn on_reissued(&mut self, k: usize, frame_id: Uuid, call: CallId) {
+        let Some(f) = find(&mut self.keys[k], frame_id) else {
+            return;
+        };
+        if let Some(old) = f.call.replace(call) {
+            self.calls.remove(&old);
+            self.partials.remove(&old);
+        }
+        self.calls.insert(call, (k, frame_id));
+    }
+
+    pub(super) fn on_llm_error(&mut self, frame_id: Uuid) {
+        self.step.failed.push(frame_id);
+    }
+
+    pub(super) fn on_watchdog(&mut self, k: usize, frame: &Arc<str>) {
+        let m = &mut self.keys[k];
+        if m.cancels > 0 {
+            // A cancel word that stops only the frame on top (seed 004's scope) acts here.
+            m.cancels -= 1;
+        }
+        if let Some(f) = m.frames.iter_mut().rev().find(|f| f.info.name == *frame) {
+            f.lenient = true;
+        }
+        self.step.watchdog.push((k, frame.clone()));
+    }
+
+    /// A batch child (the frame on top of conversation `k` with this name) answered.
+    pub(super) fn on_delegation(&mut self, k: usize, frame: &Arc<str>, what: &str) {
+        if what != "answer" {
+            return;
+        }
+        if let Some(f) = self.keys[k]
+            .frames
+            .iter()
+            .rev()
+            .find(|f| f.info.name == *frame)
+        {
+            self.step.delegated.push(f.info.frame_id);
+        }
+    }
+
+    pub(super) fn on_sent(&mut self, k: usize, text: &Arc<str>) {
+        self.step.sent.push((k, text.clone()));
+    }
+
+    /// A user message delivered to frame `frame_id`.
+    pub(super) fn on_user_message(&mut self, k: usize, frame_id: Uuid, text: &Arc<str>) {
+        let m = &mut self.keys[k];
+        if m.pending == 0 {
+            let key = m.key.clone();
+            self.defer(
+                names::MESSAGE_DELIVERY,
+                format!("a user message {text:?} was delivered in {key}, but none was waiting (delivered twice, or never sent)"),
+            );
+            return;
+        }
+        m.pending -= 1;
+        let Some(f) = find(m, frame_id) else {
+            return;
+        };
+        // An open `ask_user` takes the message as its answer (a `tool_result`, journaled as one).
+        let answer = f
+            .uses
+            .iter()
+            .any(|u| !u.answered && &*u.name == builtin::ASK_USER);
+        if !answer {
+            // The message resumes the frame at the loop head: a pass of its own when tool uses
+            // of an earlier reply are left to run.
+            resume(f);
+            let (session, name) = (f.info.session_id, f.info.name.clone());
+            self.step.resumed.push(frame_id);
+            self.expect("user", session, None, None, &name);
+        }
+    }
+
+    /// A cancel word unwound conversation `k`, dropping `dropped` queued messages.
+    pub(super) fn on_cancelled(&mut self, k: usize, dropped: usize) {
+        let m = &mut self.keys[k];
+        if m.cancels > 0 {
+            m.cancels -= 1;
+        } else if m.pending > 0 {
+            m.pending -= 1; // A queued cancel word.
+        } else {
+            let key = m.key.clone();
+            self.defer(
+                names::MESSAGE_DELIVERY,
+                format!("{key} was unwound with no cancel word sent"),
+            );
+            return;
+        }
+        let dropped = u32::try_from(dropped).unwrap_or(u32::MAX);
+        if dropped > m.pending {
+            let (key, pending) = (m.key.clone(), m.pending);
+            self.defer(
+                names::MESSAGE_DELIVERY,
+                format!("the unwind of {key} dropped {dropped} queued messages, but {pending} were waiting"),
+            );
+            return;
+        }
+        m.pending -= dropped;
+    }
+
+    /// A `tool_result` entered the session of frame `frame_id`; `delivery` when it is the result
+    /// of a child popped in this step.
+    pub(super) fn on_tool_result(&mut self, k: usize, r: ResultSeen<'_>, delivery: bool) {
+        let ResultSeen {
+            frame_id,
+            session,
+            tool_use_id,
+            content,
+            is_error,
+        } = r;
+        let resumed = self.step.resumed.contains(&frame_id);
+        let watched = self.step.watchdog.iter().any(|(wk, _)| *wk == k);
+        let Some(f) = find(&mut self.keys[k], frame_id) else {
+            return;
+        };
+        let name = f.info.name.clone();
+        let persist_session = f.info.session_id == session;
+        let Some(i) = f
+            .uses
+            .iter()
+            .position(|u| !u.answered && u.id == *tool_use_id)
+        else {
+            if persist_session {
+                self.expect(
+                    "tool_result",
+                    session,
+                    Some(tool_use_id.clone()),
+                    Some(is_error),
+                    &name,
+                );
+            }
+            return;
+        };
+        f.uses[i].answered = true;
+        let use_name = f.uses[i].name.clone();
+        let (completed, passes, limit) = (f.completed, f.passes, f.limit);
+        let over = f.at_limit;
+        let problem = match &**content {
+            messages::SKIPPED_AFTER_COMPLETE if !completed => Some(format!(
+                "{tool_use_id} ({use_name}) of {name} was skipped as after `complete`, but {name} did not complete"
+            )),
+            messages::SKIPPED_AFTER_COMPLETE => None,
+            messages::SKIPPED_AFTER_LIMIT if !(resumed && passes >= limit) => Some(format!(
+                "{tool_use_id} ({use_name}) of {name} was skipped at the iteration limit, but {name} had made {passes} of {limit} passes{}",
+                if resumed { "" } else { " and was not resuming at the loop head" }
+            )),
+            messages::SKIPPED_AFTER_LIMIT => None,
+            messages::CANCELLED_BY_USER => {
+                self.step.cancel_skips.push((frame_id, name.clone()));
+                None
+            }
+            messages::TOOL_INTERRUPTED if !watched => Some(format!(
+                "{tool_use_id} ({use_name}) of {name} was answered as interrupted, but nothing interrupted {name}"
+            )),
+            messages::TOOL_INTERRUPTED => None,
+            _ if completed => Some(format!(
+                "{tool_use_id} ({use_name}) of {name} ran after {name} called `complete`"
+            )),
+            _ => None,
+        };
+        let problem = problem.map(|m| (names::TOOL_EXECUTION, m)).or_else(|| {
+            (over && !is_skip(content)).then(|| {
+                let m = format!(
+                    "{name} ran {tool_use_id} ({use_name}) in a pass over its limit of {limit}"
+                );
+                (names::ITERATION_BOUND, m)
+            })
+        });
+        if &*use_name == builtin::COMPLETE && !is_error {
+            f.completed = true;
+        }
+        // A child's result resumes its parent at the loop head: a pass of its own when tool uses
+        // are left to run (DESIGN §3 item 6), unless the limit ends it there.
+        if delivery && &**content != messages::CANCELLED_BY_USER {
+            self.step.resumed.push(frame_id);
+            resume(f);
+        }
+        if let Some((invariant, message)) = problem {
+            self.defer(invariant, message);
+        }
+        if persist_session {
+            self.expect(
+                "tool_result",
+                session,
+                Some(tool_use_id.clone()),
+                Some(is_error),
+                &name,
+            );
+        }
+    }
+
+    /// Frame `frame` left conversation `k`'s stack. Returns whether its result must be an
+    /// error (`None`: the observer cannot tell, as after an interruption).
+    pub(super) fn on_pop(
+        &mut self,
+        k: usize,
+        popped: &ModelFrame,
+        reason: crate::protocol::PopReason,
+        iterations: u32,
+    ) -> Option<bool> {
+        use crate::protocol::PopReason as R;
+        let id = popped.info.frame_id;
+        let name = &popped.info.name;
+        if let Some(call) = popped.call {
+            self.calls.remove(&call);
+            self.partials.remove(&call);
+        }
+        if !popped.lenient && iterations > popped.limit && popped.limit > 0 {
+            self.defer(
+                names::ITERATION_BOUND,
+                format!(
+                    "{name} left the stack reporting {iterations} iterations, over its limit of {}",
+                    popped.limit
+                ),
+            );
+        } else if !popped.lenient && iterations != popped.passes {
+            self.defer(
+                names::ITERATION_ACCOUNTING,
+                format!(
+                    "{name} left the stack reporting {iterations} iterations, but it made {} passes",
+                    popped.passes
+                ),
+            );
+        }
+        let main = popped.info.kind == crate::model::agent::AgentKind::Main;
+        if !main {
+            self.expect(
+                "agent_session_complete",
+                popped.info.session_id,
+                None,
+                None,
+                name,
+            );
+        }
+        let watched = self
+            .step
+            .watchdog
+            .iter()
+            .any(|(wk, n)| *wk == k && n == name);
+        let end = if reason == R::Cancelled {
+            End::Cancel
+        } else if watched || popped.lenient {
+            End::Interrupted
+        } else if self.step.failed.contains(&id) {
+            End::Error
+        } else if popped.completed || self.step.delegated.contains(&id) {
+            End::Success
+        } else if main && self.step.answered.contains(&id) {
+            End::Answered
+        } else if popped.passes >= popped.limit {
+            End::Limit
+        } else {
+            self.defer(
+                names::ERROR_PROPAGATION,
+                format!("{name} left the stack ({reason:?}) but did not complete, fail, reach its limit or get cancelled"),
+            );
+            return None;
+        };
+        let agrees = match end {
+            End::Success => reason == R::Completed,
+            End::Answered => reason == R::Answered,
+            End::Error => reason == R::Error,
+            End::Limit => reason == R::MaxIterations,
+            End::Cancel | End::Interrupted => true,
+        };
+        if !agrees {
+            let saw = match end {
+                End::Success => "completed",
+                End::Answered => "answered",
+                End::Error => "had its model call fail",
+                End::Limit => "reached its iteration limit",
+                End::Cancel | End::Interrupted => "was interrupted",
+            };
+            self.defer(
+                names::ERROR_PROPAGATION,
+                format!("{name} {saw}, but left the stack as {reason:?}"),
+            );
+        }
+        if main && matches!(end, End::Error | End::Limit) {
+            self.step.main_failure.push((k, end));
+        }
+        match end {
+            End::Success => Some(false),
+            End::Error | End::Limit | End::Cancel => Some(true),
+            End::Interrupted | End::Answered => None,
+        }
+    }
+
+    /// The main agent's turn ended with `text`: a failure must be told as one.
+    pub(super) fn on_response(&mut self, k: usize, text: &Arc<str>) {
+        let Some(i) = self.step.main_failure.iter().position(|(mk, _)| *mk == k) else {
+            return;
+        };
+        let (_, end) = self.step.main_failure.swap_remove(i);
+        let told = match end {
+            End::Limit => &**text == messages::USER_MAX_STEPS,
+            _ => text.starts_with("LLM error: "),
+        };
+        let sent = self.step.sent.iter().any(|(sk, s)| *sk == k && s == text);
+        if !told || !sent {
+            let what = if end == End::Limit {
+                "reached its iteration limit"
+            } else {
+                "had its model call fail"
+            };
+            let key = self.keys[k].key.clone();
+            self.defer(
+                names::ERROR_PROPAGATION,
+                format!(
+                    "the main agent of {key} {what}, but the user was {} {text:?}",
+                    if sent { "told" } else { "not sent" }
+                ),
+            );
+        }
+    }
+
+    /// The end-of-step checks of the semantic invariants.
+    pub(super) fn semantic_end(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        let result = self.semantic_checks(rt);
+        self.step.clear();
+        result
+    }
+
+    fn semantic_checks(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if let Some(v) = self.step.deferred.take() {
+            return Err(v);
+        }
+        for (id, name) in &self.step.cancel_skips {
+            if self
+                .keys
+                .iter()
+                .any(|m| m.frames.iter().any(|f| f.info.frame_id == *id))
+            {
+                return Err(violation(
+                    names::TOOL_EXECUTION,
+                    format!("tool uses of {name} were answered as cancelled by the user, but no cancel unwound {name}"),
+                ));
+            }
+        }
+        for m in &mut self.keys {
+            if m.cancels > 0 {
+                let key = m.key.clone();
+                m.cancels = 0;
+                return Err(violation(
+                    names::MESSAGE_DELIVERY,
+                    format!("a cancel word sent to {key} was neither acted on nor delivered"),
+                ));
+            }
+        }
+        let mut i = 0;
+        while i < self.pending_keys.len() {
+            let k = self.pending_keys[i];
+            let m = &mut self.keys[k];
+            if m.pending == 0 {
+                m.listed = false;
+                self.pending_keys.swap_remove(i);
+                continue;
+            }
+            i += 1;
+            let idle = rt.stack(&m.key).is_none_or(|v| {
+                v.entry().inbox.is_empty() && v.top().is_none_or(|f| f.awaits_user())
+            });
+            if idle {
+                return Err(violation(
+                    names::MESSAGE_DELIVERY,
+                    format!(
+                        "{} is idle, but {} user message(s) sent to it were neither delivered nor dropped by a cancel",
+                        m.key, m.pending
+                    ),
+                ));
+            }
+        }
+        if self.persist {
+            self.check_journal(rt.effects())?;
+        }
+        Ok(())
+    }
+
+    /// Every session operation of the step is in the journal lines it emitted, and no line
+    /// follows the state written at its end.
+    pub(super) fn check_journal<'a>(
+        &self,
+        effects: impl Iterator<Item = &'a Effect>,
+    ) -> Result<(), Violation> {
+        let mut lines: Vec<Head<'a>> = Vec::new();
+        let mut state_written = false;
+        for effect in effects {
+            match effect {
+                Effect::WriteState { .. } => state_written = true,
+                Effect::AppendContext { line } => {
+                    if state_written {
+                        return Err(violation(
+                            names::JOURNAL_BEFORE_STATE,
+                            format!(
+                                "the state was written before the journal line {}",
+                                line.trim_end()
+                            ),
+                        ));
+                    }
+                    for one in line.lines() {
+                        match serde_json::from_str::<Head<'_>>(one) {
+                            Ok(head) => lines.push(head),
+                            Err(e) => {
+                                return Err(violation(
+                                    names::JOURNAL_BEFORE_STATE,
+                                    format!("an unreadable journal line ({e}): {one}"),
+                                ))
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for want in &self.step.expected {
+            let found = lines.iter().position(|h| {
+                h.kind == want.kind
+                    && h.agent_session_id == want.session
+                    && want
+                        .id
+                        .as_deref()
+                        .is_none_or(|id| h.tool_use_id.as_deref() == Some(id))
+                    && want.is_error.is_none_or(|e| h.is_error == Some(e))
+            });
+            match found {
+                Some(i) => {
+                    lines.remove(i);
+                }
+                None => {
+                    let what = match want.kind {
+                        "agent_session" => "the start of the session".to_owned(),
+                        "agent_session_complete" => "the end of the session".to_owned(),
+                        "user" => "a user message".to_owned(),
+                        "assistant" => "a model reply".to_owned(),
+                        _ => format!("the tool_result for {}", want.id.as_deref().unwrap_or("?")),
+                    };
+                    return Err(violation(
+                        names::JOURNAL_BEFORE_STATE,
+                        format!(
+                            "{what} of {} (session {}) was not journaled before the state that follows it",
+                            want.frame, want.session
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Frame `f` resumes at the loop head: a pass of its own when tool uses are left to run, unless
+/// it has no pass left, when it must end there.
+fn resume(f: &mut ModelFrame) {
+    if f.uses.iter().any(|u| !u.answered) {
+        if f.passes < f.limit {
+            f.passes += 1;
+        } else {
+            f.at_limit = true;
+        }
+    }
+}
+
+/// Whether `content` is one of the documented skip results.
+fn is_skip(content: &str) -> bool {
+    matches!(
+        content,
+        messages::SKIPPED_AFTER_COMPLETE
+            | messages::SKIPPED_AFTER_LIMIT
+            | messages::CANCELLED_BY_USER
+            | messages::TOOL_INTERRUPTED
+    )
+}
+
+fn find(m: &mut KeyModel, frame_id: Uuid) -> Option<&mut ModelFrame> {
+    m.frames
+        .iter_mut()
+        .rev()
+        .find(|f| f.info.frame_id == frame_id)
+}
