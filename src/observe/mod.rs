@@ -198,8 +198,6 @@ pub struct Observer {
     pushed: Vec<(usize, Uuid)>,
     /// Conversations pushed or popped in this step.
     touched: Vec<usize>,
-    /// Model calls in flight: the conversation and frame that made each.
-    calls: FxHashMap<CallId, (usize, Uuid)>,
     /// Replies being streamed, by call.
     partials: FxHashMap<CallId, semantic::Partial>,
     /// The reply this step's input carries.
@@ -240,14 +238,25 @@ impl Observer {
 
     /// The index of `key`'s model: the cached one when it is the same `Arc` (the runtime hands
     /// out one per conversation), else one hash lookup.
+    #[inline]
     fn key_index(&mut self, key: &Arc<str>) -> usize {
         if let Some(m) = self.keys.get(self.last) {
             if Arc::ptr_eq(&m.key, key) {
                 return self.last;
             }
         }
+        self.key_index_slow(key)
+    }
+
+    #[cold]
+    fn key_index_slow(&mut self, key: &Arc<str>) -> usize {
         let i = match self.by_key.get(&**key) {
-            Some(&i) => i,
+            Some(&i) => {
+                // Keep the latest `Arc` seen: the runtime's, after a driver's input named the
+                // conversation with its own, so that the runtime's events take the fast path.
+                self.keys[i].key = key.clone();
+                i
+            }
             None => {
                 self.keys.push(KeyModel {
                     key: key.clone(),

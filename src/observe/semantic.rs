@@ -184,14 +184,14 @@ impl Observer {
                     }
                 }
             }
-            Input::LlmReply { call, reply } if self.calls.contains_key(call) => {
+            Input::LlmReply { call, reply } if self.caller(*call).is_some() => {
                 let (uses, text) = uses_of(&reply.content);
                 self.stash = Some(Stashed {
                     call: *call,
                     reply: Partial { uses, text },
                 });
             }
-            Input::LlmChunk { call, chunk } if self.calls.contains_key(call) => {
+            Input::LlmChunk { call, chunk } if self.caller(*call).is_some() => {
                 let partial = self.partials.entry(*call).or_default();
                 match chunk {
                     Chunk::Text(t) => partial.text |= !t.is_empty(),
@@ -202,7 +202,7 @@ impl Observer {
                     }
                 }
             }
-            Input::LlmEnd { call, .. } if self.calls.contains_key(call) => {
+            Input::LlmEnd { call, .. } if self.caller(*call).is_some() => {
                 let reply = self.partials.remove(call).unwrap_or_default();
                 self.stash = Some(Stashed { call: *call, reply });
             }
@@ -216,31 +216,21 @@ impl Observer {
         let Some(Stashed { call, reply }) = self.stash.take() else {
             return;
         };
-        if events
-            .iter()
-            .any(|e| matches!(e, Event::Stale { call: c, .. } if *c == call))
-        {
-            return;
-        }
-        let Some(&(k, frame_id)) = self.calls.get(&call) else {
+        let Some((k, i)) = self.caller(call) else {
             return;
         };
-        let rejected = events
-            .iter()
-            .any(|e| matches!(e, Event::LlmError { frame_id: f, .. } if *f == frame_id));
-        if rejected {
+        let frame_id = self.keys[k].frames[i].info.frame_id;
+        // Stale (a call nobody waits for) or rejected (a failed turn): not the frame's reply.
+        let ignored = events.iter().any(|e| match e {
+            Event::Stale { call: c, .. } => *c == call,
+            Event::LlmError { frame_id: f, .. } => *f == frame_id,
+            _ => false,
+        });
+        if ignored {
             return;
         }
-        self.calls.remove(&call);
         let persist = self.persist;
-        let Some(f) = self.keys[k]
-            .frames
-            .iter_mut()
-            .rev()
-            .find(|f| f.info.frame_id == frame_id)
-        else {
-            return;
-        };
+        let f = &mut self.keys[k].frames[i];
         f.call = None;
         f.completed = false;
         f.at_limit = false;
@@ -258,6 +248,27 @@ impl Observer {
             });
         }
         f.uses = reply.uses;
+    }
+
+    /// The conversation and stack index of the frame whose model call `call` is in flight: the
+    /// latest conversation's frames first, from the top.
+    fn caller(&self, call: CallId) -> Option<(usize, usize)> {
+        let find = |k: usize| {
+            self.keys[k]
+                .frames
+                .iter()
+                .rposition(|f| f.call == Some(call))
+                .map(|i| (k, i))
+        };
+        if let Some(hit) = (self.last < self.keys.len())
+            .then(|| find(self.last))
+            .flatten()
+        {
+            return Some(hit);
+        }
+        (0..self.keys.len())
+            .filter(|&k| k != self.last)
+            .find_map(find)
     }
 
     /// Records a semantic violation to report at the end of the step (the first one wins).
@@ -303,16 +314,21 @@ impl Observer {
         f.at_limit = false;
         let main = f.info.kind == crate::model::agent::AgentKind::Main;
         let old = f.call.replace(call);
-        let (passes, lenient, name) = (f.passes, f.lenient, f.info.name.clone());
-        if let Some(old) = old {
-            self.calls.remove(&old);
+        let (passes, lenient) = (f.passes, f.lenient);
+        if let (Some(old), false) = (old, self.partials.is_empty()) {
             self.partials.remove(&old);
         }
-        self.calls.insert(call, (k, frame_id));
         if main {
             self.keys[k].main_limit = max_iterations;
         }
         if !lenient && iteration != passes {
+            let name = self.keys[k]
+                .frames
+                .iter()
+                .rev()
+                .find(|f| f.info.frame_id == frame_id)
+                .map(|f| f.info.name.clone())
+                .unwrap_or_default();
             self.defer(
                 names::ITERATION_ACCOUNTING,
                 format!("{name} made model call at iteration {iteration}, but it has made {passes} passes"),
@@ -326,10 +342,8 @@ impl Observer {
             return;
         };
         if let Some(old) = f.call.replace(call) {
-            self.calls.remove(&old);
             self.partials.remove(&old);
         }
-        self.calls.insert(call, (k, frame_id));
     }
 
     pub(super) fn on_llm_error(&mut self, frame_id: Uuid) {
@@ -444,7 +458,7 @@ impl Observer {
         let Some(i) = f
             .uses
             .iter()
-            .position(|u| !u.answered && u.id == *tool_use_id)
+            .position(|u| !u.answered && (Arc::ptr_eq(&u.id, tool_use_id) || u.id == *tool_use_id))
         else {
             if persist_session {
                 self.expect(
@@ -527,8 +541,7 @@ impl Observer {
         use crate::protocol::PopReason as R;
         let id = popped.info.frame_id;
         let name = &popped.info.name;
-        if let Some(call) = popped.call {
-            self.calls.remove(&call);
+        if let (Some(call), false) = (popped.call, self.partials.is_empty()) {
             self.partials.remove(&call);
         }
         if !popped.lenient && iterations > popped.limit && popped.limit > 0 {
