@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use agentsim::explore;
 use agentsim::explore::generate::GenConfig;
+use agentsim::observe::coverage::Coverage;
 use agentsim::report;
 use agentsim::scenario::{self, RunOptions};
 use agentsim::workloads::Workload;
@@ -106,6 +107,23 @@ enum Command {
         /// Do not inject faults (vary only the seed).
         #[arg(long)]
         no_faults: bool,
+        /// With --generated: draw every scenario from the default configuration instead of
+        /// steering toward rarely reached behaviour.
+        #[arg(long, requires = "generated")]
+        no_steer: bool,
+        /// With --generated: draw every scenario from this swarm configuration (default, deep,
+        /// failing, limits, cancels, batch, questions, odd-tools); replay commands name it.
+        #[arg(
+            long,
+            value_name = "NAME",
+            requires = "generated",
+            conflicts_with = "no_steer"
+        )]
+        swarm: Option<String>,
+        /// Print how many runs reached each coverage feature (the summary always names the rarest
+        /// and those never reached).
+        #[arg(long)]
+        coverage: bool,
         /// Run the runtime with a planted bug, to see the harness find it: drop-cascade-result,
         /// double-delivery, iteration-off-by-one, route-below-top, skip-unresolved-after-child,
         /// main-complete-accepted, display-leak, cancel-leaves-frame, completion-order-results,
@@ -191,12 +209,37 @@ fn main() -> ExitCode {
             seed,
             jobs,
             no_faults,
+            no_steer,
+            swarm,
+            coverage,
             bug,
             interruptions,
             out,
             no_write,
             shrink_budget,
         } => {
+            let configurations = agentsim::explore::steer::configurations();
+            let steering = match swarm {
+                Some(name) => {
+                    let wanted = name.replace('-', " ");
+                    match configurations.iter().position(|(n, _)| *n == wanted) {
+                        Some(i) => Steering::Fixed(i),
+                        None => {
+                            let known: Vec<String> = configurations
+                                .iter()
+                                .map(|(n, _)| n.replace(' ', "-"))
+                                .collect();
+                            eprintln!(
+                                "error: --swarm {name}: no such configuration (known: {})",
+                                known.join(", ")
+                            );
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
+                None if no_steer || !generated => Steering::Fixed(0),
+                None => Steering::Adaptive,
+            };
             let source = if generated {
                 explore::Source::Generated(GenConfig::default())
             } else {
@@ -231,7 +274,15 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             let write = (!no_write).then_some((out.as_path(), shrink_budget));
-            explore_cmd(&source, runs, seed, jobs, settings, write)
+            explore_cmd(
+                &source,
+                runs,
+                seed,
+                jobs,
+                settings,
+                (steering, coverage),
+                write,
+            )
         }
         Command::Schema => {
             let schema = scenario::format::schema();
@@ -592,12 +643,32 @@ fn bench(
 }
 
 /// The replay command for one exploration seed.
-fn replay_command(source: &explore::Source, seed: u64, settings: explore::Settings) -> String {
+/// How generated scenarios are drawn.
+#[derive(Clone, Copy, Debug)]
+enum Steering {
+    /// Every run from this swarm configuration.
+    Fixed(usize),
+    /// Configurations weighted by the rare behaviour they reach.
+    Adaptive,
+}
+
+fn replay_command(
+    source: &explore::Source,
+    seed: u64,
+    settings: explore::Settings,
+    swarm: usize,
+) -> String {
     let what = match source {
         explore::Source::Generated(_) => "--generated".to_owned(),
         explore::Source::Scenario(s) => s.path.display().to_string(),
     };
     let mut cmd = format!("agentsim explore {what} --seed {seed} --runs 1");
+    if let (explore::Source::Generated(_), Some((name, _))) = (
+        source,
+        agentsim::explore::steer::configurations().get(swarm),
+    ) {
+        cmd.push_str(&format!(" --swarm {}", name.replace(' ', "-")));
+    }
     if !settings.faults {
         cmd.push_str(" --no-faults");
     }
@@ -621,6 +692,7 @@ fn explore_cmd(
     first: u64,
     jobs: usize,
     settings: explore::Settings,
+    (steering, show_coverage): (Steering, bool),
     write: Option<(&Path, usize)>,
 ) -> ExitCode {
     use std::collections::BTreeMap;
@@ -651,10 +723,14 @@ fn explore_cmd(
     let next = AtomicU64::new(0);
     let done = AtomicU64::new(0);
     // Per invariant: how many runs broke it, and the lowest failing seed with its replay.
-    type Found = BTreeMap<&'static str, (u64, u64, String, agentsim::scenario::Scenario)>;
+    type Found = BTreeMap<&'static str, (u64, u64, String, agentsim::scenario::Scenario, usize)>;
+    let steer = agentsim::explore::steer::Steer::new(first);
+    let knobs = agentsim::explore::steer::configurations();
     let found: Mutex<Found> = Mutex::new(BTreeMap::new());
     let limits: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
     let faults = AtomicU64::new(0);
+    let coverage: Mutex<Coverage> = Mutex::new(Coverage::default());
+    let per_swarm: Mutex<Vec<u64>> = Mutex::new(vec![0; knobs.len()]);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let work = || loop {
         if watch.stopping() {
@@ -665,7 +741,20 @@ fn explore_cmd(
             break;
         }
         let seed = first.wrapping_add(i);
-        let base = source.scenario(seed);
+        let (swarm, base) = match (source, steering) {
+            (explore::Source::Generated(cfg), steering) => {
+                let chosen = match steering {
+                    Steering::Fixed(c) => Some((c, knobs[c].1)),
+                    Steering::Adaptive => steer.choose(i, || watch.stopping()),
+                };
+                let Some((c, k)) = chosen else {
+                    break;
+                };
+                let cfg = GenConfig { knobs: k, ..*cfg };
+                (c, agentsim::explore::generate::generate(seed, &cfg))
+            }
+            (explore::Source::Scenario(_), _) => (0, source.scenario(seed)),
+        };
         let Some((report, replay)) = explore::run_watched(&base, seed, settings, watch) else {
             // Interrupted in the middle: the run is dropped, not counted.
             break;
@@ -674,6 +763,14 @@ fn explore_cmd(
             print!("{}", report::records_text(&report.records));
         }
         faults.fetch_add(report.faults, Ordering::Relaxed);
+        coverage
+            .lock()
+            .expect("no worker panics")
+            .add(report.coverage);
+        if matches!(steering, Steering::Adaptive) {
+            steer.record(i, swarm, report.coverage);
+        }
+        per_swarm.lock().expect("no worker panics")[swarm] += 1;
         match (&report.error, replay) {
             (Some(e), Some(replay)) => {
                 let v = e.violation().expect("a replay comes with a violation");
@@ -683,12 +780,14 @@ fn explore_cmd(
                     seed,
                     v.message.clone(),
                     replay.clone(),
+                    swarm,
                 ));
                 entry.0 += 1;
                 if seed < entry.1 {
                     entry.1 = seed;
                     entry.2 = v.message.clone();
                     entry.3 = replay;
+                    entry.4 = swarm;
                 }
             }
             (Some(e), None) => {
@@ -822,6 +921,20 @@ fn explore_cmd(
             .collect();
         println!("  stopped early at a clean limit: {}", list.join(", "));
     }
+    let coverage = coverage.into_inner().expect("no worker panics");
+    if let (explore::Source::Generated(_), Steering::Adaptive) = (source, steering) {
+        let per_swarm = per_swarm.into_inner().expect("no worker panics");
+        let list: Vec<String> = knobs
+            .iter()
+            .zip(per_swarm)
+            .map(|((name, _), n)| format!("{name} {n}"))
+            .collect();
+        println!(
+            "  steered toward rare behaviour, runs per configuration: {}",
+            list.join(", ")
+        );
+    }
+    print_coverage(&coverage, runs_done, show_coverage);
     let found = found.into_inner().expect("no worker panics");
     if found.is_empty() {
         println!("  violations: none");
@@ -833,12 +946,15 @@ fn explore_cmd(
         };
     }
     println!("  violations by invariant:");
-    for (invariant, (count, seed, _, _)) in &found {
+    for (invariant, (count, seed, _, _, _)) in &found {
         println!("    {invariant}: {count} runs (first at seed {seed})");
     }
-    for (invariant, (_, seed, message, replay)) in found {
+    for (invariant, (_, seed, message, replay, swarm)) in found {
         println!("FAIL seed {seed}: invariant {invariant} broken: {message}");
-        println!("  replay: {}", replay_command(source, seed, settings));
+        println!(
+            "  replay: {}",
+            replay_command(source, seed, settings, swarm)
+        );
         let Some((dir, budget)) = write else {
             continue;
         };
@@ -864,6 +980,43 @@ fn explore_cmd(
         }
     }
     ExitCode::FAILURE
+}
+
+/// The coverage lines of explore's summary: features reached, the rarest, and those never reached.
+fn print_coverage(coverage: &Coverage, runs: u64, every: bool) {
+    use agentsim::observe::coverage::{feature_name, FEATURES};
+    println!(
+        "  coverage: {} of {FEATURES} features reached",
+        coverage.reached()
+    );
+    if every {
+        for i in 0..FEATURES {
+            println!("    {:>9} runs  {}", coverage.runs[i], feature_name(i));
+        }
+    }
+    let mut rare: Vec<(u64, usize)> = (0..FEATURES)
+        .filter(|&i| coverage.runs[i] > 0)
+        .map(|i| (coverage.runs[i], i))
+        .collect();
+    rare.sort_unstable();
+    let list: Vec<String> = rare
+        .iter()
+        .take(5)
+        .map(|&(n, i)| {
+            format!(
+                "{} ({n} runs, {:.2}%)",
+                feature_name(i),
+                100.0 * n as f64 / runs.max(1) as f64
+            )
+        })
+        .collect();
+    if !list.is_empty() {
+        println!("    rarest: {}", list.join("; "));
+    }
+    let never = coverage.never();
+    if !never.is_empty() {
+        println!("    never reached: {}", never.join("; "));
+    }
 }
 
 /// Writes `contents` to a file of `dir` named after `stem` that did not exist: `stem.yaml`, or

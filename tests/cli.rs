@@ -684,3 +684,64 @@ fn explore_goes_on_when_threads_cannot_be_spawned() {
     assert!(out.contains("20 runs from seed 0, 1 jobs"), "{out}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Issue 14 item 3: steering is deterministic whatever the number of workers (a seed's
+/// configuration depends on finished epochs only), and it reaches behaviour the default
+/// configuration reaches less often.
+#[test]
+fn steered_exploration_is_deterministic_and_reaches_more() {
+    let summary = |extra: &[&str]| {
+        let mut args = vec!["explore", "--generated", "--runs", "3000", "--no-write"];
+        args.extend_from_slice(extra);
+        let o = agentsim(&args);
+        assert!(o.status.success(), "{}", stdout(&o));
+        // Everything but the timing line.
+        stdout(&o)
+            .lines()
+            .filter(|l| !l.contains("runs/s"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let one = summary(&["--jobs", "1"]);
+    let two = summary(&["--jobs", "2"]);
+    assert_eq!(
+        one.replace("1 jobs", "N jobs"),
+        two.replace("2 jobs", "N jobs")
+    );
+    assert!(
+        one.contains("steered toward rare behaviour, runs per configuration: default "),
+        "{one}"
+    );
+    let reached = |s: &str| -> usize {
+        let line = s
+            .lines()
+            .find(|l| l.contains("features reached"))
+            .expect("a coverage line");
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let plain = summary(&["--no-steer"]);
+    assert!(!plain.contains("steered"), "{plain}");
+    assert!(reached(&one) > reached(&plain), "{one}\n{plain}");
+}
+
+#[test]
+fn an_unknown_swarm_configuration_is_a_usage_error() {
+    let o = agentsim(&["explore", "--generated", "--swarm", "nope", "--runs", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no such configuration") && err.contains("odd-tools"),
+        "{err}"
+    );
+    let o = agentsim(&[
+        "explore",
+        "--generated",
+        "--swarm",
+        "odd-tools",
+        "--runs",
+        "20",
+        "--no-write",
+    ]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("steered"), "{}", stdout(&o));
+}

@@ -29,6 +29,8 @@ pub struct GenConfig {
     pub max_user_steps: usize,
     /// External tools.
     pub max_tools: usize,
+    /// What the scenarios lean toward (the default leans nowhere).
+    pub knobs: Knobs,
 }
 
 impl Default for GenConfig {
@@ -38,6 +40,42 @@ impl Default for GenConfig {
             max_script: 8,
             max_user_steps: 5,
             max_tools: 3,
+            knobs: Knobs::default(),
+        }
+    }
+}
+
+/// What generated scenarios lean toward: one swarm configuration of the explorer's steering
+/// ([`crate::explore::steer`]). Changing a knob changes what is drawn, never how many draws are
+/// made, except for the knobs that are off by default, which draw only when on: the default
+/// knobs give the scenarios they always gave.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Knobs {
+    /// Cumulative shares, out of 100, of the reply kinds: text, tool uses, text and a tool use,
+    /// a spawn, `complete`, an empty reply, a model error; the rest ask the user.
+    pub replies: [u64; 7],
+    /// Iteration limits of 2 or 3 for every agent, main included.
+    pub low_limits: bool,
+    /// Chance that an agent is a batch agent.
+    pub batch: f64,
+    /// Chance that a user message is a cancel word.
+    pub cancel: f64,
+    /// Chance that a tool hangs (off by default).
+    pub hang: f64,
+    /// Chance that a reply of several tool uses reuses an id, which the runtime rejects (off by
+    /// default).
+    pub duplicate_ids: f64,
+}
+
+impl Default for Knobs {
+    fn default() -> Knobs {
+        Knobs {
+            replies: [25, 42, 50, 65, 80, 86, 92],
+            low_limits: false,
+            batch: 0.25,
+            cancel: 0.15,
+            hang: 0.0,
+            duplicate_ids: 0.0,
         }
     }
 }
@@ -58,6 +96,7 @@ struct GeneratedReplies {
     seed: u64,
     tools: Vec<String>,
     agents: Vec<(String, AgentKind)>,
+    knobs: Knobs,
 }
 
 impl MoreReplies for GeneratedReplies {
@@ -67,7 +106,14 @@ impl MoreReplies for GeneratedReplies {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
         let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_STREAM);
-        Some(reply(&mut rng, agent, call - 1, &self.tools, &self.agents))
+        Some(reply(
+            &mut rng,
+            agent,
+            call - 1,
+            &self.tools,
+            &self.agents,
+            &self.knobs,
+        ))
     }
 }
 
@@ -96,7 +142,9 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
     let tool_names: Vec<String> = (1..=n_tools).map(|i| format!("t{i}")).collect();
     for name in &tool_names {
         let after_ms = *pick(&mut rng, &[0, 0, 10, 50, 500, 2000]);
+        let hangs = cfg.knobs.hang > 0.0 && rng.chance(cfg.knobs.hang);
         let behavior = match rng.below(10) {
+            _ if hangs => ToolBehavior::Hang,
             0 => ToolBehavior::Fail("disk full".into()),
             1 => ToolBehavior::Result {
                 content: format!("{name} failed").into(),
@@ -129,10 +177,14 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             _ => format!("a{i}"),
         };
         let mut def = AgentDef::new(name.clone(), kind);
-        def.max_iterations = *pick(&mut rng, &[2, 3, 4, 6, 25]);
+        def.max_iterations = if cfg.knobs.low_limits {
+            *pick(&mut rng, &[2, 3, 2, 3, 2])
+        } else {
+            *pick(&mut rng, &[2, 3, 4, 6, 25])
+        };
         def.parallel_tools = rng.chance(0.3);
         def.stream = rng.chance(0.1);
-        if rng.chance(0.25) {
+        if rng.chance(cfg.knobs.batch) {
             def.batch = Some(*pick(
                 &mut rng,
                 &[
@@ -146,7 +198,11 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         catalog.add(def);
     }
     let mut main = AgentDef::new("main", AgentKind::Main);
-    main.max_iterations = *pick(&mut rng, &[3, 5, 10]);
+    main.max_iterations = if cfg.knobs.low_limits {
+        *pick(&mut rng, &[2, 3, 2])
+    } else {
+        *pick(&mut rng, &[3, 5, 10])
+    };
     main.parallel_tools = rng.chance(0.3);
     catalog.add(main);
 
@@ -156,7 +212,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
     for agent in &agents {
         let len = 1 + rng.below(cfg.max_script as u64) as usize;
         let replies = (0..len)
-            .map(|i| reply(&mut rng, agent, i, &tool_names, &names))
+            .map(|i| reply(&mut rng, agent, i, &tool_names, &names, &cfg.knobs))
             .collect();
         scripts.insert(agent.clone(), replies);
     }
@@ -164,7 +220,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
     let mut steps = Vec::new();
     let n_steps = 1 + rng.below(cfg.max_user_steps as u64) as usize;
     for i in 0..n_steps {
-        let text = if rng.chance(0.15) {
+        let text = if rng.chance(cfg.knobs.cancel) {
             pick(&mut rng, &DEFAULT_CANCEL_WORDS).to_string()
         } else {
             format!("message {}", i + 1)
@@ -191,6 +247,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             seed,
             tools: tool_names.clone(),
             agents: names.clone(),
+            knobs: cfg.knobs,
         }) as Arc<dyn MoreReplies>
     });
 
@@ -220,6 +277,7 @@ fn reply(
     i: usize,
     tools: &[String],
     agents: &[(String, AgentKind)],
+    knobs: &Knobs,
 ) -> ScriptedReply {
     let any_tool = |rng: &mut SimRng| -> ScriptBlock {
         if rng.chance(0.05) {
@@ -254,14 +312,23 @@ fn reply(
         )
     };
     let roll = rng.below(100);
+    let r = knobs.replies;
     let kind = match roll {
-        0..=24 => ReplyKind::Content(vec![text(format!("{agent} says {i}"))]),
-        25..=41 => {
+        _ if roll < r[0] => ReplyKind::Content(vec![text(format!("{agent} says {i}"))]),
+        _ if roll < r[1] => {
             let n = 1 + rng.below(3) as usize;
-            ReplyKind::Content((0..n).map(|_| any_tool(rng)).collect())
+            let mut blocks: Vec<ScriptBlock> = (0..n).map(|_| any_tool(rng)).collect();
+            if n > 1 && knobs.duplicate_ids > 0.0 && rng.chance(knobs.duplicate_ids) {
+                for block in &mut blocks {
+                    if let ScriptBlock::ToolUse { id, .. } = block {
+                        *id = Some("dup".into());
+                    }
+                }
+            }
+            ReplyKind::Content(blocks)
         }
-        42..=49 => ReplyKind::Content(vec![text(format!("{agent} works")), any_tool(rng)]),
-        50..=64 => {
+        _ if roll < r[2] => ReplyKind::Content(vec![text(format!("{agent} works")), any_tool(rng)]),
+        _ if roll < r[3] => {
             let mut blocks = Vec::new();
             if rng.chance(0.3) {
                 blocks.push(any_tool(rng));
@@ -272,7 +339,7 @@ fn reply(
             }
             ReplyKind::Content(blocks)
         }
-        65..=79 => {
+        _ if roll < r[4] => {
             let mut blocks = Vec::new();
             if rng.chance(0.2) {
                 blocks.push(any_tool(rng));
@@ -286,8 +353,8 @@ fn reply(
             }
             ReplyKind::Content(blocks)
         }
-        80..=85 => ReplyKind::Content(Vec::new()),
-        86..=91 => ReplyKind::Error {
+        _ if roll < r[5] => ReplyKind::Content(Vec::new()),
+        _ if roll < r[6] => ReplyKind::Error {
             kind: *pick(
                 rng,
                 &[

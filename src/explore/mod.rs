@@ -5,10 +5,12 @@
 //! - [`generate`]: random scenarios from a seed.
 //! - [`shrink`]: greedy minimisation of a failing scenario.
 //! - [`planted`]: which invariant catches each planted bug.
+//! - [`steer`]: swarm configurations of the generator, weighted by the coverage they reach.
 
 pub mod generate;
 pub mod planted;
 mod run;
 pub mod shrink;
+pub mod steer;
 
 pub use run::{randomized_interruptions, run_one, run_watched, RunReport, Settings, Source, Watch};

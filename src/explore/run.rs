@@ -76,6 +76,8 @@ pub struct RunReport {
     pub sim_steps: u64,
     /// Faults injected.
     pub faults: u64,
+    /// The behaviours it reached, one bit per feature of [`crate::observe::coverage`].
+    pub coverage: u128,
     /// The transcript, if [`Settings::record`] asked for it.
     pub records: Vec<crate::sim::Record>,
 }
@@ -146,6 +148,7 @@ pub fn run_watched(
         .record(settings.record)
         .faults(FaultPlan::new(seed, rates))
         .materialize(true)
+        .coverage(true)
         .build();
     let mut recorder = Recorder {
         actions: Vec::new(),
@@ -175,6 +178,7 @@ pub fn run_watched(
         error,
         sim_steps: sim.steps(),
         faults,
+        coverage: sim.coverage().map_or(0, |c| c.bits()),
         records: sim.records().to_vec(),
     };
     let replay = report.violation().map(|v| {

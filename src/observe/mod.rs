@@ -11,6 +11,7 @@
 //! with [`Observer::before_input`] and shows it each step with [`Observer::after_step`], before it
 //! takes the step's effects.
 
+pub mod coverage;
 mod semantic;
 
 use std::fmt;

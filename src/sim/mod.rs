@@ -28,6 +28,7 @@ use crate::model::ids::CallId;
 use crate::model::llm::{Chunk, LlmError, LlmReply, LlmRequest};
 use crate::model::rng::SimRng;
 use crate::model::transcript::Block;
+use crate::observe::coverage::RunCoverage;
 use crate::observe::{Observer, Violation};
 use crate::protocol::{Effect, Event, Input, ToolRun};
 use crate::runtime::{Runtime, RuntimeConfig};
@@ -71,9 +72,16 @@ pub struct SimBuilder {
     record: bool,
     faults: Option<FaultPlan>,
     materialize: bool,
+    coverage: bool,
 }
 
 impl SimBuilder {
+    /// Record which behaviours the run reached (see [`Sim::coverage`]).
+    pub fn coverage(mut self, on: bool) -> SimBuilder {
+        self.coverage = on;
+        self
+    }
+
     /// Inject faults from this plan.
     pub fn faults(mut self, plan: FaultPlan) -> SimBuilder {
         self.faults = Some(plan);
@@ -139,7 +147,9 @@ impl SimBuilder {
         config.seed = self.seed;
         config.record_events = self.observe || self.record;
         config.detailed_events = self.record;
+        let coverage = self.coverage.then(|| RunCoverage::new(config.persist));
         Sim {
+            coverage,
             rt: Runtime::new(Arc::new(self.catalog), config),
             clock: Clock::default(),
             rng: SimRng::new(self.seed),
@@ -184,6 +194,8 @@ pub struct Sim {
     in_flight: BTreeMap<CallId, Pending>,
     /// Answers lost in the last restart, by what they answered.
     lost: BTreeMap<InFlight, Pending>,
+    /// The behaviours reached, if the builder asked for them.
+    coverage: Option<RunCoverage>,
 }
 
 /// What an answer in flight answers: a frame's model call, or its run of one tool use.
@@ -224,12 +236,18 @@ impl Sim {
             record: true,
             faults: None,
             materialize: false,
+            coverage: false,
         }
     }
 
     /// What the run delivered so far, if the builder asked to record it.
     pub fn materialized(&self) -> Option<&Materialized> {
         self.materialized.as_ref()
+    }
+
+    /// The behaviours the run reached so far, if the builder asked to record them.
+    pub fn coverage(&self) -> Option<&RunCoverage> {
+        self.coverage.as_ref()
     }
 
     /// The fault plan, if any.
@@ -355,6 +373,15 @@ impl Sim {
             .into_iter()
             .filter_map(|(call, answer)| Some((in_flight_key(&self.rt, call)?, answer)))
             .collect();
+        if let Some(c) = &mut self.coverage {
+            c.restart(
+                self.rt
+                    .stacks()
+                    .entries()
+                    .iter()
+                    .any(|e| !e.stack.is_empty()),
+            );
+        }
         self.rt = rt;
         self.note(Note::Restart {
             state_bytes,
@@ -433,6 +460,9 @@ impl Sim {
                 });
             }
         }
+        if let Some(c) = &mut self.coverage {
+            c.step(self.rt.events());
+        }
         self.flush_events();
         while let Some(effect) = self.rt.poll_effect() {
             self.apply(effect)?;
@@ -492,6 +522,7 @@ impl Sim {
             records,
             record,
             steps,
+            coverage,
             ..
         } = self;
         let steps = *steps;
@@ -516,6 +547,9 @@ impl Sim {
                     notes.push(Note::LlmStall {
                         agent: request.agent.name.clone(),
                     });
+                    if let Some(c) = coverage {
+                        c.stalled(true);
+                    }
                 }
                 flush_notes(notes, records, *record, clock.now(), steps);
                 let answer = answer.map_err(|e| backend_error(e, rt))?;
@@ -542,6 +576,9 @@ impl Sim {
                     notes.push(Note::ToolHang {
                         tool: run.name.clone(),
                     });
+                    if let Some(c) = coverage {
+                        c.stalled(false);
+                    }
                 }
                 flush_notes(notes, records, *record, clock.now(), steps);
                 let step = step.map_err(|e| backend_error(e, rt))?;
