@@ -663,12 +663,6 @@ fn replay_command(
         explore::Source::Scenario(s) => s.path.display().to_string(),
     };
     let mut cmd = format!("agentsim explore {what} --seed {seed} --runs 1");
-    if let (explore::Source::Generated(_), Some((name, _))) = (
-        source,
-        agentsim::explore::steer::configurations().get(swarm),
-    ) {
-        cmd.push_str(&format!(" --swarm {}", name.replace(' ', "-")));
-    }
     if !settings.faults {
         cmd.push_str(" --no-faults");
     }
@@ -682,6 +676,12 @@ fn replay_command(
             "fixed"
         };
         cmd.push_str(&format!(" --interruptions {preset}"));
+    }
+    if let (explore::Source::Generated(_), Some((name, _))) = (
+        source,
+        agentsim::explore::steer::configurations().get(swarm),
+    ) {
+        cmd.push_str(&format!(" --swarm {}", name.replace(' ', "-")));
     }
     cmd
 }

@@ -393,6 +393,7 @@ fn explore_never_overwrites_a_file_in_out() {
         "--generated",
         "--runs",
         "20",
+        "--no-steer",
         "--bug",
         "iteration-off-by-one",
         "--out",
