@@ -60,22 +60,57 @@ fn every_planted_bug_is_found_from_seed_zero_and_shrunk_to_ten_steps_or_fewer() 
 
 #[test]
 fn without_a_planted_bug_a_sweep_breaks_nothing() {
-    let source = Source::Generated(GenConfig::default());
-    for seed in 0..300 {
-        run_clean_with_faults(&source, seed);
+    // Every swarm configuration in turn, so that deep stacks, failures, limits, cancels, batch
+    // children, questions and odd tools are all in the sweep. `AGENTSIM_SWEEP_SEEDS` raises the
+    // count: the mutation soak (README) uses this test as "exploration alone".
+    let seeds: u64 = std::env::var("AGENTSIM_SWEEP_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let configurations = agentsim::explore::steer::configurations();
+    for seed in 0..seeds {
+        let knobs = configurations[seed as usize % configurations.len()].1;
+        let source = Source::Generated(GenConfig {
+            knobs,
+            ..GenConfig::default()
+        });
+        // One seed in three with the watchdog and interruptions modelled (the fixed preset).
+        let interruptions =
+            (seed % 3 == 2).then(agentsim::agents::watchdog::InterruptionConfig::fixed);
+        run_clean(&source, seed, interruptions);
     }
 }
 
 /// Runs `seed` of `source` with faults and asserts that no invariant broke; returns the faults
 /// the run injected.
 fn run_clean_with_faults(source: &Source, seed: u64) -> u64 {
+    run_clean(source, seed, None)
+}
+
+/// [`run_clean_with_faults`], with seed 004's interruption model around `interruptions` if given.
+fn run_clean(
+    source: &Source,
+    seed: u64,
+    interruptions: Option<agentsim::agents::watchdog::InterruptionConfig>,
+) -> u64 {
     let settings = Settings {
         faults: true,
+        interruptions,
         ..Settings::default()
     };
     let (report, _) = run_one(&source.scenario(seed), seed, settings);
     assert!(
         report.violation().is_none(),
+        "seed {seed}: {:?}",
+        report.error
+    );
+    // Only the clean limits may end a run early: a restart that cannot restore, or persistence
+    // that fails, is a failure too.
+    assert!(
+        !matches!(
+            report.error,
+            Some(agentsim::sim::RunError::Restore(_) | agentsim::sim::RunError::Persist(_))
+        ),
         "seed {seed}: {:?}",
         report.error
     );
