@@ -130,7 +130,7 @@ enum Command {
         /// empty-reply-recorded, restore-forgets-first-message (structural); child-error-as-success,
         /// main-limit-silent, tools-skipped-on-last-iteration, inbox-cleared-with-turn,
         /// tool-pass-uncounted, restore-resets-iterations, main-messages-unjournaled,
-        /// answer-counts-an-iteration (semantic).
+        /// answer-counts-an-iteration, tool-run-never-issued (semantic).
         #[arg(long, value_name = "NAME")]
         bug: Option<agentsim::runtime::planted::PlantedBug>,
         /// Model seed 004's watchdog and interruptions around this preset, with timings and some

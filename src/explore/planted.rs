@@ -25,5 +25,6 @@ pub fn caught_by(bug: PlantedBug) -> &'static str {
         // A restart compares the restored frames with those at the crash, counts included.
         PlantedBug::RestoreResetsIterations => RESTART_EQUIVALENCE,
         PlantedBug::MainMessagesUnjournaled => JOURNAL_BEFORE_STATE,
+        PlantedBug::ToolRunNeverIssued => PROGRESS,
     }
 }

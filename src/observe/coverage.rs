@@ -219,6 +219,7 @@ impl RunCoverage {
             Event::LlmRequest {
                 frame_id, messages, ..
             } => {
+                self.hit(pre(names::PROGRESS));
                 if *messages >= 3 {
                     self.hit(pre(names::TOOL_PAIRING));
                 }

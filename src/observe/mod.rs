@@ -61,9 +61,12 @@ pub mod names {
     pub const ITERATION_ACCOUNTING: &str = "iteration-accounting";
     /// Every session operation is journaled before the state that follows it is written.
     pub const JOURNAL_BEFORE_STATE: &str = "journal-before-state";
+    /// A run never waits in vain: when nothing is scheduled, every conversation is idle, unless
+    /// a model call stalled or a tool hung (checked by the simulator, which knows).
+    pub const PROGRESS: &str = "progress";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -78,6 +81,7 @@ pub mod names {
         MESSAGE_DELIVERY,
         ITERATION_ACCOUNTING,
         JOURNAL_BEFORE_STATE,
+        PROGRESS,
     ];
 }
 
@@ -1150,6 +1154,12 @@ mod tests {
             semantic(&run(&[("t1", "x")], vec![cancelled]), false),
             Some(names::TOOL_EXECUTION)
         );
+        // A built-in tool answered as not found.
+        let not_found = answered(&main, "t1", "Tool 'use_skill' not found", true);
+        assert_eq!(
+            semantic(&run(&[("t1", "use_skill")], vec![not_found]), false),
+            Some(names::TOOL_EXECUTION)
+        );
         // A child that completes skips what follows `complete`: sound.
         let child = frame("skill:r", AgentKind::Skill, 2, Some("t0"));
         let steps = vec![
@@ -1177,6 +1187,10 @@ mod tests {
             ),
         ];
         assert_eq!(semantic(&steps, false), None);
+        // A child whose `complete` succeeded but which stays on the stack.
+        let mut stays = steps.clone();
+        stays[2].1.truncate(2);
+        assert_eq!(semantic(&stays, false), Some(names::TOOL_EXECUTION));
     }
 
     #[test]

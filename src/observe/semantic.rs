@@ -97,6 +97,8 @@ pub(super) struct StepFacts {
     answered: SmallVec<[Uuid; 2]>,
     /// Frames given "Cancelled by user." that the unwind must remove in this step.
     cancel_skips: SmallVec<[(Uuid, Arc<str>); 2]>,
+    /// Children whose `complete` succeeded: they must leave the stack in this step.
+    completing: SmallVec<[(Uuid, Arc<str>); 1]>,
     /// Text sent to the user: conversation and text.
     sent: SmallVec<[(usize, Arc<str>); 2]>,
     /// A main frame that failed, by conversation: its answer must say so.
@@ -116,6 +118,7 @@ impl StepFacts {
             && self.delegated.is_empty()
             && self.answered.is_empty()
             && self.cancel_skips.is_empty()
+            && self.completing.is_empty()
             && self.sent.is_empty()
             && self.main_failure.is_empty()
             && self.expected.is_empty()
@@ -129,6 +132,7 @@ impl StepFacts {
         self.delegated.clear();
         self.answered.clear();
         self.cancel_skips.clear();
+        self.completing.clear();
         self.sent.clear();
         self.main_failure.clear();
         self.expected.clear();
@@ -506,8 +510,30 @@ impl Observer {
                 (names::ITERATION_BOUND, m)
             })
         });
+        let main = f.info.kind == crate::model::agent::AgentKind::Main;
+        // The built-in tools are the runtime's own: never "not found", and a child's `complete`
+        // completes it.
+        let builtin_name = matches!(
+            &*use_name,
+            builtin::COMPLETE | builtin::USE_SKILL | builtin::USE_AGENT | builtin::ASK_USER
+        );
+        let problem = problem.or_else(|| {
+            (builtin_name && **content == *messages::tool_not_found(&use_name)).then(|| {
+                let m = format!("{name} called the built-in {use_name} ({tool_use_id}), but it was answered as not found");
+                (names::TOOL_EXECUTION, m)
+            })
+        });
+        let problem = problem.or_else(|| {
+            (&*use_name == builtin::COMPLETE && !main && is_error && !is_skip(content)).then(|| {
+                let m = format!("{name} called `complete` ({tool_use_id}), but it was answered with the error {content:?}");
+                (names::TOOL_EXECUTION, m)
+            })
+        });
         if &*use_name == builtin::COMPLETE && !is_error {
             f.completed = true;
+            if !main {
+                self.step.completing.push((frame_id, name.clone()));
+            }
         }
         // A child's result resumes its parent at the loop head: a pass of its own when tool uses
         // are left to run (DESIGN §3 item 6), unless the limit ends it there.
@@ -673,6 +699,18 @@ impl Observer {
                 return Err(violation(
                     names::TOOL_EXECUTION,
                     format!("tool uses of {name} were answered as cancelled by the user, but no cancel unwound {name}"),
+                ));
+            }
+        }
+        for (id, name) in &self.step.completing {
+            if self
+                .keys
+                .iter()
+                .any(|m| m.frames.iter().any(|f| f.info.frame_id == *id))
+            {
+                return Err(violation(
+                    names::TOOL_EXECUTION,
+                    format!("{name} called `complete`, but it is still on the stack"),
                 ));
             }
         }

@@ -200,6 +200,10 @@ fn start_tool(
     cx: &mut TurnCx<'_>,
 ) {
     let (call, timer) = emit_run(frame, at, name.as_ref(), timeout_ms, cx);
+    if cx.config.has_bug(PlantedBug::ToolRunNeverIssued) && timer.is_none() {
+        // The run was pushed last: take it back, as if it had never been handed over.
+        cx.effects.pop_back();
+    }
     frame.phase = Phase::AwaitTool {
         call,
         at,

@@ -49,11 +49,13 @@ pub enum PlantedBug {
     MainMessagesUnjournaled,
     /// The user's answer to `ask_user` counts as an iteration, like a new message.
     AnswerCountsAnIteration,
+    /// A sequential tool run is recorded as awaited but never handed to the driver.
+    ToolRunNeverIssued,
 }
 
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [PlantedBug; 19] = [
+    pub const ALL: [PlantedBug; 20] = [
         PlantedBug::DropCascadeResult,
         PlantedBug::DoubleDelivery,
         PlantedBug::IterationOffByOne,
@@ -73,6 +75,7 @@ impl PlantedBug {
         PlantedBug::RestoreResetsIterations,
         PlantedBug::MainMessagesUnjournaled,
         PlantedBug::AnswerCountsAnIteration,
+        PlantedBug::ToolRunNeverIssued,
     ];
 
     /// The kebab-case name used on the command line and in scenario files.
@@ -97,6 +100,7 @@ impl PlantedBug {
             PlantedBug::RestoreResetsIterations => "restore-resets-iterations",
             PlantedBug::MainMessagesUnjournaled => "main-messages-unjournaled",
             PlantedBug::AnswerCountsAnIteration => "answer-counts-an-iteration",
+            PlantedBug::ToolRunNeverIssued => "tool-run-never-issued",
         }
     }
 }

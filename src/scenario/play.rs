@@ -122,7 +122,11 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
         };
         result.map_err(|e| stopped(Stop::Run(e)))?;
     }
-    Ok(())
+    // Where the steps end, nothing may wait in vain.
+    sim.check_progress().map_err(|e| Stopped {
+        index: steps.len().saturating_sub(1),
+        stop: Stop::Run(e),
+    })
 }
 
 /// A `user` step: deliver the message, then (if it waits) step until idle.
@@ -140,10 +144,7 @@ fn user(
     }
     while !sim.runtime().is_idle() {
         if !one_step(sim, hooks, key)? {
-            return Err(RunError::Stuck {
-                at_ms: sim.now(),
-                stack: sim.describe_stacks(),
-            });
+            return Err(sim.stuck());
         }
     }
     if hooks.restart_when_idle(sim) {

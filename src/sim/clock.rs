@@ -92,6 +92,12 @@ impl Clock {
         }
     }
 
+    /// Whether a live item is scheduled.
+    pub fn has_pending(&mut self) -> bool {
+        self.skip_cancelled();
+        self.peek().is_some()
+    }
+
     /// Forgets a timer: when it comes due it is dropped without a step.
     pub fn cancel_timer(&mut self, timer: CallId) {
         self.cancelled.insert(timer);

@@ -150,6 +150,7 @@ impl SimBuilder {
         let coverage = self.coverage.then(|| RunCoverage::new(config.persist));
         Sim {
             coverage,
+            stalls: 0,
             rt: Runtime::new(Arc::new(self.catalog), config),
             clock: Clock::default(),
             rng: SimRng::new(self.seed),
@@ -196,6 +197,8 @@ pub struct Sim {
     lost: BTreeMap<InFlight, Pending>,
     /// The behaviours reached, if the builder asked for them.
     coverage: Option<RunCoverage>,
+    /// Model calls that stalled and tools that hung so far: what may leave a run waiting.
+    stalls: u64,
 }
 
 /// What an answer in flight answers: a frame's model call, or its run of one tool use.
@@ -320,13 +323,45 @@ impl Sim {
     pub fn run_until_idle(&mut self) -> Result<(), RunError> {
         while !self.rt.is_idle() {
             if !self.step()? {
-                return Err(RunError::Stuck {
-                    at_ms: self.clock.now(),
-                    stack: self.describe_stacks(),
-                });
+                return Err(self.stuck());
             }
         }
         Ok(())
+    }
+
+    /// Checks the `progress` invariant where a run stops: if a conversation is busy and nothing
+    /// is scheduled to move it, the run has stalled by itself (see [`Sim::stuck`]).
+    pub fn check_progress(&mut self) -> Result<(), RunError> {
+        if self.rt.is_idle() || self.clock.has_pending() {
+            return Ok(());
+        }
+        match self.stuck() {
+            e @ RunError::Violation { .. } => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The error of a run that has nothing scheduled while a conversation is busy: a clean
+    /// limit when a model call stalled or a tool hung, else (with the observer on) a broken
+    /// `progress` invariant, since the runtime waits for something nobody was asked to do.
+    pub fn stuck(&self) -> RunError {
+        if self.stalls > 0 || self.observer.is_none() {
+            return RunError::Stuck {
+                at_ms: self.clock.now(),
+                stack: self.describe_stacks(),
+            };
+        }
+        RunError::Violation {
+            violation: Violation {
+                invariant: crate::observe::names::PROGRESS,
+                message: format!(
+                    "nothing is scheduled and no call stalled, but a conversation waits: {}",
+                    self.describe_stacks()
+                ),
+            },
+            step: self.steps,
+            at_ms: self.clock.now(),
+        }
     }
 
     /// What the runtime persisted so far: `state.json` (if written) and `context.jsonl`.
@@ -523,6 +558,7 @@ impl Sim {
             record,
             steps,
             coverage,
+            stalls,
             ..
         } = self;
         let steps = *steps;
@@ -547,6 +583,7 @@ impl Sim {
                     notes.push(Note::LlmStall {
                         agent: request.agent.name.clone(),
                     });
+                    *stalls += 1;
                     if let Some(c) = coverage {
                         c.stalled(true);
                     }
@@ -576,6 +613,7 @@ impl Sim {
                     notes.push(Note::ToolHang {
                         tool: run.name.clone(),
                     });
+                    *stalls += 1;
                     if let Some(c) = coverage {
                         c.stalled(false);
                     }
