@@ -177,6 +177,8 @@ struct KeyModel {
     pending: u32,
     /// Cancel words sent in this step to its active stack.
     cancels: u32,
+    /// Cancel words among the pending messages (sent while no stack was active).
+    pending_cancels: u32,
     /// Listed in [`Observer::pending_keys`].
     listed: bool,
     /// The tool uses of the main session's latest reply and the main agent's limit, kept between
@@ -270,6 +272,7 @@ impl Observer {
                     touched: false,
                     pending: 0,
                     cancels: 0,
+                    pending_cancels: 0,
                     listed: false,
                     main_uses: smallvec::SmallVec::new(),
                     main_limit: 0,
@@ -1239,6 +1242,24 @@ mod tests {
             (Some(user("more")), vec![]),
             (
                 Some(user("stop")),
+                vec![popped(&main, 0, PopReason::Cancelled, 0), unwound],
+            ),
+        ];
+        assert_eq!(semantic(&steps, false), Some(names::MESSAGE_DELIVERY));
+        // An unwind that no cancel word asked for (a queued ordinary message taken for one).
+        let unwound = Event::Cancelled {
+            key: key(),
+            text: "more".into(),
+            frames: 1,
+            dropped: 0,
+        };
+        let steps = vec![
+            (
+                Some(user("hi")),
+                vec![push(&main, 1), delivered(&main, "hi")],
+            ),
+            (
+                Some(user("more")),
                 vec![popped(&main, 0, PopReason::Cancelled, 0), unwound],
             ),
         ];

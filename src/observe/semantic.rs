@@ -177,11 +177,13 @@ impl Observer {
             Input::User { key, text } if !text.is_empty() => {
                 let k = self.key_index(key);
                 let m = &mut self.keys[k];
-                if !m.frames.is_empty() && rt.config().is_cancel_word(text) {
+                let cancel = rt.config().is_cancel_word(text);
+                if !m.frames.is_empty() && cancel {
                     m.cancels += 1;
                     self.cancel_sent = true;
                 } else {
                     m.pending += 1;
+                    m.pending_cancels += u32::from(cancel);
                     if !m.listed {
                         m.listed = true;
                         self.pending_keys.push(k);
@@ -397,6 +399,9 @@ impl Observer {
             return;
         }
         m.pending -= 1;
+        if m.pending_cancels > m.pending {
+            m.pending_cancels = m.pending;
+        }
         let Some(f) = find(m, frame_id) else {
             return;
         };
@@ -420,8 +425,10 @@ impl Observer {
         let m = &mut self.keys[k];
         if m.cancels > 0 {
             m.cancels -= 1;
-        } else if m.pending > 0 {
-            m.pending -= 1; // A queued cancel word.
+        } else if m.pending_cancels > 0 {
+            // A cancel word that waited in the queue.
+            m.pending_cancels -= 1;
+            m.pending -= 1;
         } else {
             let key = m.key.clone();
             self.defer(
@@ -440,6 +447,7 @@ impl Observer {
             return;
         }
         m.pending -= dropped;
+        m.pending_cancels = m.pending_cancels.min(m.pending);
     }
 
     /// A `tool_result` entered the session of frame `frame_id`; `delivery` when it is the result
