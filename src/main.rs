@@ -220,23 +220,17 @@ fn main() -> ExitCode {
         } => {
             let configurations = agentsim::explore::steer::configurations();
             let steering = match swarm {
-                Some(name) => {
-                    let wanted = name.replace('-', " ");
-                    match configurations.iter().position(|(n, _)| *n == wanted) {
-                        Some(i) => Steering::Fixed(i),
-                        None => {
-                            let known: Vec<String> = configurations
-                                .iter()
-                                .map(|(n, _)| n.replace(' ', "-"))
-                                .collect();
-                            eprintln!(
-                                "error: --swarm {name}: no such configuration (known: {})",
-                                known.join(", ")
-                            );
-                            return ExitCode::from(2);
-                        }
+                Some(name) => match configurations.iter().position(|(n, _)| *n == name) {
+                    Some(i) => Steering::Fixed(i),
+                    None => {
+                        let known: Vec<&str> = configurations.iter().map(|(n, _)| *n).collect();
+                        eprintln!(
+                            "error: --swarm {name}: no such configuration (known: {})",
+                            known.join(", ")
+                        );
+                        return ExitCode::from(2);
                     }
-                }
+                },
                 None if no_steer || !generated => Steering::Fixed(0),
                 None => Steering::Adaptive,
             };
@@ -681,7 +675,7 @@ fn replay_command(
         source,
         agentsim::explore::steer::configurations().get(swarm),
     ) {
-        cmd.push_str(&format!(" --swarm {}", name.replace(' ', "-")));
+        cmd.push_str(&format!(" --swarm {name}"));
     }
     cmd
 }

@@ -66,7 +66,7 @@ pub fn configurations() -> Vec<(&'static str, Knobs)> {
             },
         ),
         (
-            "odd tools",
+            "odd-tools",
             Knobs {
                 hang: 0.1,
                 duplicate_ids: 0.3,

@@ -636,8 +636,8 @@ impl Observer {
         if self.step.is_empty() && self.pending_keys.is_empty() && !self.cancel_sent {
             return Ok(());
         }
-        self.cancel_sent = false;
-        self.semantic_end(rt)
+        let cancel_sent = std::mem::take(&mut self.cancel_sent);
+        self.semantic_end(rt, cancel_sent)
     }
 
     fn structural_end(&mut self, rt: &Runtime) -> Result<(), Violation> {
@@ -950,6 +950,19 @@ mod tests {
         None
     }
 
+    /// The first step of a turn: "go" reaches a new main frame (limit `max`), which calls the
+    /// model (call 1).
+    fn opened(main: &FrameInfo, max: u32) -> (Option<Input>, Vec<Event>) {
+        (
+            Some(user("go")),
+            vec![
+                push(main, 1),
+                delivered(main, "go"),
+                request(main, 1, 1, max),
+            ],
+        )
+    }
+
     fn request(f: &FrameInfo, call: u64, iteration: u32, max: u32) -> Event {
         Event::LlmRequest {
             key: key(),
@@ -1031,14 +1044,7 @@ mod tests {
             message: "down".into(),
         };
         vec![
-            (
-                Some(user("go")),
-                vec![
-                    push(&main, 1),
-                    delivered(&main, "go"),
-                    request(&main, 1, 1, 5),
-                ],
-            ),
+            opened(&main, 5),
             (
                 Some(reply(1, &[("t1", "use_skill")])),
                 vec![push(&child, 2), request(&child, 2, 1, 5)],
@@ -1091,14 +1097,7 @@ mod tests {
                 },
             });
             vec![
-                (
-                    Some(user("go")),
-                    vec![
-                        push(&main, 1),
-                        delivered(&main, "go"),
-                        request(&main, 1, 1, 1),
-                    ],
-                ),
+                opened(&main, 1),
                 // The reply's tool runs; the loop head then finds the limit.
                 (
                     Some(reply(1, &[("t1", "x")])),
@@ -1115,17 +1114,7 @@ mod tests {
     fn a_tool_use_skipped_for_no_documented_reason_breaks_tool_execution() {
         let main = frame("main", AgentKind::Main, 1, None);
         let run = |uses: &[(&str, &str)], results: Vec<Event>| {
-            vec![
-                (
-                    Some(user("go")),
-                    vec![
-                        push(&main, 1),
-                        delivered(&main, "go"),
-                        request(&main, 1, 1, 5),
-                    ],
-                ),
-                (Some(reply(1, uses)), results),
-            ]
+            vec![opened(&main, 5), (Some(reply(1, uses)), results)]
         };
         // After `complete` (refused to main here, so nothing completed): not a reason.
         let skipped = |id| answered(&main, id, messages::SKIPPED_AFTER_COMPLETE, true);
@@ -1166,14 +1155,7 @@ mod tests {
         // A child that completes skips what follows `complete`: sound.
         let child = frame("skill:r", AgentKind::Skill, 2, Some("t0"));
         let steps = vec![
-            (
-                Some(user("go")),
-                vec![
-                    push(&main, 1),
-                    delivered(&main, "go"),
-                    request(&main, 1, 1, 5),
-                ],
-            ),
+            opened(&main, 5),
             (
                 Some(reply(1, &[("t0", "use_skill")])),
                 vec![push(&child, 2), request(&child, 2, 1, 5)],
@@ -1274,14 +1256,7 @@ mod tests {
         // head, which runs t2 in a pass of its own before its next model call (iteration 3).
         let steps = |iteration: u32| {
             vec![
-                (
-                    Some(user("go")),
-                    vec![
-                        push(&main, 1),
-                        delivered(&main, "go"),
-                        request(&main, 1, 1, 5),
-                    ],
-                ),
+                opened(&main, 5),
                 (
                     Some(reply(1, &[("t1", "use_skill"), ("t2", "x")])),
                     vec![push(&child, 2), request(&child, 2, 1, 5)],
@@ -1305,14 +1280,7 @@ mod tests {
         );
         // A pop that reports a count other than the passes made.
         let steps = vec![
-            (
-                Some(user("go")),
-                vec![
-                    push(&main, 1),
-                    delivered(&main, "go"),
-                    request(&main, 1, 1, 5),
-                ],
-            ),
+            opened(&main, 5),
             (
                 Some(reply(1, &[("t1", "use_skill")])),
                 vec![push(&child, 2), request(&child, 2, 1, 5)],

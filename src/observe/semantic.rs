@@ -15,6 +15,7 @@ use smallvec::SmallVec;
 use uuid::Uuid;
 
 use crate::agents::tools::builtin;
+use crate::model::agent::AgentKind;
 use crate::model::ids::CallId;
 use crate::model::llm::Chunk;
 use crate::model::messages;
@@ -235,25 +236,20 @@ impl Observer {
         if ignored {
             return;
         }
-        let persist = self.persist;
         let f = &mut self.keys[k].frames[i];
         f.call = None;
         f.completed = false;
         f.at_limit = false;
         let content = reply.text || !reply.uses.is_empty();
-        if reply.uses.is_empty() && f.info.kind == crate::model::agent::AgentKind::Main {
+        let answered = reply.uses.is_empty() && f.info.kind == AgentKind::Main;
+        f.uses = reply.uses;
+        let (session, name) = (f.info.session_id, f.info.name.clone());
+        if answered {
             self.step.answered.push(frame_id);
         }
-        if persist && content {
-            self.step.expected.push(Expect {
-                kind: "assistant",
-                session: f.info.session_id,
-                id: None,
-                is_error: None,
-                frame: f.info.name.clone(),
-            });
+        if content {
+            self.expect("assistant", session, None, None, &name);
         }
-        f.uses = reply.uses;
     }
 
     /// The conversation and stack index of the frame whose model call `call` is in flight: the
@@ -318,7 +314,7 @@ impl Observer {
         f.passes += 1;
         f.limit = max_iterations;
         f.at_limit = false;
-        let main = f.info.kind == crate::model::agent::AgentKind::Main;
+        let main = f.info.kind == AgentKind::Main;
         let old = f.call.replace(call);
         let (passes, lenient) = (f.passes, f.lenient);
         if let (Some(old), false) = (old, self.partials.is_empty()) {
@@ -518,7 +514,7 @@ impl Observer {
                 (names::ITERATION_BOUND, m)
             })
         });
-        let main = f.info.kind == crate::model::agent::AgentKind::Main;
+        let main = f.info.kind == AgentKind::Main;
         // The built-in tools are the runtime's own: never "not found", and a child's `complete`
         // completes it.
         let builtin_name = matches!(
@@ -595,7 +591,7 @@ impl Observer {
                 ),
             );
         }
-        let main = popped.info.kind == crate::model::agent::AgentKind::Main;
+        let main = popped.info.kind == AgentKind::Main;
         if !main {
             self.expect(
                 "agent_session_complete",
@@ -688,41 +684,40 @@ impl Observer {
     }
 
     /// The end-of-step checks of the semantic invariants.
-    pub(super) fn semantic_end(&mut self, rt: &Runtime) -> Result<(), Violation> {
-        let result = self.semantic_checks(rt);
+    /// `cancel_sent`: a cancel word was sent in the step (only then can one be left unhandled).
+    pub(super) fn semantic_end(
+        &mut self,
+        rt: &Runtime,
+        cancel_sent: bool,
+    ) -> Result<(), Violation> {
+        let result = self.semantic_checks(rt, cancel_sent);
         self.step.clear();
         result
     }
 
-    fn semantic_checks(&mut self, rt: &Runtime) -> Result<(), Violation> {
+    fn semantic_checks(&mut self, rt: &Runtime, cancel_sent: bool) -> Result<(), Violation> {
         if let Some(v) = self.step.deferred.take() {
             return Err(v);
         }
-        for (id, name) in &self.step.cancel_skips {
-            if self
-                .keys
+        let on_stack = |id: &Uuid| {
+            self.keys
                 .iter()
                 .any(|m| m.frames.iter().any(|f| f.info.frame_id == *id))
-            {
-                return Err(violation(
-                    names::TOOL_EXECUTION,
-                    format!("tool uses of {name} were answered as cancelled by the user, but no cancel unwound {name}"),
-                ));
-            }
+        };
+        // Frames that had to leave the stack in this step: unwound, or completed.
+        if let Some((_, name)) = self.step.cancel_skips.iter().find(|(id, _)| on_stack(id)) {
+            return Err(violation(
+                names::TOOL_EXECUTION,
+                format!("tool uses of {name} were answered as cancelled by the user, but no cancel unwound {name}"),
+            ));
         }
-        for (id, name) in &self.step.completing {
-            if self
-                .keys
-                .iter()
-                .any(|m| m.frames.iter().any(|f| f.info.frame_id == *id))
-            {
-                return Err(violation(
-                    names::TOOL_EXECUTION,
-                    format!("{name} called `complete`, but it is still on the stack"),
-                ));
-            }
+        if let Some((_, name)) = self.step.completing.iter().find(|(id, _)| on_stack(id)) {
+            return Err(violation(
+                names::TOOL_EXECUTION,
+                format!("{name} called `complete`, but it is still on the stack"),
+            ));
         }
-        for m in &mut self.keys {
+        for m in self.keys.iter_mut().filter(|_| cancel_sent) {
             if m.cancels > 0 {
                 let key = m.key.clone();
                 m.cancels = 0;
