@@ -10,6 +10,7 @@ pub mod anthropic;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pairing;
+pub mod reply;
 
 use serde_json::Value;
 
@@ -148,7 +149,7 @@ impl Malformed {
 
 /// A deterministic request id from the body, for error envelopes (`req_agentsim_<hex>`): no
 /// clock, no randomness, the same body gives the same id.
-fn request_id(body: &Value) -> String {
+pub fn request_id(body: &Value) -> String {
     let text = body.to_string();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
