@@ -277,6 +277,7 @@ impl ScenarioBuilder {
                 steps: Vec::new(),
                 limits: Limits::default(),
                 expect_violation: None,
+                routes: Default::default(),
             },
         }
     }

@@ -45,7 +45,10 @@
 //!   dispatch, interruptions, persistence and restore, planted bugs.
 //! - [`persist`]: the journal and state formats (pure), and replaying the journal into sessions.
 //! - [`observe`]: the observer that checks the named invariants after every step.
-//! - [`wire`]: provider request formats and the public `tool-pairing` validator.
+//! - [`wire`]: provider request formats and the public `tool-pairing` validator; provider replies,
+//!   streams and error envelopes.
+//! - [`mock_llm`]: `agentsim mock-llm`, a scenario's scripts served over the providers' wire
+//!   formats (the HTTP server behind the `mock-server` feature).
 //! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
 //!   recording, limits.
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, scripted model and tools.
@@ -61,6 +64,7 @@ pub mod agents;
 pub mod drive;
 pub mod explore;
 pub mod harness;
+pub mod mock_llm;
 pub mod model;
 pub mod observe;
 pub mod persist;

@@ -170,6 +170,34 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ObserverSetting::Both)]
         observer: ObserverSetting,
     },
+    /// Serve a scenario's model scripts over HTTP, as the Anthropic Messages, OpenAI Chat
+    /// Completions and OpenAI Responses APIs (streaming or not), so that an agent runtime in any
+    /// language can be tested by pointing its base URL here.
+    ///
+    /// Each request is checked with its provider's tool-pairing rules (a broken one gets the
+    /// provider's own 400) and routed to an agent's script by the agent's `match:` rule (default:
+    /// the model name or the system prompt), a conversation (its first user message) and a turn
+    /// (the assistant turns it replays). Prints `listening on http://ADDR` first. Runs until
+    /// Ctrl-C, SIGTERM or `POST /_agentsim/shutdown`, then prints the report: broken rules,
+    /// requests with no scripted reply, replies never served; exit 1 if there is any (or, with
+    /// the scenario's `expect_violation`, if that rule did not break).
+    #[cfg(feature = "mock-server")]
+    MockLlm {
+        /// The scenario whose `llm` scripts to serve.
+        scenario: PathBuf,
+        /// Address to listen on (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+        /// Write a JSONL journal of every exchange here.
+        #[arg(long)]
+        journal: Option<PathBuf>,
+        /// Write the final report as JSON here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// The largest request body taken, in bytes; larger ones get the provider's 413.
+        #[arg(long, default_value_t = agentsim::mock_llm::server::DEFAULT_BODY_LIMIT)]
+        body_limit: usize,
+    },
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
@@ -278,6 +306,14 @@ fn main() -> ExitCode {
                 write,
             )
         }
+        #[cfg(feature = "mock-server")]
+        Command::MockLlm {
+            scenario,
+            addr,
+            journal,
+            report,
+            body_limit,
+        } => mock_llm(&scenario, addr, journal, report.as_deref(), body_limit),
         Command::Schema => {
             let schema = scenario::format::schema();
             println!(
@@ -286,6 +322,97 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+    }
+}
+
+#[cfg(feature = "mock-server")]
+fn mock_llm(
+    file: &Path,
+    addr: std::net::SocketAddr,
+    journal: Option<PathBuf>,
+    report_path: Option<&Path>,
+    body_limit: usize,
+) -> ExitCode {
+    use agentsim::mock_llm::server;
+    use std::io::Write as _;
+    let scenario = match scenario::load(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if scenario.scripts.is_empty() {
+        eprintln!(
+            "error: {}: the scenario has no `llm` scripts to serve",
+            file.display()
+        );
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = server::Options {
+        addr,
+        journal,
+        body_limit,
+    };
+    let result = runtime.block_on(async {
+        let running = server::start(&scenario, options).await?;
+        println!("listening on http://{}", running.addr);
+        let _ = std::io::stdout().flush();
+        running.finish(stop_signal()).await
+    });
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", report.text());
+    if let Some(path) = report_path {
+        let json = serde_json::to_string_pretty(&report).expect("a report serialises");
+        if let Err(e) = std::fs::write(path, json + "\n") {
+            eprintln!("error: cannot write the report {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+#[cfg(feature = "mock-server")]
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -268,6 +268,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             max_llm_calls: 500,
         },
         expect_violation: None,
+        routes: BTreeMap::new(),
     }
 }
 

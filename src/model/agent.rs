@@ -148,6 +148,17 @@ impl Catalog {
         }
     }
 
+    /// The agent named `name`: main, a skill or an agent.
+    pub fn get(&self, name: &str) -> Option<&AgentDef> {
+        if self.main.name == name {
+            return Some(&self.main);
+        }
+        self.skills
+            .get(name)
+            .or_else(|| self.agents.get(name))
+            .map(|d| &**d)
+    }
+
     /// Adds a skill or an agent (by its kind).
     pub fn add(&mut self, def: AgentDef) -> &mut Catalog {
         let map = match def.kind {

@@ -83,6 +83,16 @@ pub mod names {
         JOURNAL_BEFORE_STATE,
         PROGRESS,
     ];
+
+    /// A request to `agentsim mock-llm` replays the assistant turns the server sent in its
+    /// conversation, unchanged and complete.
+    pub const REPLAYED_HISTORY: &str = "replayed-history";
+    /// A request to `agentsim mock-llm` is a well-formed request of its provider.
+    pub const REQUEST_FORMAT: &str = "request-format";
+
+    /// The invariants `agentsim mock-llm` checks on a foreign runtime's requests, besides
+    /// `tool-pairing`.
+    pub const WIRE: [&str; 2] = [REPLAYED_HISTORY, REQUEST_FORMAT];
 }
 
 /// A broken invariant.

@@ -358,6 +358,30 @@ pub struct AgentSpec {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub batch: Option<crate::model::agent::EmptyAnswer>,
+    /// For `agentsim mock-llm`: the conditions that route a request to this agent's script (all
+    /// that are given must hold). Default: the request's model name equals `model` (or the
+    /// agent's name), or its system prompt equals `system`.
+    #[serde(default, rename = "match")]
+    #[schemars(with = "Option<MatchSpec>")]
+    pub route: Option<Spanned<MatchSpec>>,
+}
+
+/// The conditions of an agent's `match:` rule.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MatchSpec {
+    /// The system prompt contains this text.
+    #[serde(default)]
+    pub system_contains: Option<String>,
+    /// The model name is this.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// These HTTP headers have these values (names in any case).
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// The tools offered are exactly these, in any order.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
 }
 
 /// One scripted model reply: a string is a text reply; a map states the reply in full.

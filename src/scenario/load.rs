@@ -53,7 +53,7 @@ impl fmt::Display for ScenarioError {
 
 /// Invariant names a scenario may expect to see broken.
 pub fn known_invariants() -> impl Iterator<Item = &'static str> {
-    names::ALL.into_iter()
+    names::ALL.into_iter().chain(names::WIRE)
 }
 
 /// The largest scenario file read, in bytes. A scenario within the documented limits (100,000
@@ -414,6 +414,13 @@ impl Builder<'_> {
             }
         }
 
+        let mut routes = BTreeMap::new();
+        for (name, spec) in &agents {
+            if let Some(rule) = &spec.value.route {
+                routes.insert(name.clone(), self.route(name, rule)?);
+            }
+        }
+
         let mut scripts = BTreeMap::new();
         for (agent, entries) in &llm {
             let known = agent == "main"
@@ -480,7 +487,34 @@ impl Builder<'_> {
             steps,
             limits,
             expect_violation,
+            routes,
         })
+    }
+
+    fn route(
+        &self,
+        name: &str,
+        spec: &Spanned<crate::scenario::format::MatchSpec>,
+    ) -> Result<crate::scenario::MatchRule, ScenarioError> {
+        let m = &spec.value;
+        let rule = crate::scenario::MatchRule {
+            system_contains: m.system_contains.clone(),
+            model: m.model.clone(),
+            headers: m
+                .headers
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                .collect(),
+            tools: m.tools.clone(),
+        };
+        if rule == crate::scenario::MatchRule::default() {
+            return Err(self.error(
+                spec.referenced,
+                format!("agent '{name}': `match` needs at least one of system_contains, model, headers, tools"),
+            ));
+        }
+        Ok(rule)
     }
 
     fn agent(

@@ -11,6 +11,7 @@ pub mod run;
 pub mod write;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -53,6 +54,44 @@ pub struct Scenario {
     pub limits: Limits,
     /// The invariant this scenario must break, if it reproduces a bug.
     pub expect_violation: Option<String>,
+    /// The agents' `match:` rules for `agentsim mock-llm`, by agent name.
+    pub routes: BTreeMap<String, MatchRule>,
+}
+
+/// The conditions that route a request to an agent (all given ones must hold).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MatchRule {
+    /// The system prompt contains this text.
+    pub system_contains: Option<String>,
+    /// The model name is this.
+    pub model: Option<String>,
+    /// These headers have these values (names in lower case).
+    pub headers: BTreeMap<String, String>,
+    /// The tools offered are exactly these (in any order).
+    pub tools: Option<Vec<String>>,
+}
+
+impl fmt::Display for MatchRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(t) = &self.system_contains {
+            parts.push(format!("system prompt contains {t:?}"));
+        }
+        if let Some(m) = &self.model {
+            parts.push(format!("model {m:?}"));
+        }
+        for (n, v) in &self.headers {
+            parts.push(format!("header {n}: {v:?}"));
+        }
+        if let Some(t) = &self.tools {
+            parts.push(format!("tools [{}]", t.join(", ")));
+        }
+        if parts.is_empty() {
+            f.write_str("any request")
+        } else {
+            f.write_str(&parts.join(" and "))
+        }
+    }
 }
 
 /// One step of a scenario.

@@ -156,7 +156,11 @@ pub fn tool_value(script: Option<&ToolScript>, timeout_ms: Option<u64>) -> Value
     Value::Object(m)
 }
 
-fn agent_value(def: &AgentDef, passthrough: Option<Value>) -> Value {
+fn agent_value(
+    def: &AgentDef,
+    passthrough: Option<Value>,
+    route: Option<&crate::scenario::MatchRule>,
+) -> Value {
     let default = AgentDef::new(def.name.clone(), def.kind);
     let mut m = Map::new();
     match def.kind {
@@ -197,6 +201,22 @@ fn agent_value(def: &AgentDef, passthrough: Option<Value>) -> Value {
     }
     if let Some(p) = passthrough {
         m.insert("passthrough".into(), p);
+    }
+    if let Some(r) = route {
+        let mut rule = Map::new();
+        if let Some(t) = &r.system_contains {
+            rule.insert("system_contains".into(), json!(t));
+        }
+        if let Some(t) = &r.model {
+            rule.insert("model".into(), json!(t));
+        }
+        if !r.headers.is_empty() {
+            rule.insert("headers".into(), json!(r.headers));
+        }
+        if let Some(t) = &r.tools {
+            rule.insert("tools".into(), json!(t));
+        }
+        m.insert("match".into(), Value::Object(rule));
     }
     Value::Object(m)
 }
@@ -248,7 +268,11 @@ pub fn to_yaml(s: &Scenario) -> String {
     }
 
     out.push_str("agents:\n");
-    let _ = writeln!(out, "  main: {}", flow(&agent_value(&s.catalog.main, None)));
+    let _ = writeln!(
+        out,
+        "  main: {}",
+        flow(&agent_value(&s.catalog.main, None, s.routes.get("main")))
+    );
     for def in s.catalog.skills.values().chain(s.catalog.agents.values()) {
         let passthrough = def
             .passthrough
@@ -257,7 +281,7 @@ pub fn to_yaml(s: &Scenario) -> String {
             out,
             "  {}: {}",
             q(&def.name),
-            flow(&agent_value(def, passthrough))
+            flow(&agent_value(def, passthrough, s.routes.get(&def.name)))
         );
     }
 

@@ -1,0 +1,709 @@
+//! The mock server over HTTP/1.1 (axum on tokio): one [`Book`] behind a lock, each request
+//! decoded and checked with its provider's validator, routed by the book, and answered with the
+//! provider's body, event stream or error envelope. Every exchange goes to the JSONL journal (when
+//! one is given) and into the report.
+//!
+//! Endpoints: `POST /v1/messages` (Anthropic Messages), `POST /v1/chat/completions` (OpenAI Chat
+//! Completions), `POST /v1/responses` (OpenAI Responses), `GET /v1/models`, and the server's own
+//! `GET /_agentsim/report` and `POST /_agentsim/shutdown`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::book::{Address, Answer, Book};
+use crate::model::llm::LlmErrorKind;
+use crate::observe::names;
+use crate::scenario::Scenario;
+use crate::wire::reply::{self, ErrorKind, ErrorReply, Sse};
+use crate::wire::{self, Provider};
+
+/// The largest request body taken, in bytes (larger ones get the provider's 413).
+pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Where to listen (port 0 picks a free one).
+    pub addr: SocketAddr,
+    /// Where to write the JSONL journal of every exchange.
+    pub journal: Option<PathBuf>,
+    /// The largest request body taken, in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            journal: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+}
+
+/// A broken rule or a request the script could not answer, as the report lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The exchange's number, from 1.
+    pub exchange: u64,
+    /// The invariant broken (`tool-pairing`, `replayed-history`, `request-format`), or `None`
+    /// for a request the scenario has no reply for.
+    pub invariant: Option<&'static str>,
+    /// What was seen.
+    pub message: String,
+    /// Where it was routed, as far as it got.
+    pub address: Option<Address>,
+}
+
+/// What the server saw, at shutdown or on `GET /_agentsim/report`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// Exchanges served.
+    pub exchanges: u64,
+    /// Conversations seen.
+    pub conversations: usize,
+    /// Broken rules (the runtime under test misbehaved).
+    pub violations: Vec<Finding>,
+    /// Requests the scenario had no reply for.
+    pub misses: Vec<Finding>,
+    /// Script entries never served, per agent (1-based).
+    pub unused: Vec<UnusedReplies>,
+    /// The invariant the scenario expects to break, if it reproduces a bug.
+    pub expect_violation: Option<String>,
+    /// Whether the run passed: nothing broken, missed or left unused; or, with
+    /// `expect_violation`, that invariant broken.
+    pub passed: bool,
+}
+
+/// One agent's script entries that were never served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnusedReplies {
+    /// The agent.
+    pub agent: String,
+    /// The entries, 1-based.
+    pub entries: Vec<usize>,
+}
+
+impl Report {
+    /// The report as text, one finding a line.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "mock-llm: {}: {} exchanges, {} conversations\n",
+            self.scenario, self.exchanges, self.conversations
+        );
+        for f in &self.violations {
+            out.push_str(&format!(
+                "  violation [{}] at exchange {}{}: {}\n",
+                f.invariant.unwrap_or("?"),
+                f.exchange,
+                at(&f.address),
+                f.message
+            ));
+        }
+        for f in &self.misses {
+            out.push_str(&format!(
+                "  no reply at exchange {}{}: {}\n",
+                f.exchange,
+                at(&f.address),
+                f.message
+            ));
+        }
+        for u in &self.unused {
+            let list = u
+                .entries
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            out.push_str(&format!(
+                "  never served: agent `{}`, {} {list}\n",
+                u.agent,
+                if u.entries.len() == 1 {
+                    "entry"
+                } else {
+                    "entries"
+                }
+            ));
+        }
+        match (&self.expect_violation, self.passed) {
+            (Some(inv), true) => out.push_str(&format!("PASS: {inv} broken, as expected\n")),
+            (Some(inv), false) => {
+                out.push_str(&format!("FAIL: expected {inv} to break, and it did not\n"))
+            }
+            (None, true) => out.push_str("PASS\n"),
+            (None, false) => out.push_str("FAIL\n"),
+        }
+        out
+    }
+}
+
+fn at(address: &Option<Address>) -> String {
+    match address {
+        Some(a) => format!(
+            " (agent `{}`, conversation {}, turn {})",
+            a.agent, a.conversation, a.turn
+        ),
+        None => String::new(),
+    }
+}
+
+struct Shared {
+    name: String,
+    expect_violation: Option<String>,
+    models: Vec<String>,
+    body_limit: usize,
+    book: Mutex<Book>,
+    findings: Mutex<(Vec<Finding>, Vec<Finding>)>,
+    journal: Mutex<Option<BufWriter<File>>>,
+    exchanges: AtomicU64,
+    stop: watch::Sender<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock is a bug; the data stays usable for the report.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn report(&self) -> Report {
+        let book = lock(&self.book);
+        let (violations, misses) = lock(&self.findings).clone();
+        let unused: Vec<UnusedReplies> = book
+            .unused()
+            .into_iter()
+            .map(|(agent, entries)| UnusedReplies { agent, entries })
+            .collect();
+        let passed = match &self.expect_violation {
+            Some(inv) => violations.iter().any(|v| v.invariant == Some(inv.as_str())),
+            None => violations.is_empty() && misses.is_empty() && unused.is_empty(),
+        };
+        Report {
+            scenario: self.name.clone(),
+            exchanges: self.exchanges.load(Ordering::SeqCst),
+            conversations: book.conversations(),
+            violations,
+            misses,
+            unused,
+            expect_violation: self.expect_violation.clone(),
+            passed,
+        }
+    }
+
+    fn record(&self, line: &Value, finding: Option<Finding>) {
+        if let Some(f) = finding {
+            let mut findings = lock(&self.findings);
+            if f.invariant.is_some() {
+                findings.0.push(f);
+            } else {
+                findings.1.push(f);
+            }
+        }
+        let mut journal = lock(&self.journal);
+        if let Some(w) = journal.as_mut() {
+            // A journal that cannot be written is reported once on stderr and then dropped,
+            // never silently half-written.
+            let ok = serde_json::to_writer(&mut *w, line).is_ok()
+                && w.write_all(b"\n").is_ok()
+                && w.flush().is_ok();
+            if !ok {
+                eprintln!("mock-llm: the journal could not be written; journaling stops here");
+                *journal = None;
+            }
+        }
+    }
+}
+
+/// A running server.
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// The report so far.
+    pub fn report(&self) -> Report {
+        self.shared.report()
+    }
+
+    /// Asks the server to stop (as `POST /_agentsim/shutdown` does).
+    pub fn stop(&self) {
+        self.shared.stop.send_replace(true);
+    }
+
+    /// Waits until the server has stopped (after [`Running::stop`], the shutdown endpoint, or
+    /// `until` resolving), and gives its final report.
+    pub async fn finish(
+        self,
+        until: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<Report> {
+        let mut stopped = self.shared.stop.subscribe();
+        tokio::select! {
+            _ = until => { self.shared.stop.send_replace(true); }
+            _ = stopped.wait_for(|s| *s) => {}
+        }
+        self.task
+            .await
+            .map_err(|e| std::io::Error::other(format!("the server task failed: {e}")))??;
+        Ok(self.shared.report())
+    }
+}
+
+/// Starts serving `scenario` as `options` say; the server runs until it is stopped.
+pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Running> {
+    let journal = match &options.journal {
+        Some(path) => Some(BufWriter::new(File::create(path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot create the journal {}: {e}", path.display()),
+            )
+        })?)),
+        None => None,
+    };
+    let book = Book::from_scenario(scenario);
+    let mut models: Vec<String> = book
+        .agents()
+        .iter()
+        .filter_map(|a| match &a.route {
+            super::book::Route::Default { model, .. } => Some(model.clone()),
+            super::book::Route::Rule(rule) => rule.model.clone(),
+        })
+        .collect();
+    models.sort();
+    models.dedup();
+    let (stop, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        name: scenario.name.clone(),
+        expect_violation: scenario.expect_violation.clone(),
+        models,
+        body_limit: options.body_limit,
+        book: Mutex::new(book),
+        findings: Mutex::new((Vec::new(), Vec::new())),
+        journal: Mutex::new(journal),
+        exchanges: AtomicU64::new(0),
+        stop,
+    });
+    let app = Router::new()
+        .route("/v1/messages", post(anthropic).fallback(unknown))
+        .route("/v1/chat/completions", post(openai_chat).fallback(unknown))
+        .route("/v1/responses", post(openai_responses).fallback(unknown))
+        .route("/v1/models", get(models_list).fallback(unknown))
+        .route("/_agentsim/report", get(report).fallback(unknown))
+        .route("/_agentsim/shutdown", post(shutdown).fallback(unknown))
+        .fallback(unknown)
+        .with_state(shared.clone());
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", options.addr))
+        })?;
+    let addr = listener.local_addr()?;
+    let mut stopped = shared.stop.subscribe();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(Running { addr, shared, task })
+}
+
+async fn anthropic(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    exchange(s, Provider::Anthropic, "/v1/messages", headers, body).await
+}
+
+async fn openai_chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    exchange(
+        s,
+        Provider::OpenAiChat,
+        "/v1/chat/completions",
+        headers,
+        body,
+    )
+    .await
+}
+
+async fn openai_responses(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    exchange(s, Provider::OpenAiResponses, "/v1/responses", headers, body).await
+}
+
+async fn models_list(State(s): State<Arc<Shared>>) -> Response {
+    // One list both SDKs read: OpenAI's `object`/`owned_by`, Anthropic's `type`/`display_name`.
+    let data: Vec<Value> = s
+        .models
+        .iter()
+        .map(|m| {
+            json!({"id": m, "object": "model", "type": "model", "created": reply::CREATED,
+                   "created_at": "2026-01-01T00:00:00Z", "owned_by": "agentsim",
+                   "display_name": m})
+        })
+        .collect();
+    let body = json!({
+        "object": "list",
+        "has_more": false,
+        "first_id": s.models.first(),
+        "last_id": s.models.last(),
+        "data": data,
+    });
+    json_response(StatusCode::OK, &body, None)
+}
+
+async fn report(State(s): State<Arc<Shared>>) -> Response {
+    let report = s.report();
+    json_response(
+        StatusCode::OK,
+        &serde_json::to_value(&report).expect("a report serialises"),
+        None,
+    )
+}
+
+async fn shutdown(State(s): State<Arc<Shared>>) -> Response {
+    s.stop.send_replace(true);
+    json_response(StatusCode::OK, &json!({"stopping": true}), None)
+}
+
+async fn unknown(State(s): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    let path = uri.path().to_owned();
+    let known = matches!(
+        path.as_str(),
+        "/v1/messages"
+            | "/v1/chat/completions"
+            | "/v1/responses"
+            | "/v1/models"
+            | "/_agentsim/report"
+            | "/_agentsim/shutdown"
+    );
+    let provider = provider_of_path(&path);
+    let (kind, status, message) = if known {
+        (
+            ErrorKind::InvalidRequest,
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} is not allowed on {path}"),
+        )
+    } else {
+        (
+            ErrorKind::NotFound,
+            StatusCode::NOT_FOUND,
+            format!("agentsim mock-llm serves no {method} {path} (it serves POST /v1/messages, POST /v1/chat/completions, POST /v1/responses and GET /v1/models)"),
+        )
+    };
+    let error = reply::error(provider, kind, Some(&message), "req_agentsim_none");
+    let n = s.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
+    s.record(
+        &json!({"exchange": n, "method": method.as_str(), "path": path,
+                "status": status.as_u16(), "outcome": "unknown-path", "response": error.body}),
+        None,
+    );
+    json_response(status, &error.body, None)
+}
+
+fn provider_of_path(path: &str) -> Provider {
+    if path.starts_with("/v1/messages") || path.starts_with("/v1/complete") {
+        Provider::Anthropic
+    } else if path.starts_with("/v1/responses") {
+        Provider::OpenAiResponses
+    } else {
+        Provider::OpenAiChat
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value, request_id: Option<&str>) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(id) = request_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+        h.insert("request-id", id.clone());
+        h.insert("x-request-id", id);
+    }
+    response
+}
+
+fn error_response(error: &ErrorReply, request_id: &str, retry_after: bool) -> Response {
+    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(status, &error.body, Some(request_id));
+    if retry_after {
+        let h = response.headers_mut();
+        h.insert("retry-after", HeaderValue::from_static("1"));
+        h.insert("retry-after-ms", HeaderValue::from_static("1000"));
+    }
+    response
+}
+
+/// One exchange: read, decode, check, route, answer, journal.
+async fn exchange(
+    s: Arc<Shared>,
+    provider: Provider,
+    path: &'static str,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let n = s.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
+    let mut line = json!({"exchange": n, "method": "POST", "path": path});
+    let fail = |line: &mut Value,
+                kind: ErrorKind,
+                message: String,
+                invariant: Option<&'static str>,
+                request_id: &str| {
+        let error = reply::error(provider, kind, Some(&message), request_id);
+        line["status"] = error.status.into();
+        line["outcome"] = "invalid".into();
+        line["response"] = error.body.clone();
+        let finding = invariant.map(|inv| Finding {
+            exchange: n,
+            invariant: Some(inv),
+            message,
+            address: None,
+        });
+        if let Some(inv) = invariant {
+            line["violation"] = inv.into();
+        }
+        s.record(line, finding);
+        error_response(&error, request_id, false)
+    };
+    let bytes = match axum::body::to_bytes(body, s.body_limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return fail(
+                &mut line,
+                ErrorKind::TooLarge,
+                format!(
+                    "request body too large: the limit is {} bytes",
+                    s.body_limit
+                ),
+                None,
+                "req_agentsim_too_large",
+            )
+        }
+    };
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json_type {
+        let got = headers
+            .get(header::CONTENT_TYPE)
+            .map_or("none".to_owned(), |v| {
+                format!("{:?}", v.to_str().unwrap_or("(not text)"))
+            });
+        return fail(
+            &mut line,
+            ErrorKind::InvalidRequest,
+            format!("the request's content-type must be application/json (got {got})"),
+            Some(names::REQUEST_FORMAT),
+            "req_agentsim_content_type",
+        );
+    }
+    let body: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return fail(
+                &mut line,
+                ErrorKind::InvalidRequest,
+                format!("the request body is not valid JSON: {e}"),
+                Some(names::REQUEST_FORMAT),
+                "req_agentsim_bad_json",
+            )
+        }
+    };
+    let request_id = wire::request_id(&body);
+    line["request"] = body.clone();
+    let request = match wire::validate(provider, &body) {
+        Ok(r) => r,
+        Err(rejection) => {
+            let invariant = if rejection.fault.is_some() {
+                names::TOOL_PAIRING
+            } else {
+                names::REQUEST_FORMAT
+            };
+            line["status"] = rejection.status.into();
+            line["outcome"] = "invalid".into();
+            line["violation"] = invariant.into();
+            line["response"] = rejection.body.clone();
+            let finding = Finding {
+                exchange: n,
+                invariant: Some(invariant),
+                message: rejection.message().to_owned(),
+                address: None,
+            };
+            s.record(&line, Some(finding));
+            let error = ErrorReply {
+                status: rejection.status,
+                body: rejection.body,
+            };
+            return error_response(&error, &request_id, false);
+        }
+    };
+    line["stream"] = request.stream.into();
+    let header_list: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    let routed = lock(&s.book).answer(provider, &request, &header_list);
+    let (address, answer) = match routed {
+        Ok(found) => found,
+        Err(miss) => {
+            let error = reply::error(
+                provider,
+                ErrorKind::NoReply,
+                Some(&format!("agentsim mock-llm: {}", miss.message)),
+                &request_id,
+            );
+            line["status"] = error.status.into();
+            line["outcome"] = if miss.violation.is_some() {
+                "invalid"
+            } else {
+                "miss"
+            }
+            .into();
+            line["address"] = serde_json::to_value(&miss.address).expect("serialises");
+            if let Some(inv) = miss.violation {
+                line["violation"] = inv.into();
+            }
+            line["response"] = error.body.clone();
+            let finding = Finding {
+                exchange: n,
+                invariant: miss.violation,
+                message: miss.message,
+                address: miss.address,
+            };
+            s.record(&line, Some(finding));
+            return error_response(&error, &request_id, false);
+        }
+    };
+    line["address"] = serde_json::to_value(&address).expect("serialises");
+    match answer {
+        Answer::Error {
+            kind,
+            message,
+            after_ms,
+        } => {
+            sleep(after_ms).await;
+            line["outcome"] = "fault".into();
+            if kind == LlmErrorKind::Network {
+                line["status"] = 200.into();
+                line["response"] = json!({"fault": "connection dropped"});
+                s.record(&line, None);
+                return dropped_connection();
+            }
+            let default = crate::model::llm::LlmErrorKind::default_message(kind);
+            let message = (&*message != default).then_some(&*message);
+            let error = reply::error(provider, ErrorKind::of(kind), message, &request_id);
+            line["status"] = error.status.into();
+            line["response"] = error.body.clone();
+            s.record(&line, None);
+            error_response(&error, &request_id, kind == LlmErrorKind::RateLimit)
+        }
+        Answer::Stall => {
+            line["outcome"] = "stall".into();
+            line["status"] = Value::Null;
+            s.record(&line, None);
+            let mut stopped = s.stop.subscribe();
+            let _ = stopped.wait_for(|s| *s).await;
+            dropped_connection()
+        }
+        Answer::Reply { reply, after_ms } => {
+            sleep(after_ms).await;
+            line["outcome"] = "reply".into();
+            line["status"] = 200.into();
+            if request.stream {
+                let include_usage = body
+                    .pointer("/stream_options/include_usage")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                let events = reply::events(provider, &reply, include_usage);
+                line["response"] =
+                    json!({"events": events.len(), "body": reply::body(provider, &reply)});
+                s.record(&line, None);
+                sse_response(events, &request_id)
+            } else {
+                let out = reply::body(provider, &reply);
+                line["response"] = out.clone();
+                s.record(&line, None);
+                json_response(StatusCode::OK, &out, Some(&request_id))
+            }
+        }
+    }
+}
+
+async fn sleep(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+/// A response whose body fails at once: the client sees the connection end before a complete
+/// answer.
+fn dropped_connection() -> Response {
+    let stream = futures_util::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::other(
+            "agentsim mock-llm: connection dropped",
+        ))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn sse_response(events: Vec<Sse>, request_id: &str) -> Response {
+    let body = if events.iter().all(|e| e.delay_ms == 0) {
+        let mut text = String::new();
+        for e in &events {
+            e.write(&mut text);
+        }
+        Body::from(text)
+    } else {
+        let stream = futures_util::stream::unfold(events.into_iter(), |mut rest| async move {
+            let e = rest.next()?;
+            sleep(e.delay_ms).await;
+            let mut text = String::new();
+            e.write(&mut text);
+            Some((Ok::<Bytes, std::io::Error>(Bytes::from(text)), rest))
+        });
+        Body::from_stream(stream)
+    };
+    let mut response = Response::new(body);
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(id) = HeaderValue::from_str(request_id) {
+        h.insert("request-id", id.clone());
+        h.insert("x-request-id", id);
+    }
+    response
+}
