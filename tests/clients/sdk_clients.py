@@ -1,0 +1,362 @@
+"""Drives `agentsim mock-llm` with clients nobody here wrote: the official `anthropic` and `openai`
+Python SDKs and the pydantic-ai agent framework, streaming and not, through tool loops, a broken
+request, a scripted rate limit and a dropped connection.
+
+Usage: python tests/clients/sdk_clients.py path/to/agentsim
+
+Each case starts its own server on a free loopback port with a small scenario, drives it, stops it
+with `POST /_agentsim/shutdown` and checks its exit status and report. Every wait is bounded.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+import urllib.request
+
+import anthropic
+import openai
+
+AGENTSIM = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "target/release/agentsim"
+KEY = "test-key"
+
+
+class Server:
+    """One `agentsim mock-llm` process serving `scenario` (YAML text)."""
+
+    def __init__(self, scenario):
+        self.dir = tempfile.mkdtemp(prefix="agentsim-sdk-")
+        self.path = os.path.join(self.dir, "scenario.yaml")
+        self.report_path = os.path.join(self.dir, "report.json")
+        with open(self.path, "w") as f:
+            f.write(scenario)
+        self.proc = subprocess.Popen(
+            [AGENTSIM, "mock-llm", self.path, "--addr", "127.0.0.1:0",
+             "--report", self.report_path],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening on http://"):
+            self.proc.kill()
+            raise RuntimeError("the server did not start: %r %s" % (line, self.proc.stderr.read()))
+        self.base = line.strip().split(" ")[-1]
+
+    def stop(self):
+        """Stops the server; returns (exit status, report)."""
+        req = urllib.request.Request(self.base + "/_agentsim/shutdown", method="POST", data=b"")
+        urllib.request.urlopen(req, timeout=10).read()
+        out, err = self.proc.communicate(timeout=30)
+        with open(self.report_path) as f:
+            report = json.load(f)
+        return self.proc.returncode, report, out
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate(timeout=10)
+
+
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {"type": "object", "properties": {"location": {"type": "string"}},
+                     "required": ["location"]},
+}
+
+OPENAI_TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": "The weather in a city.",
+                 "parameters": WEATHER_TOOL["input_schema"]},
+}
+
+RESPONSES_TOOL = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+                  "parameters": WEATHER_TOOL["input_schema"]}
+
+
+def loop_scenario(model):
+    return """
+name: weather loop for %s
+agents:
+  main: { model: %s }
+tools:
+  get_weather: { result: "18 C, cloudy" }
+llm:
+  main:
+    - text: Let me check.
+      tool_use: { name: get_weather, input: { location: Paris } }
+    - It is 18 C and cloudy in Paris.
+steps:
+  - user: What is the weather in Paris?
+""" % (model, model)
+
+
+QUESTION = "What is the weather in Paris?"
+ANSWER = "It is 18 C and cloudy in Paris."
+
+
+def expect_clean(server):
+    status, report, out = server.stop()
+    assert status == 0, "exit status %d, report: %s" % (status, out)
+    assert report["passed"] and not report["violations"] and not report["unused"], report
+
+
+# ---- Anthropic ----
+
+def anthropic_loop(stream):
+    server = Server(loop_scenario("claude-test"))
+    try:
+        client = anthropic.Anthropic(base_url=server.base, api_key=KEY, max_retries=0)
+        messages = [{"role": "user", "content": QUESTION}]
+        args = dict(model="claude-test", max_tokens=256, tools=[WEATHER_TOOL])
+        if stream:
+            with client.messages.stream(messages=messages, **args) as s:
+                first = s.get_final_message()
+        else:
+            first = client.messages.create(messages=messages, **args)
+        assert first.stop_reason == "tool_use", first
+        assert first.content[0].type == "text" and first.content[0].text == "Let me check."
+        use = first.content[1]
+        assert use.type == "tool_use" and use.name == "get_weather", use
+        assert use.input == {"location": "Paris"}, use.input
+        messages += [
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                          "content": "18 C, cloudy"}]},
+        ]
+        if stream:
+            with client.messages.stream(messages=messages, **args) as s:
+                text = "".join(s.text_stream)
+                second = s.get_final_message()
+            assert text == ANSWER, text
+        else:
+            second = client.messages.create(messages=messages, **args)
+        assert second.stop_reason == "end_turn"
+        assert second.content[0].text == ANSWER
+        assert second.usage.output_tokens > 0
+        expect_clean(server)
+    finally:
+        server.kill()
+
+
+def anthropic_dangling_tool_use():
+    # A reproduced bug report: the runtime under test sends a tool use without its result.
+    scenario = loop_scenario("claude-test").replace(
+        "name: weather", "expect_violation: tool-pairing\nname: weather")
+    scenario = scenario.replace("    - It is 18 C and cloudy in Paris.\n", "")
+    server = Server(scenario)
+    try:
+        client = anthropic.Anthropic(base_url=server.base, api_key=KEY, max_retries=0)
+        first = client.messages.create(model="claude-test", max_tokens=64, tools=[WEATHER_TOOL],
+                                       messages=[{"role": "user", "content": QUESTION}])
+        use = first.content[1]
+        try:
+            client.messages.create(
+                model="claude-test", max_tokens=64, tools=[WEATHER_TOOL],
+                messages=[{"role": "user", "content": QUESTION},
+                          {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                          {"role": "user", "content": "never mind"}])
+        except anthropic.BadRequestError as e:
+            assert e.status_code == 400
+            expected = ("messages.1: `tool_use` ids were found without `tool_result` blocks "
+                        "immediately after: %s. Each `tool_use` block must have a corresponding "
+                        "`tool_result` block in the next message." % use.id)
+            assert e.body["error"]["message"] == expected, e.body
+            assert e.body["error"]["type"] == "invalid_request_error"
+        else:
+            raise AssertionError("a dangling tool use was accepted")
+        status, report, _ = server.stop()
+        assert report["violations"][0]["invariant"] == "tool-pairing", report
+        assert status == 0 and report["passed"], "expect_violation makes the broken run pass"
+    finally:
+        server.kill()
+
+
+def anthropic_rate_limit():
+    scenario = loop_scenario("claude-test").replace(
+        "  main:\n    - text:", "  main:\n    - error: rate_limit\n    - error: rate_limit\n    - text:")
+    server = Server(scenario)
+    try:
+        strict = anthropic.Anthropic(base_url=server.base, api_key=KEY, max_retries=0)
+        args = dict(model="claude-test", max_tokens=64, tools=[WEATHER_TOOL],
+                    messages=[{"role": "user", "content": QUESTION}])
+        try:
+            strict.messages.create(**args)
+        except anthropic.RateLimitError as e:
+            assert e.status_code == 429
+            assert e.response.headers["retry-after"] == "1"
+        else:
+            raise AssertionError("the scripted rate limit was not served")
+        # The SDK's own retry (honouring retry-after) meets the second error, then the reply.
+        patient = anthropic.Anthropic(base_url=server.base, api_key=KEY, max_retries=2)
+        first = patient.messages.create(**args)
+        assert first.stop_reason == "tool_use"
+        status, report, _ = server.stop()
+        assert report["unused"] == [{"agent": "main", "entries": [4]}], report
+        assert status == 1, "an unused reply fails the run"
+    finally:
+        server.kill()
+
+
+# ---- OpenAI Chat Completions ----
+
+def openai_chat_loop(stream):
+    server = Server(loop_scenario("gpt-test"))
+    try:
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key=KEY, max_retries=0)
+        messages = [{"role": "user", "content": QUESTION}]
+        if stream:
+            with client.chat.completions.stream(model="gpt-test", messages=messages,
+                                                tools=[OPENAI_TOOL],
+                                                stream_options={"include_usage": True}) as s:
+                completion = s.get_final_completion()
+            assert completion.usage.total_tokens > 0
+        else:
+            completion = client.chat.completions.create(model="gpt-test", messages=messages,
+                                                        tools=[OPENAI_TOOL])
+        message = completion.choices[0].message
+        assert completion.choices[0].finish_reason == "tool_calls"
+        assert message.content == "Let me check.", message
+        call = message.tool_calls[0]
+        assert call.function.name == "get_weather"
+        assert json.loads(call.function.arguments) == {"location": "Paris"}
+        messages += [
+            {"role": "assistant", "content": message.content,
+             "tool_calls": [{"id": call.id, "type": "function",
+                             "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id, "content": "18 C, cloudy"},
+        ]
+        if stream:
+            chunks = client.chat.completions.create(model="gpt-test", messages=messages,
+                                                    tools=[OPENAI_TOOL], stream=True)
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            text = client.chat.completions.create(model="gpt-test", messages=messages,
+                                                  tools=[OPENAI_TOOL]).choices[0].message.content
+        assert text == ANSWER, text
+        expect_clean(server)
+    finally:
+        server.kill()
+
+
+def openai_dangling_tool_call():
+    server = Server(loop_scenario("gpt-test"))
+    try:
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key=KEY, max_retries=0)
+        try:
+            client.chat.completions.create(model="gpt-test", messages=[
+                {"role": "user", "content": QUESTION},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_lost", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{}"}}]},
+                {"role": "user", "content": "and?"}])
+        except openai.BadRequestError as e:
+            assert e.status_code == 400
+            assert e.message.endswith(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                "response messages: call_lost"), e.message
+            assert e.body["type"] == "invalid_request_error", e.body
+        else:
+            raise AssertionError("a dangling tool call was accepted")
+        status, report, _ = server.stop()
+        assert status == 1 and report["violations"][0]["invariant"] == "tool-pairing", report
+    finally:
+        server.kill()
+
+
+# ---- OpenAI Responses ----
+
+def openai_responses_loop(stream):
+    server = Server(loop_scenario("gpt-test"))
+    try:
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key=KEY, max_retries=0)
+        if stream:
+            with client.responses.stream(model="gpt-test", input=QUESTION,
+                                         tools=[RESPONSES_TOOL]) as s:
+                first = s.get_final_response()
+        else:
+            first = client.responses.create(model="gpt-test", input=QUESTION, tools=[RESPONSES_TOOL])
+        assert first.output_text == "Let me check.", first.output_text
+        calls = [item for item in first.output if item.type == "function_call"]
+        assert len(calls) == 1 and calls[0].name == "get_weather"
+        assert json.loads(calls[0].arguments) == {"location": "Paris"}
+        items = [{"role": "user", "content": QUESTION}]
+        items += [item.model_dump(exclude_none=True) for item in first.output]
+        items.append({"type": "function_call_output", "call_id": calls[0].call_id,
+                      "output": "18 C, cloudy"})
+        if stream:
+            with client.responses.stream(model="gpt-test", input=items, tools=[RESPONSES_TOOL]) as s:
+                second = s.get_final_response()
+        else:
+            second = client.responses.create(model="gpt-test", input=items, tools=[RESPONSES_TOOL])
+        assert second.output_text == ANSWER, second.output_text
+        expect_clean(server)
+    finally:
+        server.kill()
+
+
+# ---- pydantic-ai ----
+
+def pydantic_ai_loop(provider):
+    from pydantic_ai import Agent
+
+    model_name = "claude-test" if provider == "anthropic" else "gpt-test"
+    server = Server(loop_scenario(model_name))
+    try:
+        if provider == "anthropic":
+            from pydantic_ai.models.anthropic import AnthropicModel
+            from pydantic_ai.providers.anthropic import AnthropicProvider
+            model = AnthropicModel(model_name, provider=AnthropicProvider(base_url=server.base, api_key=KEY))
+        else:
+            from pydantic_ai.models.openai import OpenAIChatModel
+            from pydantic_ai.providers.openai import OpenAIProvider
+            model = OpenAIChatModel(model_name, provider=OpenAIProvider(base_url=server.base + "/v1", api_key=KEY))
+        agent = Agent(model)
+        seen = []
+
+        @agent.tool_plain
+        def get_weather(location: str) -> str:
+            """The weather in a city."""
+            seen.append(location)
+            return "18 C, cloudy"
+
+        result = agent.run_sync(QUESTION)
+        assert result.output == ANSWER, result.output
+        assert seen == ["Paris"], seen
+        expect_clean(server)
+    finally:
+        server.kill()
+
+
+CASES = [
+    ("anthropic: tool loop", lambda: anthropic_loop(False)),
+    ("anthropic: tool loop, streamed", lambda: anthropic_loop(True)),
+    ("anthropic: dangling tool use is a BadRequestError", anthropic_dangling_tool_use),
+    ("anthropic: scripted rate limit, retried", anthropic_rate_limit),
+    ("openai chat: tool loop", lambda: openai_chat_loop(False)),
+    ("openai chat: tool loop, streamed", lambda: openai_chat_loop(True)),
+    ("openai chat: dangling tool call is a BadRequestError", openai_dangling_tool_call),
+    ("openai responses: tool loop", lambda: openai_responses_loop(False)),
+    ("openai responses: tool loop, streamed", lambda: openai_responses_loop(True)),
+    ("pydantic-ai over anthropic", lambda: pydantic_ai_loop("anthropic")),
+    ("pydantic-ai over openai chat", lambda: pydantic_ai_loop("openai")),
+]
+
+
+def main():
+    failed = 0
+    for name, case in CASES:
+        try:
+            case()
+            print("ok   " + name)
+        except Exception:
+            failed += 1
+            print("FAIL " + name)
+            traceback.print_exc()
+    print("%d of %d client cases passed" % (len(CASES) - failed, len(CASES)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
