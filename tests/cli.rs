@@ -746,3 +746,96 @@ fn an_unknown_swarm_configuration_is_a_usage_error() {
     assert!(o.status.success(), "{}", stdout(&o));
     assert!(!stdout(&o).contains("steered"), "{}", stdout(&o));
 }
+
+/// One HTTP/1.1 request over a plain socket; the response's status and body.
+#[cfg(feature = "mock-server")]
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("the server accepts");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("a response");
+    let status = out[9..12].parse().expect("a status line");
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}
+
+#[cfg(feature = "mock-server")]
+#[test]
+fn mock_llm_serves_until_shutdown_prints_its_report_and_fails_on_unused_replies() {
+    use std::io::BufRead;
+    let path = scratch(
+        "mock.yaml",
+        "name: mock\nllm: {main: [Hello there., Unused.]}\nsteps:\n  - user: hi\n",
+    );
+    let report = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli/mock-report.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(["mock-llm", path.to_str().unwrap(), "--addr", "127.0.0.1:0"])
+        .arg("--report")
+        .arg(&report)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {first:?}"))
+        .to_owned();
+    let (status, body) = http(
+        &addr,
+        "POST",
+        "/v1/messages",
+        r#"{"model":"main","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Hello there."), "{body}");
+    let (status, _) = http(&addr, "POST", "/_agentsim/shutdown", "");
+    assert_eq!(status, 200);
+    let exit = wait_bounded(&mut child, 30);
+    assert_eq!(exit.code(), Some(1), "an unused reply fails the run");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(
+        rest.contains("mock-llm: mock: 1 exchanges, 1 conversations"),
+        "{rest}"
+    );
+    assert!(
+        rest.contains("never served: agent `main`, entry 2"),
+        "{rest}"
+    );
+    assert!(rest.trim_end().ends_with("FAIL"), "{rest}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["passed"], false);
+    assert_eq!(json["unused"][0]["entries"], serde_json::json!([2]));
+}
+
+#[cfg(feature = "mock-server")]
+#[test]
+fn mock_llm_refuses_a_bad_scenario_or_address_with_a_clear_error() {
+    let o = agentsim(&["mock-llm", "no/such/file.yaml", "--addr", "127.0.0.1:0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no/such/file.yaml"), "{}", stderr(&o));
+    let path = scratch("mock-noscript.yaml", "name: x\nsteps:\n  - user: hi\n");
+    let o = agentsim(&["mock-llm", path.to_str().unwrap(), "--addr", "127.0.0.1:0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("the scenario has no `llm` scripts to serve"),
+        "{}",
+        stderr(&o)
+    );
+    let o = agentsim(&["mock-llm", path.to_str().unwrap(), "--addr", "nowhere"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--addr"), "{}", stderr(&o));
+}
