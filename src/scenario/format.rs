@@ -157,7 +157,8 @@ pub struct ScenarioFile {
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, ToolDef>")]
     pub tools: BTreeMap<String, Spanned<ToolDef>>,
-    /// What the user does and what must hold.
+    /// What the user does and what must hold (none: a file only for `agentsim mock-llm`).
+    #[serde(default)]
     #[schemars(with = "Vec<StepSpec>")]
     pub steps: Vec<Spanned<StepSpec>>,
 }

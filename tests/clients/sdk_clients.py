@@ -329,7 +329,26 @@ def pydantic_ai_loop(provider):
         server.kill()
 
 
+def readme_worked_example():
+    """The README's worked example, as written: examples/mock-llm/runtime.py against weather.yaml."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "examples/mock-llm/weather.yaml")) as f:
+        server = Server(f.read())
+    try:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=server.base, ANTHROPIC_API_KEY=KEY)
+        out = subprocess.run([sys.executable, os.path.join(root, "examples/mock-llm/runtime.py")],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == ("It is 18 C and cloudy in Paris; the forecaster expects "
+                                      "rain tomorrow."), out.stdout
+        status, report, text = server.stop()
+        assert status == 0 and report["exchanges"] == 5 and report["conversations"] == 2, text
+    finally:
+        server.kill()
+
+
 CASES = [
+    ("README worked example: examples/mock-llm/runtime.py", readme_worked_example),
     ("anthropic: tool loop", lambda: anthropic_loop(False)),
     ("anthropic: tool loop, streamed", lambda: anthropic_loop(True)),
     ("anthropic: dangling tool use is a BadRequestError", anthropic_dangling_tool_use),
