@@ -197,6 +197,15 @@ enum Command {
         /// The largest request body taken, in bytes; larger ones get the provider's 413.
         #[arg(long, default_value_t = agentsim::mock_llm::server::DEFAULT_BODY_LIMIT)]
         body_limit: usize,
+        /// Replace this share of replies (0 to 1) with faults drawn from --seed: rate limits,
+        /// overloads, server errors, dropped connections, and in streams an error event or a cut
+        /// part-way. Each decision depends on the seed and where the request was routed, so the
+        /// same seed and runtime give the same faults; the journal records each one.
+        #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+        faults: Option<f64>,
+        /// The seed of --faults.
+        #[arg(long, default_value_t = 0, env = "AGENTSIM_SEED")]
+        seed: u64,
     },
 }
 
@@ -313,7 +322,19 @@ fn main() -> ExitCode {
             journal,
             report,
             body_limit,
-        } => mock_llm(&scenario, addr, journal, report.as_deref(), body_limit),
+            faults,
+            seed,
+        } => {
+            let faults = faults.map(|rate| agentsim::mock_llm::server::RandomFaults { rate, seed });
+            mock_llm(
+                &scenario,
+                addr,
+                journal,
+                report.as_deref(),
+                body_limit,
+                faults,
+            )
+        }
         Command::Schema => {
             let schema = scenario::format::schema();
             println!(
@@ -326,14 +347,25 @@ fn main() -> ExitCode {
 }
 
 #[cfg(feature = "mock-server")]
+use agentsim::mock_llm::server;
+
+#[cfg(feature = "mock-server")]
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("`{s}` is not a rate from 0 to 1")),
+    }
+}
+
+#[cfg(feature = "mock-server")]
 fn mock_llm(
     file: &Path,
     addr: std::net::SocketAddr,
     journal: Option<PathBuf>,
     report_path: Option<&Path>,
     body_limit: usize,
+    faults: Option<server::RandomFaults>,
 ) -> ExitCode {
-    use agentsim::mock_llm::server;
     use std::io::Write as _;
     let scenario = match scenario::load(file) {
         Ok(s) => s,
@@ -363,10 +395,14 @@ fn mock_llm(
         addr,
         journal,
         body_limit,
+        faults,
     };
     let result = runtime.block_on(async {
         let running = server::start(&scenario, options).await?;
         println!("listening on http://{}", running.addr);
+        if let Some(f) = faults {
+            println!("faults: rate {} with seed {}", f.rate, f.seed);
+        }
         let _ = std::io::stdout().flush();
         running.finish(stop_signal()).await
     });

@@ -497,3 +497,115 @@ async fn the_shutdown_endpoint_stops_the_server_with_its_report() {
         "the port is closed"
     );
 }
+
+/// Plays a six-turn text conversation, retrying each turn until it gets its reply (at most 30
+/// attempts); returns what each attempt got (a status, or "dropped").
+async fn play_with_retries(running: &Running, stream: bool) -> Vec<String> {
+    let client = reqwest::Client::new();
+    let mut messages = vec![json!({"role": "user", "content": "turn 0"})];
+    let mut seen = Vec::new();
+    for turn in 0..6 {
+        let mut done = false;
+        for _ in 0..30 {
+            let body =
+                json!({"model": "main", "max_tokens": 10, "stream": stream, "messages": messages});
+            let sent = client
+                .post(format!("http://{}/v1/messages", running.addr))
+                .json(&body)
+                .send()
+                .await;
+            let Ok(response) = sent else {
+                seen.push("dropped".to_owned());
+                continue;
+            };
+            let status = response.status().as_u16();
+            let text = match response.text().await {
+                Ok(t) => t,
+                Err(_) => {
+                    seen.push("dropped".to_owned());
+                    continue;
+                }
+            };
+            let complete = if stream {
+                text.contains("event: message_stop")
+            } else {
+                status == 200
+            };
+            if status == 200 && stream && !complete {
+                seen.push(
+                    if text.contains("event: error") {
+                        "stream-error"
+                    } else {
+                        "stream-cut"
+                    }
+                    .to_owned(),
+                );
+                continue;
+            }
+            seen.push(status.to_string());
+            if complete {
+                messages.push(json!({"role": "assistant", "content": format!("reply {turn}")}));
+                messages.push(json!({"role": "user", "content": format!("turn {}", turn + 1)}));
+                done = true;
+                break;
+            }
+        }
+        assert!(done, "turn {turn} never got its reply: {seen:?}");
+    }
+    seen
+}
+
+const SIX: &str =
+    "name: six\nllm:\n  main: [reply 0, reply 1, reply 2, reply 3, reply 4, reply 5]\n";
+
+#[tokio::test]
+async fn random_faults_are_seeded_journaled_and_the_retry_gets_the_reply() {
+    let faults = |seed| Options {
+        faults: Some(server::RandomFaults { rate: 0.5, seed }),
+        ..Options::default()
+    };
+    let mut runs = Vec::new();
+    for seed in [7, 7, 8] {
+        let running = serve(SIX, faults(seed)).await;
+        let seen = play_with_retries(&running, true).await;
+        let report = finish(running).await;
+        assert!(report.passed, "{}", report.text());
+        let summary = report.faults.clone().expect("faults are reported");
+        assert_eq!(summary.seed, seed);
+        assert_eq!(summary.injected as usize, seen.len() - 6, "{seen:?}");
+        assert!(report
+            .text()
+            .contains(&format!("replay: --faults 0.5 --seed {seed}")));
+        runs.push(seen);
+    }
+    assert_eq!(runs[0], runs[1], "the same seed gives the same faults");
+    assert_ne!(runs[0], runs[2], "another seed gives others");
+    let all: Vec<&String> = runs.iter().flatten().collect();
+    assert!(
+        all.iter().any(|s| *s != "200"),
+        "some faults were injected: {all:?}"
+    );
+}
+
+#[test]
+fn fault_decisions_follow_the_rate_and_the_request_kind() {
+    let address = |turn| agentsim::mock_llm::book::Address {
+        agent: "main".into(),
+        conversation: 1,
+        turn,
+        entry: Some(1),
+    };
+    let never = server::RandomFaults { rate: 0.0, seed: 1 };
+    let always = server::RandomFaults { rate: 1.0, seed: 1 };
+    let mut kinds = std::collections::BTreeSet::new();
+    for turn in 0..200 {
+        assert_eq!(never.decide(&address(turn), 1, true), None);
+        let plain = always.decide(&address(turn), 1, false).unwrap();
+        assert!(!matches!(
+            plain,
+            server::InjectedFault::StreamError | server::InjectedFault::StreamCut
+        ));
+        kinds.insert(always.decide(&address(turn), 1, true).unwrap().name());
+    }
+    assert_eq!(kinds.len(), 6, "every kind is drawn: {kinds:?}");
+}

@@ -228,6 +228,23 @@ impl Book {
         self.conversations.len()
     }
 
+    /// Takes back the reply just given at `address` (a fault was injected in its place): the
+    /// conversation did not receive it, and the next request for that turn gets it again.
+    pub fn retract(&mut self, address: &Address) {
+        let Some(c) = self
+            .conversations
+            .get_mut(address.conversation.wrapping_sub(1))
+        else {
+            return;
+        };
+        if c.sent.len() == address.turn + 1 {
+            c.sent.pop();
+        }
+        if let Some((_, done)) = c.plans.get_mut(address.turn) {
+            *done = done.saturating_sub(1);
+        }
+    }
+
     /// The entries never served, per agent (1-based), agents in the book's order.
     pub fn unused(&self) -> Vec<(String, Vec<usize>)> {
         self.agents

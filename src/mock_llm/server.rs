@@ -44,6 +44,8 @@ pub struct Options {
     pub journal: Option<PathBuf>,
     /// The largest request body taken, in bytes.
     pub body_limit: usize,
+    /// Faults injected at random (seeded) in place of replies.
+    pub faults: Option<RandomFaults>,
 }
 
 impl Default for Options {
@@ -52,8 +54,97 @@ impl Default for Options {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             journal: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            faults: None,
         }
     }
+}
+
+/// Faults injected at a rate, each decision a function of the seed and of where the request was
+/// routed (agent, conversation, turn, and how many times that turn was asked for), never of the
+/// order in which concurrent requests arrive: the same seed and the same runtime give the same
+/// faults. An injected fault takes the place of a reply, which the retry then gets.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RandomFaults {
+    /// The share of replies replaced by a fault, from 0 to 1.
+    pub rate: f64,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// A fault injected in place of a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectedFault {
+    /// 429 with `retry-after`.
+    RateLimit,
+    /// Anthropic 529, OpenAI 503.
+    Overloaded,
+    /// 500.
+    Server,
+    /// The connection drops before a complete answer.
+    Dropped,
+    /// A stream that sends part of the reply, then the provider's error event.
+    StreamError,
+    /// A stream that stops part-way, without its closing events.
+    StreamCut,
+}
+
+impl InjectedFault {
+    /// The fault's name in the journal.
+    pub fn name(self) -> &'static str {
+        match self {
+            InjectedFault::RateLimit => "rate_limit",
+            InjectedFault::Overloaded => "overloaded",
+            InjectedFault::Server => "server_error",
+            InjectedFault::Dropped => "connection_dropped",
+            InjectedFault::StreamError => "stream_error",
+            InjectedFault::StreamCut => "stream_cut",
+        }
+    }
+}
+
+impl RandomFaults {
+    /// The fault for attempt `attempt` (from 1) of the turn at `address`, if one is injected.
+    pub fn decide(&self, address: &Address, attempt: u32, stream: bool) -> Option<InjectedFault> {
+        let mut h = self.seed ^ 0x9e37_79b9_7f4a_7c15;
+        for b in address.agent.bytes() {
+            h = mix(h ^ u64::from(b));
+        }
+        h = mix(h ^ address.conversation as u64);
+        h = mix(h ^ address.turn as u64);
+        h = mix(h ^ u64::from(attempt));
+        let roll = (h >> 11) as f64 / (1u64 << 53) as f64;
+        if roll >= self.rate {
+            return None;
+        }
+        const PLAIN: [InjectedFault; 4] = [
+            InjectedFault::RateLimit,
+            InjectedFault::Overloaded,
+            InjectedFault::Server,
+            InjectedFault::Dropped,
+        ];
+        const STREAMED: [InjectedFault; 6] = [
+            InjectedFault::RateLimit,
+            InjectedFault::Overloaded,
+            InjectedFault::Server,
+            InjectedFault::Dropped,
+            InjectedFault::StreamError,
+            InjectedFault::StreamCut,
+        ];
+        let pick = mix(h) as usize;
+        Some(if stream {
+            STREAMED[pick % STREAMED.len()]
+        } else {
+            PLAIN[pick % PLAIN.len()]
+        })
+    }
+}
+
+/// SplitMix64's finaliser.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A broken rule or a request the script could not answer, as the report lists it.
@@ -71,7 +162,7 @@ pub struct Finding {
 }
 
 /// What the server saw, at shutdown or on `GET /_agentsim/report`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     /// The scenario's name.
     pub scenario: String,
@@ -87,9 +178,22 @@ pub struct Report {
     pub unused: Vec<UnusedReplies>,
     /// The invariant the scenario expects to break, if it reproduces a bug.
     pub expect_violation: Option<String>,
+    /// The random faults' settings, if any, and how many were injected.
+    pub faults: Option<FaultSummary>,
     /// Whether the run passed: nothing broken, missed or left unused; or, with
     /// `expect_violation`, that invariant broken.
     pub passed: bool,
+}
+
+/// The random faults of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FaultSummary {
+    /// The share of replies replaced.
+    pub rate: f64,
+    /// The seed: the same seed and runtime give the same faults.
+    pub seed: u64,
+    /// How many were injected.
+    pub injected: u64,
 }
 
 /// One agent's script entries that were never served.
@@ -142,6 +246,12 @@ impl Report {
                 }
             ));
         }
+        if let Some(f) = &self.faults {
+            out.push_str(&format!(
+                "  faults: {} injected at rate {} with seed {} (replay: --faults {} --seed {})\n",
+                f.injected, f.rate, f.seed, f.rate, f.seed
+            ));
+        }
         match (&self.expect_violation, self.passed) {
             (Some(inv), true) => out.push_str(&format!("PASS: {inv} broken, as expected\n")),
             (Some(inv), false) => {
@@ -174,6 +284,10 @@ struct Shared {
     journal: Mutex<Option<BufWriter<File>>>,
     exchanges: AtomicU64,
     stop: watch::Sender<bool>,
+    faults: Option<RandomFaults>,
+    /// Requests per (conversation, turn), for the fault decisions.
+    attempts: Mutex<std::collections::BTreeMap<(usize, usize), u32>>,
+    injected: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -202,6 +316,11 @@ impl Shared {
             misses,
             unused,
             expect_violation: self.expect_violation.clone(),
+            faults: self.faults.map(|f| FaultSummary {
+                rate: f.rate,
+                seed: f.seed,
+                injected: self.injected.load(Ordering::SeqCst),
+            }),
             passed,
         }
     }
@@ -300,6 +419,9 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         journal: Mutex::new(journal),
         exchanges: AtomicU64::new(0),
         stop,
+        faults: options.faults,
+        attempts: Mutex::new(Default::default()),
+        injected: AtomicU64::new(0),
     });
     let app = Router::new()
         .route("/v1/messages", post(anthropic).fallback(unknown))
@@ -633,6 +755,25 @@ async fn exchange(
         }
         Answer::Reply { reply, after_ms } => {
             sleep(after_ms).await;
+            if let Some(faults) = &s.faults {
+                let attempt = {
+                    let mut attempts = lock(&s.attempts);
+                    let n = attempts
+                        .entry((address.conversation, address.turn))
+                        .or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                let fault = faults.decide(&address, attempt, request.stream);
+                line["faults"] =
+                    json!({"attempt": attempt, "injected": fault.map(InjectedFault::name)});
+                if let Some(fault) = fault {
+                    lock(&s.book).retract(&address);
+                    s.injected.fetch_add(1, Ordering::SeqCst);
+                    line["outcome"] = "fault".into();
+                    return inject(&s, provider, fault, &reply, &body, &request_id, line);
+                }
+            }
             line["outcome"] = "reply".into();
             line["status"] = 200.into();
             if request.stream {
@@ -653,6 +794,49 @@ async fn exchange(
             }
         }
     }
+}
+
+/// Answers with an injected fault in place of `reply`.
+fn inject(
+    s: &Shared,
+    provider: Provider,
+    fault: InjectedFault,
+    reply: &reply::Reply,
+    body: &Value,
+    request_id: &str,
+    mut line: Value,
+) -> Response {
+    let kind = match fault {
+        InjectedFault::RateLimit => ErrorKind::RateLimit,
+        InjectedFault::Overloaded => ErrorKind::Overloaded,
+        InjectedFault::Server => ErrorKind::Server,
+        InjectedFault::Dropped => {
+            line["status"] = 200.into();
+            line["response"] = json!({"fault": "connection dropped"});
+            s.record(&line, None);
+            return dropped_connection();
+        }
+        InjectedFault::StreamError | InjectedFault::StreamCut => {
+            let include_usage = body
+                .pointer("/stream_options/include_usage")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let mut events = reply::events(provider, reply, include_usage);
+            events.truncate(events.len() / 2);
+            if fault == InjectedFault::StreamError {
+                events.push(reply::stream_error(provider, ErrorKind::Overloaded, None));
+            }
+            line["status"] = 200.into();
+            line["response"] = json!({"events": events.len(), "fault": fault.name()});
+            s.record(&line, None);
+            return sse_response(events, request_id);
+        }
+    };
+    let error = reply::error(provider, kind, None, request_id);
+    line["status"] = error.status.into();
+    line["response"] = error.body.clone();
+    s.record(&line, None);
+    error_response(&error, request_id, kind == ErrorKind::RateLimit)
 }
 
 async fn sleep(ms: u64) {
