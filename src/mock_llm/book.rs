@@ -199,8 +199,6 @@ pub struct Book {
     agents: Vec<AgentScript>,
     /// Per agent: the next unassigned entry.
     cursors: Vec<usize>,
-    /// Per agent: which entries were served.
-    served: Vec<Vec<bool>>,
     conversations: Vec<Conversation>,
 }
 
@@ -209,10 +207,6 @@ impl Book {
     pub fn new(agents: Vec<AgentScript>) -> Book {
         Book {
             cursors: vec![0; agents.len()],
-            served: agents
-                .iter()
-                .map(|a| vec![false; a.entries.len()])
-                .collect(),
             agents,
             conversations: Vec::new(),
         }
@@ -245,11 +239,24 @@ impl Book {
         }
     }
 
-    /// The entries never served, per agent (1-based), agents in the book's order.
+    /// The entries never served, per agent (1-based), agents in the book's order: those no
+    /// conversation's turn has served (a reply taken back for a fault counts as not served).
     pub fn unused(&self) -> Vec<(String, Vec<usize>)> {
+        let mut served: Vec<Vec<bool>> = self
+            .agents
+            .iter()
+            .map(|a| vec![false; a.entries.len()])
+            .collect();
+        for c in &self.conversations {
+            for (plan, done) in &c.plans {
+                for &entry in &plan[..*done] {
+                    served[c.agent][entry] = true;
+                }
+            }
+        }
         self.agents
             .iter()
-            .zip(&self.served)
+            .zip(served)
             .filter_map(|(a, served)| {
                 let left: Vec<usize> = served
                     .iter()
@@ -313,7 +320,6 @@ impl Book {
         };
         *done += 1;
         address.entry = Some(entry + 1);
-        self.served[agent][entry] = true;
         let scripted = &self.agents[agent].entries[entry];
         let answer = match &scripted.kind {
             ReplyKind::Error { kind, message } => Answer::Error {
@@ -323,23 +329,12 @@ impl Book {
             },
             ReplyKind::Stall => Answer::Stall,
             ReplyKind::Content(blocks) => {
-                let blocks = blocks.iter().map(|b| (0, b)).collect::<Vec<_>>();
-                let reply = self.reply(provider, conversation, turn, &blocks, scripted, request);
-                Answer::Reply {
-                    reply,
-                    after_ms: scripted.after_ms,
-                }
+                let blocks: Vec<_> = blocks.iter().map(|b| (0, b)).collect();
+                self.reply(provider, conversation, turn, &blocks, scripted, request)
             }
             ReplyKind::Stream(chunks) => {
-                let blocks = chunks
-                    .iter()
-                    .map(|c| (c.after_ms, &c.block))
-                    .collect::<Vec<_>>();
-                let reply = self.reply(provider, conversation, turn, &blocks, scripted, request);
-                Answer::Reply {
-                    reply,
-                    after_ms: scripted.after_ms,
-                }
+                let blocks: Vec<_> = chunks.iter().map(|c| (c.after_ms, &c.block)).collect();
+                self.reply(provider, conversation, turn, &blocks, scripted, request)
             }
         };
         if let Answer::Reply { reply, .. } = &answer {
@@ -490,6 +485,7 @@ impl Book {
         plan
     }
 
+    /// The scripted reply `blocks` (each with its delay when streamed) as an answer.
     fn reply(
         &self,
         provider: Provider,
@@ -498,7 +494,7 @@ impl Book {
         blocks: &[(u64, &ScriptBlock)],
         scripted: &ScriptedReply,
         request: &Request,
-    ) -> Reply {
+    ) -> Answer {
         let tag = format!("{}_{}", letters(conversation), letters(turn));
         let tool_prefix = match provider {
             Provider::Anthropic => "toolu",
@@ -548,7 +544,7 @@ impl Book {
             Provider::OpenAiChat => format!("chatcmpl-as_{tag}"),
             Provider::OpenAiResponses => format!("resp_as_{tag}"),
         };
-        Reply {
+        let reply = Reply {
             id,
             model: request.model.clone().unwrap_or_default(),
             stop: if tool_uses > 0 {
@@ -558,6 +554,10 @@ impl Book {
             },
             blocks: out,
             usage,
+        };
+        Answer::Reply {
+            reply,
+            after_ms: scripted.after_ms,
         }
     }
 }

@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::book::{Address, Answer, Book};
+use crate::model::ids::splitmix64;
 use crate::model::llm::LlmErrorKind;
 use crate::observe::names;
 use crate::scenario::Scenario;
@@ -107,11 +108,11 @@ impl RandomFaults {
     pub fn decide(&self, address: &Address, attempt: u32, stream: bool) -> Option<InjectedFault> {
         let mut h = self.seed ^ 0x9e37_79b9_7f4a_7c15;
         for b in address.agent.bytes() {
-            h = mix(h ^ u64::from(b));
+            h = splitmix64(h ^ u64::from(b));
         }
-        h = mix(h ^ address.conversation as u64);
-        h = mix(h ^ address.turn as u64);
-        h = mix(h ^ u64::from(attempt));
+        h = splitmix64(h ^ address.conversation as u64);
+        h = splitmix64(h ^ address.turn as u64);
+        h = splitmix64(h ^ u64::from(attempt));
         let roll = (h >> 11) as f64 / (1u64 << 53) as f64;
         if roll >= self.rate {
             return None;
@@ -130,21 +131,13 @@ impl RandomFaults {
             InjectedFault::StreamError,
             InjectedFault::StreamCut,
         ];
-        let pick = mix(h) as usize;
+        let pick = splitmix64(h) as usize;
         Some(if stream {
             STREAMED[pick % STREAMED.len()]
         } else {
             PLAIN[pick % PLAIN.len()]
         })
     }
-}
-
-/// SplitMix64's finaliser.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// A broken rule or a request the script could not answer, as the report lists it.
@@ -566,15 +559,76 @@ fn json_response(status: StatusCode, body: &Value, request_id: Option<&str>) -> 
     response
 }
 
-fn error_response(error: &ErrorReply, request_id: &str, retry_after: bool) -> Response {
+/// An error answer; a 429 says when to retry.
+fn error_response(error: &ErrorReply, request_id: &str) -> Response {
     let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(status, &error.body, Some(request_id));
-    if retry_after {
+    if error.status == 429 {
         let h = response.headers_mut();
         h.insert("retry-after", HeaderValue::from_static("1"));
         h.insert("retry-after-ms", HeaderValue::from_static("1000"));
     }
     response
+}
+
+/// What a refused request broke, for the report: the invariant (none for a request the scenario
+/// has no reply for), the message, and where it was routed.
+type Broken = (Option<&'static str>, String, Option<Address>);
+
+impl Shared {
+    /// Whether exchanges are journaled (so that what only the journal shows is built only then).
+    fn journaling(&self) -> bool {
+        lock(&self.journal).is_some()
+    }
+
+    /// Answers with `error`, journals the exchange as `outcome`, and reports what it broke.
+    fn refuse(
+        &self,
+        mut line: Value,
+        n: u64,
+        error: ErrorReply,
+        outcome: &str,
+        broken: Option<Broken>,
+        request_id: &str,
+    ) -> Response {
+        line["status"] = error.status.into();
+        line["outcome"] = outcome.into();
+        line["response"] = error.body.clone();
+        let finding = broken.map(|(invariant, message, address)| {
+            if let Some(inv) = invariant {
+                line["violation"] = inv.into();
+            }
+            if address.is_some() {
+                line["address"] = serde_json::to_value(&address).expect("serialises");
+            }
+            Finding {
+                exchange: n,
+                invariant,
+                message,
+                address,
+            }
+        });
+        self.record(&line, finding);
+        error_response(&error, request_id)
+    }
+
+    /// Answers with a scripted or injected `error`, journaled as a fault.
+    fn fault(&self, mut line: Value, error: &ErrorReply, request_id: &str) -> Response {
+        line["outcome"] = "fault".into();
+        line["status"] = error.status.into();
+        line["response"] = error.body.clone();
+        self.record(&line, None);
+        error_response(error, request_id)
+    }
+
+    /// Drops the connection before a complete answer, journaling it as a fault.
+    fn drop_connection(&self, mut line: Value) -> Response {
+        line["outcome"] = "fault".into();
+        line["status"] = 200.into();
+        line["response"] = json!({"fault": "connection dropped"});
+        self.record(&line, None);
+        dropped_connection()
+    }
 }
 
 /// One exchange: read, decode, check, route, answer, journal.
@@ -587,58 +641,40 @@ async fn exchange(
 ) -> Response {
     let n = s.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
     let mut line = json!({"exchange": n, "method": "POST", "path": path});
-    let fail = |line: &mut Value,
-                kind: ErrorKind,
-                message: String,
-                invariant: Option<&'static str>,
-                request_id: &str| {
+    let invalid = |line: Value,
+                   kind: ErrorKind,
+                   message: String,
+                   invariant: Option<&'static str>,
+                   request_id: &str| {
         let error = reply::error(provider, kind, Some(&message), request_id);
-        line["status"] = error.status.into();
-        line["outcome"] = "invalid".into();
-        line["response"] = error.body.clone();
-        let finding = invariant.map(|inv| Finding {
-            exchange: n,
-            invariant: Some(inv),
+        let broken = invariant.map(|inv| (Some(inv), message, None));
+        s.refuse(line, n, error, "invalid", broken, request_id)
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, s.body_limit).await else {
+        let message = format!(
+            "request body too large: the limit is {} bytes",
+            s.body_limit
+        );
+        return invalid(
+            line,
+            ErrorKind::TooLarge,
             message,
-            address: None,
-        });
-        if let Some(inv) = invariant {
-            line["violation"] = inv.into();
-        }
-        s.record(line, finding);
-        error_response(&error, request_id, false)
+            None,
+            "req_agentsim_too_large",
+        );
     };
-    let bytes = match axum::body::to_bytes(body, s.body_limit).await {
-        Ok(b) => b,
-        Err(_) => {
-            return fail(
-                &mut line,
-                ErrorKind::TooLarge,
-                format!(
-                    "request body too large: the limit is {} bytes",
-                    s.body_limit
-                ),
-                None,
-                "req_agentsim_too_large",
-            )
-        }
-    };
-    let json_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
+    let content_type = headers.get(header::CONTENT_TYPE);
+    let json_type = content_type.and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+    });
     if !json_type {
-        let got = headers
-            .get(header::CONTENT_TYPE)
-            .map_or("none".to_owned(), |v| {
-                format!("{:?}", v.to_str().unwrap_or("(not text)"))
-            });
-        return fail(
-            &mut line,
+        let got = content_type.map_or("none".to_owned(), |v| {
+            format!("{:?}", v.to_str().unwrap_or("(not text)"))
+        });
+        return invalid(
+            line,
             ErrorKind::InvalidRequest,
             format!("the request's content-type must be application/json (got {got})"),
             Some(names::REQUEST_FORMAT),
@@ -648,8 +684,8 @@ async fn exchange(
     let body: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => {
-            return fail(
-                &mut line,
+            return invalid(
+                line,
                 ErrorKind::InvalidRequest,
                 format!("the request body is not valid JSON: {e}"),
                 Some(names::REQUEST_FORMAT),
@@ -658,8 +694,13 @@ async fn exchange(
         }
     };
     let request_id = wire::request_id(&body);
-    line["request"] = body.clone();
-    let request = match wire::validate(provider, &body) {
+    let include_usage = body
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let validated = wire::validate(provider, &body);
+    line["request"] = body;
+    let request = match validated {
         Ok(r) => r,
         Err(rejection) => {
             let invariant = if rejection.fault.is_some() {
@@ -667,22 +708,13 @@ async fn exchange(
             } else {
                 names::REQUEST_FORMAT
             };
-            line["status"] = rejection.status.into();
-            line["outcome"] = "invalid".into();
-            line["violation"] = invariant.into();
-            line["response"] = rejection.body.clone();
-            let finding = Finding {
-                exchange: n,
-                invariant: Some(invariant),
-                message: rejection.message().to_owned(),
-                address: None,
-            };
-            s.record(&line, Some(finding));
+            let message = rejection.message().to_owned();
             let error = ErrorReply {
                 status: rejection.status,
                 body: rejection.body,
             };
-            return error_response(&error, &request_id, false);
+            let broken = Some((Some(invariant), message, None));
+            return s.refuse(line, n, error, "invalid", broken, &request_id);
         }
     };
     line["stream"] = request.stream.into();
@@ -700,26 +732,13 @@ async fn exchange(
                 Some(&format!("agentsim mock-llm: {}", miss.message)),
                 &request_id,
             );
-            line["status"] = error.status.into();
-            line["outcome"] = if miss.violation.is_some() {
+            let outcome = if miss.violation.is_some() {
                 "invalid"
             } else {
                 "miss"
-            }
-            .into();
-            line["address"] = serde_json::to_value(&miss.address).expect("serialises");
-            if let Some(inv) = miss.violation {
-                line["violation"] = inv.into();
-            }
-            line["response"] = error.body.clone();
-            let finding = Finding {
-                exchange: n,
-                invariant: miss.violation,
-                message: miss.message,
-                address: miss.address,
             };
-            s.record(&line, Some(finding));
-            return error_response(&error, &request_id, false);
+            let broken = Some((miss.violation, miss.message, miss.address));
+            return s.refuse(line, n, error, outcome, broken, &request_id);
         }
     };
     line["address"] = serde_json::to_value(&address).expect("serialises");
@@ -730,20 +749,12 @@ async fn exchange(
             after_ms,
         } => {
             sleep(after_ms).await;
-            line["outcome"] = "fault".into();
             if kind == LlmErrorKind::Network {
-                line["status"] = 200.into();
-                line["response"] = json!({"fault": "connection dropped"});
-                s.record(&line, None);
-                return dropped_connection();
+                return s.drop_connection(line);
             }
-            let default = crate::model::llm::LlmErrorKind::default_message(kind);
-            let message = (&*message != default).then_some(&*message);
+            let message = (&*message != kind.default_message()).then_some(&*message);
             let error = reply::error(provider, ErrorKind::of(kind), message, &request_id);
-            line["status"] = error.status.into();
-            line["response"] = error.body.clone();
-            s.record(&line, None);
-            error_response(&error, &request_id, kind == LlmErrorKind::RateLimit)
+            s.fault(line, &error, &request_id)
         }
         Answer::Stall => {
             line["outcome"] = "stall".into();
@@ -770,27 +781,36 @@ async fn exchange(
                 if let Some(fault) = fault {
                     lock(&s.book).retract(&address);
                     s.injected.fetch_add(1, Ordering::SeqCst);
-                    line["outcome"] = "fault".into();
-                    return inject(&s, provider, fault, &reply, &body, &request_id, line);
+                    return inject(
+                        &s,
+                        provider,
+                        fault,
+                        &reply,
+                        include_usage,
+                        &request_id,
+                        line,
+                    );
                 }
             }
             line["outcome"] = "reply".into();
             line["status"] = 200.into();
+            let journaling = s.journaling();
             if request.stream {
-                let include_usage = body
-                    .pointer("/stream_options/include_usage")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
                 let events = reply::events(provider, &reply, include_usage);
-                line["response"] =
-                    json!({"events": events.len(), "body": reply::body(provider, &reply)});
+                if journaling {
+                    line["response"] =
+                        json!({"events": events.len(), "body": reply::body(provider, &reply)});
+                }
                 s.record(&line, None);
                 sse_response(events, &request_id)
             } else {
                 let out = reply::body(provider, &reply);
-                line["response"] = out.clone();
+                let response = json_response(StatusCode::OK, &out, Some(&request_id));
+                if journaling {
+                    line["response"] = out;
+                }
                 s.record(&line, None);
-                json_response(StatusCode::OK, &out, Some(&request_id))
+                response
             }
         }
     }
@@ -802,7 +822,7 @@ fn inject(
     provider: Provider,
     fault: InjectedFault,
     reply: &reply::Reply,
-    body: &Value,
+    include_usage: bool,
     request_id: &str,
     mut line: Value,
 ) -> Response {
@@ -810,33 +830,25 @@ fn inject(
         InjectedFault::RateLimit => ErrorKind::RateLimit,
         InjectedFault::Overloaded => ErrorKind::Overloaded,
         InjectedFault::Server => ErrorKind::Server,
-        InjectedFault::Dropped => {
-            line["status"] = 200.into();
-            line["response"] = json!({"fault": "connection dropped"});
-            s.record(&line, None);
-            return dropped_connection();
-        }
+        InjectedFault::Dropped => return s.drop_connection(line),
         InjectedFault::StreamError | InjectedFault::StreamCut => {
-            let include_usage = body
-                .pointer("/stream_options/include_usage")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
             let mut events = reply::events(provider, reply, include_usage);
             events.truncate(events.len() / 2);
             if fault == InjectedFault::StreamError {
                 events.push(reply::stream_error(provider, ErrorKind::Overloaded, None));
             }
+            line["outcome"] = "fault".into();
             line["status"] = 200.into();
             line["response"] = json!({"events": events.len(), "fault": fault.name()});
             s.record(&line, None);
             return sse_response(events, request_id);
         }
     };
-    let error = reply::error(provider, kind, None, request_id);
-    line["status"] = error.status.into();
-    line["response"] = error.body.clone();
-    s.record(&line, None);
-    error_response(&error, request_id, kind == ErrorKind::RateLimit)
+    s.fault(
+        line,
+        &reply::error(provider, kind, None, request_id),
+        request_id,
+    )
 }
 
 async fn sleep(ms: u64) {

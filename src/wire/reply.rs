@@ -353,17 +353,28 @@ fn chat_completion(reply: &Reply) -> Value {
 }
 
 fn chat_chunk(reply: &Reply, delta: Value, finish: Option<&str>) -> Sse {
-    Sse::unnamed(
-        json!({
-            "id": reply.id,
-            "object": "chat.completion.chunk",
-            "created": CREATED,
-            "model": reply.model,
-            "system_fingerprint": null,
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-        })
-        .to_string(),
+    chat_chunk_with(
+        reply,
+        json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]),
+        None,
     )
+}
+
+/// A chunk with these `choices`, and `usage` when given (the last chunk of
+/// `stream_options.include_usage`, with no choices).
+fn chat_chunk_with(reply: &Reply, choices: Value, usage: Option<Value>) -> Sse {
+    let mut chunk = json!({
+        "id": reply.id,
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": reply.model,
+        "system_fingerprint": null,
+        "choices": choices,
+    });
+    if let Some(usage) = usage {
+        chunk["usage"] = usage;
+    }
+    Sse::unnamed(chunk.to_string())
 }
 
 fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
@@ -413,17 +424,10 @@ fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
     }
     out.push(chat_chunk(reply, json!({}), Some(chat_finish(reply.stop))));
     if include_usage {
-        out.push(Sse::unnamed(
-            json!({
-                "id": reply.id,
-                "object": "chat.completion.chunk",
-                "created": CREATED,
-                "model": reply.model,
-                "system_fingerprint": null,
-                "choices": [],
-                "usage": chat_usage(reply.usage),
-            })
-            .to_string(),
+        out.push(chat_chunk_with(
+            reply,
+            json!([]),
+            Some(chat_usage(reply.usage)),
         ));
     }
     out.push(Sse::unnamed("[DONE]".into()));
@@ -732,15 +736,12 @@ pub fn error(
 ) -> ErrorReply {
     let message = message.unwrap_or_else(|| kind.default_message(provider));
     let body = match provider {
-        Provider::Anthropic => json!({
-            "type": "error",
-            "error": {"type": kind.anthropic_type(), "message": message},
-            "request_id": request_id,
-        }),
-        Provider::OpenAiChat | Provider::OpenAiResponses => {
-            let (kind_type, code) = kind.openai_type_code();
-            json!({"error": {"message": message, "type": kind_type, "param": null, "code": code}})
+        Provider::Anthropic => {
+            let mut body = anthropic_error(kind, message);
+            body["request_id"] = request_id.into();
+            body
         }
+        Provider::OpenAiChat | Provider::OpenAiResponses => openai_error(kind, message),
     };
     ErrorReply {
         status: kind.status(provider),
@@ -752,17 +753,8 @@ pub fn error(
 pub fn stream_error(provider: Provider, kind: ErrorKind, message: Option<&str>) -> Sse {
     let message = message.unwrap_or_else(|| kind.default_message(provider));
     match provider {
-        Provider::Anthropic => Sse::named(
-            "error",
-            &json!({"type": "error", "error": {"type": kind.anthropic_type(), "message": message}}),
-        ),
-        Provider::OpenAiChat => {
-            let (kind_type, code) = kind.openai_type_code();
-            Sse::unnamed(
-                json!({"error": {"message": message, "type": kind_type, "param": null, "code": code}})
-                    .to_string(),
-            )
-        }
+        Provider::Anthropic => Sse::named("error", &anthropic_error(kind, message)),
+        Provider::OpenAiChat => Sse::unnamed(openai_error(kind, message).to_string()),
         Provider::OpenAiResponses => {
             let (_, code) = kind.openai_type_code();
             Sse::named(
@@ -772,6 +764,17 @@ pub fn stream_error(provider: Provider, kind: ErrorKind, message: Option<&str>) 
             )
         }
     }
+}
+
+/// Anthropic's error object: `{"type":"error","error":{"type","message"}}`.
+fn anthropic_error(kind: ErrorKind, message: &str) -> Value {
+    json!({"type": "error", "error": {"type": kind.anthropic_type(), "message": message}})
+}
+
+/// OpenAI's error object: `{"error":{"message","type","param","code"}}`.
+fn openai_error(kind: ErrorKind, message: &str) -> Value {
+    let (kind_type, code) = kind.openai_type_code();
+    json!({"error": {"message": message, "type": kind_type, "param": null, "code": code}})
 }
 
 #[cfg(test)]
