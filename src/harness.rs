@@ -240,6 +240,7 @@ impl Reply {
             kind: ReplyKind::Error {
                 kind,
                 message: kind.default_message().into(),
+                mid_stream: false,
             },
             after_ms: 0,
             usage: Usage::default(),

@@ -609,3 +609,67 @@ fn fault_decisions_follow_the_rate_and_the_request_kind() {
     }
     assert_eq!(kinds.len(), 6, "every kind is drawn: {kinds:?}");
 }
+
+#[tokio::test]
+async fn scripted_mid_stream_errors_and_cuts_break_the_stream_and_the_retry_gets_the_reply() {
+    let yaml = r#"
+name: broken streams
+agents:
+  main: {}
+llm:
+  main:
+    - error: { kind: overloaded, mid_stream: true }
+    - error: { kind: network, mid_stream: true }
+    - text: The forecast is sunny with a light breeze all afternoon.
+"#;
+    let running = serve(yaml, Options::default()).await;
+    let body = json!({"model": "main", "max_tokens": 100, "stream": true,
+        "messages": [{"role": "user", "content": "forecast?"}]});
+    // First: half of the reply's events, then an overloaded error event.
+    let (status, _, text) = post(&running, "/v1/messages", body.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let events = sse(&text);
+    assert_eq!(events[0].0.as_deref(), Some("message_start"));
+    let (name, data) = events.last().unwrap();
+    assert_eq!(name.as_deref(), Some("error"));
+    assert_eq!(parse(data)["error"]["type"], "overloaded_error");
+    assert!(events
+        .iter()
+        .all(|(n, _)| n.as_deref() != Some("message_stop")));
+    // Second: the same beginning, then the stream just ends.
+    let (status, _, text) = post(&running, "/v1/messages", body.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let cut = sse(&text);
+    assert_eq!(cut.len(), events.len() - 1, "{text}");
+    assert!(cut
+        .iter()
+        .all(|(n, _)| { !matches!(n.as_deref(), Some("error") | Some("message_stop")) }));
+    // Third: the whole reply.
+    let (status, _, text) = post(&running, "/v1/messages", body.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let whole = sse(&text);
+    assert_eq!(whole.last().unwrap().0.as_deref(), Some("message_stop"));
+    assert_eq!(
+        &whole[..cut.len()],
+        &cut[..],
+        "the broken streams began as the reply"
+    );
+    let report = running.report();
+    assert!(report.passed, "{}", report.text());
+    finish(running).await;
+
+    // A request that does not stream gets the error as a status.
+    let running = serve(yaml, Options::default()).await;
+    let mut body = body;
+    body["stream"] = json!(false);
+    let (status, _, text) = post(&running, "/v1/messages", body).await;
+    assert_eq!(status, 529, "{text}");
+    // OpenAI Chat streams: chunks, then an error object (no [DONE]).
+    let chat = json!({"model": "main", "stream": true,
+        "messages": [{"role": "user", "content": "forecast?"}]});
+    let (status, _, text) = post(&running, "/v1/chat/completions", chat).await;
+    assert_eq!(status, 200, "{text}");
+    let events = sse(&text);
+    assert!(events.iter().all(|(_, d)| d != "[DONE]"), "{text}");
+    finish(running).await;
+}

@@ -85,6 +85,7 @@ pub fn scripted(answer: &ModelAnswer) -> ScriptedReply {
         Delivery::Error { kind, message } => ReplyKind::Error {
             kind: *kind,
             message: message.clone(),
+            mid_stream: false,
         },
         Delivery::Stall => ReplyKind::Stall,
     };

@@ -365,6 +365,7 @@ fn reply(
                 ],
             ),
             message: "upstream failure".into(),
+            mid_stream: false,
         },
         _ => ReplyKind::Content(vec![tool_use(
             "ask_user",

@@ -176,6 +176,9 @@ pub enum Answer {
         message: Arc<str>,
         /// Latency before it, in ms.
         after_ms: u64,
+        /// For an error in the middle of a stream: the reply whose first half a streamed answer
+        /// sends before the error (the turn's reply, which the retry gets whole).
+        partial: Option<Box<Reply>>,
     },
     /// No answer, ever (until the server stops).
     Stall,
@@ -319,22 +322,51 @@ impl Book {
             });
         };
         *done += 1;
+        let last = plan.last().copied();
         address.entry = Some(entry + 1);
         let scripted = &self.agents[agent].entries[entry];
         let answer = match &scripted.kind {
-            ReplyKind::Error { kind, message } => Answer::Error {
-                kind: *kind,
-                message: message.clone(),
-                after_ms: scripted.after_ms,
-            },
+            ReplyKind::Error {
+                kind,
+                message,
+                mid_stream,
+            } => {
+                let partial = mid_stream.then(|| {
+                    // The turn's reply, the last entry of its plan (none if the script ends in
+                    // errors: then an empty reply's first events).
+                    let last = last.map(|e| &self.agents[agent].entries[e]);
+                    let (blocks, of) = match last.map(|l| (&l.kind, l)) {
+                        Some((ReplyKind::Content(blocks), l)) => {
+                            (blocks.iter().map(|b| (0, b)).collect(), l)
+                        }
+                        Some((ReplyKind::Stream(chunks), l)) => {
+                            (chunks.iter().map(|c| (c.after_ms, &c.block)).collect(), l)
+                        }
+                        _ => (Vec::new(), scripted),
+                    };
+                    Box::new(self.reply(provider, conversation, turn, &blocks, of, request))
+                });
+                Answer::Error {
+                    kind: *kind,
+                    message: message.clone(),
+                    after_ms: scripted.after_ms,
+                    partial,
+                }
+            }
             ReplyKind::Stall => Answer::Stall,
             ReplyKind::Content(blocks) => {
                 let blocks: Vec<_> = blocks.iter().map(|b| (0, b)).collect();
-                self.reply(provider, conversation, turn, &blocks, scripted, request)
+                Answer::Reply {
+                    reply: self.reply(provider, conversation, turn, &blocks, scripted, request),
+                    after_ms: scripted.after_ms,
+                }
             }
             ReplyKind::Stream(chunks) => {
                 let blocks: Vec<_> = chunks.iter().map(|c| (c.after_ms, &c.block)).collect();
-                self.reply(provider, conversation, turn, &blocks, scripted, request)
+                Answer::Reply {
+                    reply: self.reply(provider, conversation, turn, &blocks, scripted, request),
+                    after_ms: scripted.after_ms,
+                }
             }
         };
         if let Answer::Reply { reply, .. } = &answer {
@@ -485,7 +517,7 @@ impl Book {
         plan
     }
 
-    /// The scripted reply `blocks` (each with its delay when streamed) as an answer.
+    /// The scripted reply `blocks` (each with its delay when streamed), encoded.
     fn reply(
         &self,
         provider: Provider,
@@ -494,7 +526,7 @@ impl Book {
         blocks: &[(u64, &ScriptBlock)],
         scripted: &ScriptedReply,
         request: &Request,
-    ) -> Answer {
+    ) -> Reply {
         let tag = format!("{}_{}", letters(conversation), letters(turn));
         let tool_prefix = match provider {
             Provider::Anthropic => "toolu",
@@ -544,7 +576,7 @@ impl Book {
             Provider::OpenAiChat => format!("chatcmpl-as_{tag}"),
             Provider::OpenAiResponses => format!("resp_as_{tag}"),
         };
-        let reply = Reply {
+        Reply {
             id,
             model: request.model.clone().unwrap_or_default(),
             stop: if tool_uses > 0 {
@@ -554,10 +586,6 @@ impl Book {
             },
             blocks: out,
             usage,
-        };
-        Answer::Reply {
-            reply,
-            after_ms: scripted.after_ms,
         }
     }
 }
@@ -705,6 +733,7 @@ mod tests {
             kind: ReplyKind::Error {
                 kind: LlmErrorKind::RateLimit,
                 message: "slow down".into(),
+                mid_stream: false,
             },
             after_ms: 0,
             usage: Usage::default(),

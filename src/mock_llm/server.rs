@@ -622,6 +622,31 @@ impl Shared {
     }
 
     /// Drops the connection before a complete answer, journaling it as a fault.
+    /// A stream that breaks half-way: the first half of `reply`'s events, then `error` as an
+    /// error event, or nothing (the stream ends there).
+    #[allow(clippy::too_many_arguments)]
+    fn broken_stream(
+        &self,
+        provider: Provider,
+        reply: &reply::Reply,
+        include_usage: bool,
+        error: Option<(ErrorKind, Option<&str>)>,
+        name: &str,
+        request_id: &str,
+        mut line: Value,
+    ) -> Response {
+        let mut events = reply::events(provider, reply, include_usage);
+        events.truncate(events.len() / 2);
+        if let Some((kind, message)) = error {
+            events.push(reply::stream_error(provider, kind, message));
+        }
+        line["outcome"] = "fault".into();
+        line["status"] = 200.into();
+        line["response"] = json!({"events": events.len(), "fault": name});
+        self.record(&line, None);
+        sse_response(events, request_id)
+    }
+
     fn drop_connection(&self, mut line: Value) -> Response {
         line["outcome"] = "fault".into();
         line["status"] = 200.into();
@@ -747,12 +772,30 @@ async fn exchange(
             kind,
             message,
             after_ms,
+            partial,
         } => {
             sleep(after_ms).await;
+            let message = (&*message != kind.default_message()).then_some(&*message);
+            if let Some(reply) = partial.filter(|_| request.stream) {
+                let error = (kind != LlmErrorKind::Network).then(|| (ErrorKind::of(kind), message));
+                let name = if error.is_some() {
+                    "mid_stream_error"
+                } else {
+                    "mid_stream_cut"
+                };
+                return s.broken_stream(
+                    provider,
+                    &reply,
+                    include_usage,
+                    error,
+                    name,
+                    &request_id,
+                    line,
+                );
+            }
             if kind == LlmErrorKind::Network {
                 return s.drop_connection(line);
             }
-            let message = (&*message != kind.default_message()).then_some(&*message);
             let error = reply::error(provider, ErrorKind::of(kind), message, &request_id);
             s.fault(line, &error, &request_id)
         }
@@ -824,7 +867,7 @@ fn inject(
     reply: &reply::Reply,
     include_usage: bool,
     request_id: &str,
-    mut line: Value,
+    line: Value,
 ) -> Response {
     let kind = match fault {
         InjectedFault::RateLimit => ErrorKind::RateLimit,
@@ -832,16 +875,17 @@ fn inject(
         InjectedFault::Server => ErrorKind::Server,
         InjectedFault::Dropped => return s.drop_connection(line),
         InjectedFault::StreamError | InjectedFault::StreamCut => {
-            let mut events = reply::events(provider, reply, include_usage);
-            events.truncate(events.len() / 2);
-            if fault == InjectedFault::StreamError {
-                events.push(reply::stream_error(provider, ErrorKind::Overloaded, None));
-            }
-            line["outcome"] = "fault".into();
-            line["status"] = 200.into();
-            line["response"] = json!({"events": events.len(), "fault": fault.name()});
-            s.record(&line, None);
-            return sse_response(events, request_id);
+            let error =
+                (fault == InjectedFault::StreamError).then_some((ErrorKind::Overloaded, None));
+            return s.broken_stream(
+                provider,
+                reply,
+                include_usage,
+                error,
+                fault.name(),
+                request_id,
+                line,
+            );
         }
     };
     s.fault(

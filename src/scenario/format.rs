@@ -554,17 +554,31 @@ pub struct ToolUseSpec {
 /// A scripted model error.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
-#[serde(expecting = "an error kind (rate_limit, overloaded, network, other) or {kind, message}")]
+#[serde(
+    expecting = "an error kind (rate_limit, overloaded, network, other) or {kind, message, mid_stream}"
+)]
 pub enum ErrorSpec {
     /// Just the kind, with its usual message.
     Kind(ErrorKindSpec),
-    /// Kind and message.
-    Full {
-        /// The kind.
-        kind: ErrorKindSpec,
-        /// The message.
-        message: String,
-    },
+    /// The full form.
+    Full(ErrorFull),
+}
+
+/// The full form of a scripted model error.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorFull {
+    /// The kind.
+    pub kind: ErrorKindSpec,
+    /// The message (default: the kind's usual message).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// The error comes in the middle of a stream (`agentsim mock-llm`: a streamed request gets the
+    /// first half of the next reply's events, then an error event, or for `network` the stream
+    /// ends there); a request that does not stream gets the error as a status. The simulator
+    /// treats it as the call failing.
+    #[serde(default)]
+    pub mid_stream: Option<bool>,
 }
 
 /// Kinds of model errors.

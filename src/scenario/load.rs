@@ -779,14 +779,19 @@ impl Builder<'_> {
         } else if r.empty.is_some() {
             ReplyKind::Content(Vec::new())
         } else if let Some(e) = &r.error {
-            let (kind, message) = match e {
-                ErrorSpec::Kind(k) => (error_kind(*k), None),
-                ErrorSpec::Full { kind, message } => (error_kind(*kind), Some(message.clone())),
+            let (kind, message, mid_stream) = match e {
+                ErrorSpec::Kind(k) => (error_kind(*k), None, false),
+                ErrorSpec::Full(full) => (
+                    error_kind(full.kind),
+                    full.message.clone(),
+                    full.mid_stream.unwrap_or(false),
+                ),
             };
             let message = message.unwrap_or_else(|| kind.default_message().to_owned());
             ReplyKind::Error {
                 kind,
                 message: message.into(),
+                mid_stream,
             }
         } else if r.stall.is_some() {
             ReplyKind::Stall

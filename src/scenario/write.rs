@@ -94,11 +94,16 @@ pub fn reply_value(r: &ScriptedReply) -> Value {
                 .collect();
             m.insert("chunks".into(), Value::Array(list));
         }
-        ReplyKind::Error { kind, message } => {
-            m.insert(
-                "error".into(),
-                json!({"kind": kind_name(*kind), "message": &**message}),
-            );
+        ReplyKind::Error {
+            kind,
+            message,
+            mid_stream,
+        } => {
+            let mut e = json!({"kind": kind_name(*kind), "message": &**message});
+            if *mid_stream {
+                e["mid_stream"] = true.into();
+            }
+            m.insert("error".into(), e);
         }
         ReplyKind::Stall => {
             m.insert("stall".into(), json!(true));

@@ -53,6 +53,9 @@ pub enum ReplyKind {
         kind: LlmErrorKind,
         /// Message.
         message: Arc<str>,
+        /// In the middle of a stream (`agentsim mock-llm` sends part of the next reply first;
+        /// the simulator fails the call as for any error).
+        mid_stream: bool,
     },
     /// Never answers.
     Stall,
@@ -188,7 +191,7 @@ impl MockLlm {
                     .map(|c| (c.after_ms, make(&c.block)))
                     .collect(),
             ),
-            ReplyKind::Error { kind, message } => Delivery::Error {
+            ReplyKind::Error { kind, message, .. } => Delivery::Error {
                 kind: *kind,
                 message: message.clone(),
             },
