@@ -194,6 +194,10 @@ enum Command {
         /// Write the final report as JSON here.
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Write a transcript of the exchanges here at shutdown, in agentsim's rendering (also
+        /// served at GET /_agentsim/transcript while the server runs).
+        #[arg(long)]
+        transcript: Option<PathBuf>,
         /// The largest request body taken, in bytes; larger ones get the provider's 413.
         #[arg(long, default_value_t = agentsim::mock_llm::server::DEFAULT_BODY_LIMIT)]
         body_limit: usize,
@@ -321,19 +325,20 @@ fn main() -> ExitCode {
             addr,
             journal,
             report,
+            transcript,
             body_limit,
             faults,
             seed,
         } => {
             let faults = faults.map(|rate| agentsim::mock_llm::server::RandomFaults { rate, seed });
-            mock_llm(
-                &scenario,
+            let options = server::Options {
                 addr,
                 journal,
-                report.as_deref(),
                 body_limit,
                 faults,
-            )
+                transcript: transcript.is_some(),
+            };
+            mock_llm(&scenario, options, report.as_deref(), transcript.as_deref())
         }
         Command::Schema => {
             let schema = scenario::format::schema();
@@ -360,11 +365,9 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 #[cfg(feature = "mock-server")]
 fn mock_llm(
     file: &Path,
-    addr: std::net::SocketAddr,
-    journal: Option<PathBuf>,
+    options: server::Options,
     report_path: Option<&Path>,
-    body_limit: usize,
-    faults: Option<server::RandomFaults>,
+    transcript_path: Option<&Path>,
 ) -> ExitCode {
     use std::io::Write as _;
     let scenario = match scenario::load(file) {
@@ -391,12 +394,7 @@ fn mock_llm(
             return ExitCode::from(2);
         }
     };
-    let options = server::Options {
-        addr,
-        journal,
-        body_limit,
-        faults,
-    };
+    let faults = options.faults;
     let result = runtime.block_on(async {
         let running = server::start(&scenario, options).await?;
         println!("listening on http://{}", running.addr);
@@ -404,9 +402,11 @@ fn mock_llm(
             println!("faults: rate {} with seed {}", f.rate, f.seed);
         }
         let _ = std::io::stdout().flush();
-        running.finish(stop_signal()).await
+        let transcript = running.transcript_handle();
+        let report = running.finish(stop_signal()).await?;
+        Ok::<_, std::io::Error>((report, transcript()))
     });
-    let report = match result {
+    let (report, transcript) = match result {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -414,6 +414,12 @@ fn mock_llm(
         }
     };
     print!("{}", report.text());
+    if let Some(path) = transcript_path {
+        if let Err(e) = std::fs::write(path, transcript) {
+            eprintln!("error: cannot write the transcript {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     if let Some(path) = report_path {
         let json = serde_json::to_string_pretty(&report).expect("a report serialises");
         if let Err(e) = std::fs::write(path, json + "\n") {

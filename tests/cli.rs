@@ -776,10 +776,13 @@ fn mock_llm_serves_until_shutdown_prints_its_report_and_fails_on_unused_replies(
         "name: mock\nllm: {main: [Hello there., Unused.]}\nsteps:\n  - user: hi\n",
     );
     let report = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli/mock-report.json");
+    let transcript = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli/mock-transcript.txt");
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentsim"))
         .args(["mock-llm", path.to_str().unwrap(), "--addr", "127.0.0.1:0"])
         .arg("--report")
         .arg(&report)
+        .arg("--transcript")
+        .arg(&transcript)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -819,6 +822,11 @@ fn mock_llm_serves_until_shutdown_prints_its_report_and_fails_on_unused_replies(
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(json["passed"], false);
     assert_eq!(json["unused"][0]["entries"], serde_json::json!([2]));
+    let transcript = std::fs::read_to_string(&transcript).unwrap();
+    assert_eq!(
+        transcript,
+        "#1 POST /v1/messages → main, conversation 1, turn 0, entry 1\n   main → llm: 1 messages, tools []; last: user text \"hi\"\n   main ← llm: text \"Hello there.\" [tokens 1 in, 3 out]\n"
+    );
 }
 
 #[cfg(feature = "mock-server")]

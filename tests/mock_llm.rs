@@ -673,3 +673,79 @@ llm:
     assert!(events.iter().all(|(_, d)| d != "[DONE]"), "{text}");
     finish(running).await;
 }
+
+#[tokio::test]
+async fn the_transcript_renders_every_exchange_and_equals_its_journal_rendered() {
+    let dir = std::env::temp_dir().join(format!("agentsim-transcript-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let journal = dir.join("exchanges.jsonl");
+    let options = Options {
+        transcript: true,
+        journal: Some(journal.clone()),
+        ..Options::default()
+    };
+    let running = serve(WEATHER, options).await;
+    let (status, _, body) = post(&running, "/v1/messages", anthropic_turn0()).await;
+    assert_eq!(status, 200);
+    let first = parse(&body);
+    let planner = json!({"model": "gpt-x", "stream": true, "messages": [
+        {"role": "system", "content": "You plan the work."},
+        {"role": "user", "content": "plan it"}]});
+    assert_eq!(
+        post(&running, "/v1/chat/completions", planner.clone())
+            .await
+            .0,
+        429
+    );
+    assert_eq!(post(&running, "/v1/chat/completions", planner).await.0, 200);
+    let mut dangling = anthropic_turn0();
+    dangling["messages"] = json!([
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": first["content"]},
+        {"role": "user", "content": "hello?"}
+    ]);
+    assert_eq!(post(&running, "/v1/messages", dangling).await.0, 400);
+    let served = reqwest::get(format!("http://{}/_agentsim/transcript", running.addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let text = running.transcript();
+    assert_eq!(served, text);
+    finish(running).await;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[..3],
+        [
+            "#1 POST /v1/messages → main, conversation 1, turn 0, entry 1",
+            "   main → llm: 1 messages, tools []; last: user text \"What is the weather in Paris?\"",
+            "   main ← llm: text \"Let me check.\" + tool_use get_weather toolu_as_a_a_a {\"location\":\"Paris, France\"} [tokens 15 in, 11 out]",
+        ],
+        "{text}"
+    );
+    assert!(
+        lines[3].starts_with(
+            "#2 POST /v1/chat/completions (stream) → planner, conversation 2, turn 0, entry 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        lines[5].starts_with("   planner ← llm fault 429: "),
+        "{text}"
+    );
+    assert!(
+        lines[8].starts_with("   planner ← llm: text \"Plan ready.\""),
+        "{text}"
+    );
+    assert!(
+        lines[11].starts_with("   violation [tool-pairing] (400): messages.1: `tool_use` ids were found without `tool_result` blocks"),
+        "{text}"
+    );
+    assert_eq!(lines.len(), 12, "{text}");
+    // The journal renders to the same transcript.
+    let rendered =
+        agentsim::mock_llm::transcript::render_journal(&std::fs::read_to_string(&journal).unwrap());
+    assert_eq!(rendered, text);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,11 +6,13 @@
 //!   answers it.
 //! - `server` (feature `mock-server`): the HTTP server (axum on tokio): validation with
 //!   [`crate::wire`], replies and streams from [`crate::wire::reply`], scripted faults, the JSONL
-//!   journal and the report.
+//!   journal, the transcript and the report.
+//! - [`transcript`]: pure; the journal's exchanges in agentsim's rendering.
 
 pub mod book;
 #[cfg(feature = "mock-server")]
 pub mod server;
+pub mod transcript;
 
 use crate::scenario::Scenario;
 use book::{AgentScript, Book, Route};

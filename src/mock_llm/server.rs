@@ -5,7 +5,7 @@
 //!
 //! Endpoints: `POST /v1/messages` (Anthropic Messages), `POST /v1/chat/completions` (OpenAI Chat
 //! Completions), `POST /v1/responses` (OpenAI Responses), `GET /v1/models`, and the server's own
-//! `GET /_agentsim/report` and `POST /_agentsim/shutdown`.
+//! `GET /_agentsim/report`, `GET /_agentsim/transcript` and `POST /_agentsim/shutdown`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -47,6 +47,9 @@ pub struct Options {
     pub body_limit: usize,
     /// Faults injected at random (seeded) in place of replies.
     pub faults: Option<RandomFaults>,
+    /// Keep a transcript of the exchanges (see [`Running::transcript`] and
+    /// `GET /_agentsim/transcript`).
+    pub transcript: bool,
 }
 
 impl Default for Options {
@@ -56,6 +59,7 @@ impl Default for Options {
             journal: None,
             body_limit: DEFAULT_BODY_LIMIT,
             faults: None,
+            transcript: false,
         }
     }
 }
@@ -281,6 +285,8 @@ struct Shared {
     /// Requests per (conversation, turn), for the fault decisions.
     attempts: Mutex<std::collections::BTreeMap<(usize, usize), u32>>,
     injected: AtomicU64,
+    /// The transcript's exchanges, rendered as they are journaled, if one is kept.
+    transcript: Option<Mutex<Vec<(u64, String)>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -289,6 +295,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    fn transcript(&self) -> String {
+        let Some(t) = &self.transcript else {
+            return String::new();
+        };
+        let mut exchanges = lock(t).clone();
+        exchanges.sort_by_key(|(n, _)| *n);
+        exchanges.into_iter().map(|(_, text)| text).collect()
+    }
+
     fn report(&self) -> Report {
         let book = lock(&self.book);
         let (violations, misses) = lock(&self.findings).clone();
@@ -327,6 +342,10 @@ impl Shared {
                 findings.1.push(f);
             }
         }
+        if let Some(t) = &self.transcript {
+            let n = line.get("exchange").and_then(Value::as_u64).unwrap_or(0);
+            lock(t).push((n, super::transcript::render(line)));
+        }
         let mut journal = lock(&self.journal);
         if let Some(w) = journal.as_mut() {
             // A journal that cannot be written is reported once on stderr and then dropped,
@@ -354,6 +373,17 @@ impl Running {
     /// The report so far.
     pub fn report(&self) -> Report {
         self.shared.report()
+    }
+
+    /// The transcript so far, in exchange order (empty unless [`Options::transcript`]).
+    pub fn transcript(&self) -> String {
+        self.shared.transcript()
+    }
+
+    /// Reads the transcript, also after [`Running::finish`].
+    pub fn transcript_handle(&self) -> impl Fn() -> String + Send + 'static {
+        let shared = self.shared.clone();
+        move || shared.transcript()
     }
 
     /// Asks the server to stop (as `POST /_agentsim/shutdown` does).
@@ -415,6 +445,7 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         faults: options.faults,
         attempts: Mutex::new(Default::default()),
         injected: AtomicU64::new(0),
+        transcript: options.transcript.then(|| Mutex::new(Vec::new())),
     });
     let app = Router::new()
         .route("/v1/messages", post(anthropic).fallback(unknown))
@@ -422,6 +453,7 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         .route("/v1/responses", post(openai_responses).fallback(unknown))
         .route("/v1/models", get(models_list).fallback(unknown))
         .route("/_agentsim/report", get(report).fallback(unknown))
+        .route("/_agentsim/transcript", get(transcript).fallback(unknown))
         .route("/_agentsim/shutdown", post(shutdown).fallback(unknown))
         .fallback(unknown)
         .with_state(shared.clone());
@@ -495,6 +527,19 @@ async fn report(State(s): State<Arc<Shared>>) -> Response {
     )
 }
 
+async fn transcript(State(s): State<Arc<Shared>>) -> Response {
+    if s.transcript.is_none() {
+        let body = json!({"error": {"type": "not_found", "message": "this server keeps no transcript: start it with --transcript FILE"}});
+        return json_response(StatusCode::NOT_FOUND, &body, None);
+    }
+    let mut response = s.transcript().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
 async fn shutdown(State(s): State<Arc<Shared>>) -> Response {
     s.stop.send_replace(true);
     json_response(StatusCode::OK, &json!({"stopping": true}), None)
@@ -509,6 +554,7 @@ async fn unknown(State(s): State<Arc<Shared>>, method: Method, uri: Uri) -> Resp
             | "/v1/responses"
             | "/v1/models"
             | "/_agentsim/report"
+            | "/_agentsim/transcript"
             | "/_agentsim/shutdown"
     );
     let provider = provider_of_path(&path);
@@ -576,9 +622,9 @@ fn error_response(error: &ErrorReply, request_id: &str) -> Response {
 type Broken = (Option<&'static str>, String, Option<Address>);
 
 impl Shared {
-    /// Whether exchanges are journaled (so that what only the journal shows is built only then).
+    /// Whether exchanges are journaled or transcribed (what only those show is built only then).
     fn journaling(&self) -> bool {
-        lock(&self.journal).is_some()
+        self.transcript.is_some() || lock(&self.journal).is_some()
     }
 
     /// Answers with `error`, journals the exchange as `outcome`, and reports what it broke.

@@ -2,4 +2,4 @@
 
 mod transcript;
 
-pub use transcript::{json, line, printable, records_text, text, verdict};
+pub use transcript::{block, json, line, printable, records_text, text, verdict};

@@ -42,7 +42,8 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
-fn block(b: &Block) -> String {
+/// One block as transcripts show it.
+pub fn block(b: &Block) -> String {
     match b {
         Block::Text { text } => format!("text {}", quote(text)),
         Block::ToolUse { id, name, input } => format!("tool_use {name} {id} {input}"),

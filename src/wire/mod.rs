@@ -129,6 +129,16 @@ pub fn validate(provider: Provider, body: &Value) -> Result<Request, Rejection> 
     }
 }
 
+/// Decodes a request body of `provider` without judging it (a request that breaks a rule still
+/// decodes): what a journal or transcript shows of it.
+pub fn decode(provider: Provider, body: &Value) -> Result<Request, Malformed> {
+    match provider {
+        Provider::Anthropic => anthropic::decode(body),
+        Provider::OpenAiChat => openai_chat::decode(body),
+        Provider::OpenAiResponses => openai_responses::decode(body),
+    }
+}
+
 /// A malformed body: where (a dotted path into the body) and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed {

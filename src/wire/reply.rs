@@ -24,6 +24,7 @@ use serde_json::{json, Map, Value};
 
 use super::Provider;
 use crate::model::llm::{LlmErrorKind, Usage};
+use crate::model::transcript::Block;
 
 /// The creation time written into every body: fixed, so that bodies are a function of the
 /// scenario (2026-01-01T00:00:00Z).
@@ -628,6 +629,48 @@ fn responses_events(reply: &Reply) -> Vec<Sse> {
     out
 }
 
+// ---- decoding ----
+
+/// A reply body of `provider` read back into agentsim's blocks and usage: an Anthropic message's
+/// `content`, a Chat completion's first `choices` message, a Responses `output`. Each is an
+/// assistant turn in that provider's request format, so the request decoders read it.
+pub fn decode(provider: Provider, body: &Value) -> Result<(Vec<Block>, Usage), super::Malformed> {
+    let (request, usage) = match provider {
+        Provider::Anthropic => (
+            json!({"messages": [{"role": "assistant", "content": body.get("content").cloned().unwrap_or(Value::Null)}]}),
+            (
+                body.pointer("/usage/input_tokens"),
+                body.pointer("/usage/output_tokens"),
+            ),
+        ),
+        Provider::OpenAiChat => (
+            json!({"messages": [body.pointer("/choices/0/message").cloned().unwrap_or(Value::Null)]}),
+            (
+                body.pointer("/usage/prompt_tokens"),
+                body.pointer("/usage/completion_tokens"),
+            ),
+        ),
+        Provider::OpenAiResponses => (
+            json!({"input": body.get("output").cloned().unwrap_or(Value::Null)}),
+            (
+                body.pointer("/usage/input_tokens"),
+                body.pointer("/usage/output_tokens"),
+            ),
+        ),
+    };
+    let decoded = super::decode(provider, &request)?;
+    let blocks = decoded
+        .messages
+        .into_iter()
+        .flat_map(|m| m.content.into_iter())
+        .collect();
+    let usage = Usage {
+        input_tokens: usage.0.and_then(Value::as_u64).unwrap_or(0),
+        output_tokens: usage.1.and_then(Value::as_u64).unwrap_or(0),
+    };
+    Ok((blocks, usage))
+}
+
 // ---- errors ----
 
 /// An error a provider answers with: a status and the provider's envelope.
@@ -809,6 +852,30 @@ mod tests {
             .filter(|e| e.data != "[DONE]")
             .map(|e| serde_json::from_str(&e.data).expect("every data line is JSON"))
             .collect()
+    }
+
+    #[test]
+    fn every_body_decodes_back_to_its_blocks_and_usage() {
+        let r = reply(
+            vec![OutBlock::text("Let me check."), tool("toolu_a")],
+            Stop::ToolUse,
+        );
+        for provider in [
+            Provider::Anthropic,
+            Provider::OpenAiChat,
+            Provider::OpenAiResponses,
+        ] {
+            let (blocks, usage) = decode(provider, &body(provider, &r)).expect("decodes");
+            assert_eq!(usage, r.usage, "{provider:?}");
+            assert_eq!(blocks.len(), 2, "{provider:?}: {blocks:?}");
+            assert!(matches!(&blocks[0], Block::Text { text } if &**text == "Let me check."));
+            assert!(
+                matches!(&blocks[1], Block::ToolUse { id, name, input }
+                    if &**id == "toolu_a" && &**name == "get_weather" && input["unit"] == "celsius"),
+                "{provider:?}: {blocks:?}"
+            );
+        }
+        assert!(decode(Provider::Anthropic, &json!({"content": 3})).is_err());
     }
 
     #[test]
