@@ -65,14 +65,14 @@ fn holds(data: &Value, claim: &str) -> Result<(), String> {
         .split_once(':')
         .expect("a claim is path=value or path:kind");
     let got = at(data, path);
-    let ok = match (kind, got) {
-        ("s", Some(Value::String(_))) => true,
-        ("n", Some(Value::Number(_))) => true,
-        ("null", Some(Value::Null)) => true,
-        ("{}", Some(Value::Object(_))) => true,
-        ("[]", Some(Value::Array(_))) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (kind, got),
+        ("s", Some(Value::String(_)))
+            | ("n", Some(Value::Number(_)))
+            | ("null", Some(Value::Null))
+            | ("{}", Some(Value::Object(_)))
+            | ("[]", Some(Value::Array(_)))
+    );
     if ok {
         Ok(())
     } else {
