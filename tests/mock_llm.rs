@@ -749,3 +749,68 @@ async fn the_transcript_renders_every_exchange_and_equals_its_journal_rendered()
     assert_eq!(rendered, text);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn concurrent_conversations_of_one_agent_get_their_own_scripts_in_any_order() {
+    let yaml = r#"
+name: two researchers in parallel
+agents:
+  paris: { kind: agent, match: { model: researcher, first_user_contains: Paris } }
+  rome: { kind: agent, match: { model: researcher, first_user_contains: Rome } }
+llm:
+  paris:
+    - tool_use: { name: search, input: { q: paris population } }
+    - Paris has about 2.1 million people.
+  rome:
+    - tool_use: { name: search, input: { q: rome population } }
+    - Rome has about 2.8 million people.
+"#;
+    for rome_first in [false, true] {
+        let running = serve(yaml, Options::default()).await;
+        let ask = |city: &'static str| {
+            json!({"model": "researcher", "max_tokens": 50,
+                   "messages": [{"role": "user", "content": format!("Look up the population of {city}")}]})
+        };
+        let (a, b) = if rome_first {
+            ("Rome", "Paris")
+        } else {
+            ("Paris", "Rome")
+        };
+        // Both first turns at once, then both second turns at once.
+        let (ra, rb) = tokio::join!(
+            post(&running, "/v1/messages", ask(a)),
+            post(&running, "/v1/messages", ask(b))
+        );
+        let mut seconds = Vec::new();
+        for (city, (status, _, body)) in [(a, ra), (b, rb)] {
+            assert_eq!(status, 200, "{body}");
+            let first = parse(&body);
+            let tool = &first["content"][0];
+            assert_eq!(
+                tool["input"]["q"],
+                format!("{} population", city.to_lowercase())
+            );
+            let mut next = ask(city);
+            next["messages"] = json!([
+                {"role": "user", "content": format!("Look up the population of {city}")},
+                {"role": "assistant", "content": first["content"]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool["id"], "content": "found"}]}
+            ]);
+            seconds.push((city, next));
+        }
+        let (ra, rb) = tokio::join!(
+            post(&running, "/v1/messages", seconds[1].1.clone()),
+            post(&running, "/v1/messages", seconds[0].1.clone())
+        );
+        for (city, (status, _, body)) in [(seconds[1].0, ra), (seconds[0].0, rb)] {
+            assert_eq!(status, 200, "{body}");
+            let text = parse(&body)["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert!(text.starts_with(city), "{city}: {text}");
+        }
+        let report = finish(running).await;
+        assert!(report.passed, "{}", report.text());
+    }
+}

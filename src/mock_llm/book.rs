@@ -38,8 +38,13 @@ use crate::wire::reply::{OutBlock, Reply, Stop};
 use crate::wire::{Provider, Request};
 
 /// Whether `rule` holds for `request` with these HTTP headers.
-fn holds(rule: &MatchRule, request: &Request, headers: &[(String, String)]) -> bool {
+fn holds(rule: &MatchRule, request: &Request, first: &str, headers: &[(String, String)]) -> bool {
     {
+        if let Some(text) = &rule.first_user_contains {
+            if !first.contains(text.as_str()) {
+                return false;
+            }
+        }
         if let Some(text) = &rule.system_contains {
             if !request
                 .system
@@ -91,9 +96,9 @@ pub enum Route {
 }
 
 impl Route {
-    fn holds(&self, request: &Request, headers: &[(String, String)]) -> bool {
+    fn holds(&self, request: &Request, first: &str, headers: &[(String, String)]) -> bool {
         match self {
-            Route::Rule(rule) => holds(rule, request, headers),
+            Route::Rule(rule) => holds(rule, request, first, headers),
             Route::Default { model, system } => {
                 request.model.as_deref() == Some(model.as_str())
                     || request.system.as_deref() == Some(system.as_str())
@@ -279,13 +284,13 @@ impl Book {
         request: &Request,
         headers: &[(String, String)],
     ) -> Result<(Address, Answer), Miss> {
-        let agent = self.route(request, headers)?;
         let first = request
             .messages
             .iter()
             .find(|m| m.role == Role::User)
             .map(Message::text)
             .unwrap_or_default();
+        let agent = self.route(request, &first, headers)?;
         let replayed: Vec<Vec<Sent>> = request
             .messages
             .iter()
@@ -379,9 +384,14 @@ impl Book {
         Ok((address, answer))
     }
 
-    fn route(&self, request: &Request, headers: &[(String, String)]) -> Result<usize, Miss> {
+    fn route(
+        &self,
+        request: &Request,
+        first: &str,
+        headers: &[(String, String)],
+    ) -> Result<usize, Miss> {
         let matching: Vec<usize> = (0..self.agents.len())
-            .filter(|&i| self.agents[i].route.holds(request, headers))
+            .filter(|&i| self.agents[i].route.holds(request, first, headers))
             .collect();
         match matching[..] {
             [one] => Ok(one),
@@ -975,10 +985,16 @@ mod tests {
         }))
         .unwrap();
         let h = vec![("X-Agent".to_owned(), "planner".to_owned())];
-        assert!(holds(&rule, &req, &h));
-        assert!(!holds(&rule, &req, &[]));
+        assert!(holds(&rule, &req, "hi", &h));
+        assert!(!holds(&rule, &req, "hi", &[]));
         let other = vec![("x-agent".to_owned(), "coder".to_owned())];
-        assert!(!holds(&rule, &req, &other));
+        assert!(!holds(&rule, &req, "hi", &other));
+        let rule = MatchRule {
+            first_user_contains: Some("Rome".into()),
+            ..rule
+        };
+        assert!(holds(&rule, &req, "Look up Rome", &h));
+        assert!(!holds(&rule, &req, "Look up Paris", &h));
     }
 
     #[test]

@@ -383,6 +383,11 @@ pub struct MatchSpec {
     /// The tools offered are exactly these, in any order.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// The conversation's first user message contains this text: concurrent conversations of
+    /// one agent (subagents run in parallel) each get a script of their own, whatever the order
+    /// in which their requests arrive.
+    #[serde(default)]
+    pub first_user_contains: Option<String>,
 }
 
 /// One scripted model reply: a string is a text reply; a map states the reply in full.

@@ -507,11 +507,12 @@ impl Builder<'_> {
                 .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
                 .collect(),
             tools: m.tools.clone(),
+            first_user_contains: m.first_user_contains.clone(),
         };
         if rule == crate::scenario::MatchRule::default() {
             return Err(self.error(
                 spec.referenced,
-                format!("agent '{name}': `match` needs at least one of system_contains, model, headers, tools"),
+                format!("agent '{name}': `match` needs at least one of system_contains, model, headers, tools, first_user_contains"),
             ));
         }
         Ok(rule)

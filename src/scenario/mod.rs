@@ -69,6 +69,9 @@ pub struct MatchRule {
     pub headers: BTreeMap<String, String>,
     /// The tools offered are exactly these (in any order).
     pub tools: Option<Vec<String>>,
+    /// The conversation's first user message contains this text (to give concurrent
+    /// conversations of one agent scripts of their own).
+    pub first_user_contains: Option<String>,
 }
 
 impl fmt::Display for MatchRule {
@@ -85,6 +88,9 @@ impl fmt::Display for MatchRule {
         }
         if let Some(t) = &self.tools {
             parts.push(format!("tools [{}]", t.join(", ")));
+        }
+        if let Some(t) = &self.first_user_contains {
+            parts.push(format!("first user message contains {t:?}"));
         }
         if parts.is_empty() {
             f.write_str("any request")

@@ -221,6 +221,9 @@ fn agent_value(
         if let Some(t) = &r.tools {
             rule.insert("tools".into(), json!(t));
         }
+        if let Some(t) = &r.first_user_contains {
+            rule.insert("first_user_contains".into(), json!(t));
+        }
         m.insert("match".into(), Value::Object(rule));
     }
     Value::Object(m)
