@@ -279,6 +279,7 @@ impl ScenarioBuilder {
                 limits: Limits::default(),
                 expect_violation: None,
                 routes: Default::default(),
+                per_conversation: Default::default(),
             },
         }
     }

@@ -814,3 +814,20 @@ llm:
         assert!(report.passed, "{}", report.text());
     }
 }
+
+#[test]
+fn a_per_conversation_script_is_for_files_without_steps_and_writes_back() {
+    let with_steps = "name: x\nagents:\n  main: { script: per_conversation }\nllm: {main: [hi]}\nsteps:\n  - user: hello\n";
+    let e = scenario::parse(with_steps, Path::new("x.yaml")).unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(
+        e.message
+            .contains("`script: per_conversation` is for `agentsim mock-llm`"),
+        "{e}"
+    );
+    let served = "name: x\nagents:\n  main: { script: per_conversation }\nllm: {main: [hi]}\n";
+    let s = scenario::parse(served, Path::new("x.yaml")).unwrap();
+    assert!(s.per_conversation.contains("main"));
+    let again = scenario::parse(&scenario::write::to_yaml(&s), Path::new("y.yaml")).unwrap();
+    assert_eq!(again.per_conversation, s.per_conversation);
+}

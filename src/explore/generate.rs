@@ -269,6 +269,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         },
         expect_violation: None,
         routes: BTreeMap::new(),
+        per_conversation: Default::default(),
     }
 }
 

@@ -19,12 +19,14 @@
 //!    served one per request (so the client's retry meets the next), then the reply. A script is
 //!    shared by all conversations of its agent, handed out in the order turns are first asked for,
 //!    as the simulator does; so that concurrent conversations of one agent get the same replies in
-//!    every run, give them different agents (and `match:` rules).
+//!    every run, give them different agents (`match: { first_user_contains }`), or give the agent
+//!    `script: per_conversation` (each conversation gets the whole script from its first entry).
 //!
 //! A request that replays assistant turns the server never sent in that conversation (rewritten or
 //! dropped history) breaks `replayed-history`; a request no conversation fits, or a turn the script
 //! has no entry for, is a miss: an error that names what was looked for and what the script holds.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -127,6 +129,9 @@ pub struct AgentScript {
     pub route: Route,
     /// Its replies, in order.
     pub entries: Vec<ScriptedReply>,
+    /// Each conversation of this agent gets the whole script from its first entry (instead of
+    /// the conversations sharing one script, handed out turn by turn).
+    pub per_conversation: bool,
 }
 
 /// A block the server sent, as a later request must replay it.
@@ -143,11 +148,12 @@ enum Sent {
 #[derive(Clone, Debug)]
 struct Conversation {
     agent: usize,
-    first: String,
     /// The assistant turns sent, in order.
     sent: Vec<Vec<Sent>>,
     /// Per turn: the script entries it took, and how many of them were served.
     plans: Vec<(Vec<usize>, usize)>,
+    /// The next unassigned entry, for an agent whose conversations each have the whole script.
+    cursor: usize,
 }
 
 /// Where a request was routed.
@@ -208,6 +214,8 @@ pub struct Book {
     /// Per agent: the next unassigned entry.
     cursors: Vec<usize>,
     conversations: Vec<Conversation>,
+    /// The conversations by first user message (lookups only, never iterated).
+    by_first: HashMap<String, Vec<usize>>,
 }
 
 impl Book {
@@ -217,6 +225,7 @@ impl Book {
             cursors: vec![0; agents.len()],
             agents,
             conversations: Vec::new(),
+            by_first: HashMap::new(),
         }
     }
 
@@ -306,7 +315,7 @@ impl Book {
             entry: None,
         };
         if self.conversations[conversation].plans.len() <= turn {
-            let plan = self.plan(agent);
+            let plan = self.plan(agent, conversation);
             self.conversations[conversation].plans.push((plan, 0));
         }
         let (plan, done) = &mut self.conversations[conversation].plans[turn];
@@ -437,8 +446,10 @@ impl Book {
     ) -> Result<usize, Miss> {
         let turn = replayed.len();
         let mut closest: Option<(usize, usize)> = None;
-        for (i, c) in self.conversations.iter().enumerate() {
-            if c.agent != agent || c.first != first {
+        let alike = self.by_first.get(first).map_or(&[][..], Vec::as_slice);
+        for &i in alike {
+            let c = &self.conversations[i];
+            if c.agent != agent {
                 continue;
             }
             let common = c
@@ -455,13 +466,15 @@ impl Book {
             }
         }
         if turn == 0 {
+            let i = self.conversations.len();
             self.conversations.push(Conversation {
                 agent,
-                first: first.to_owned(),
                 sent: Vec::new(),
                 plans: Vec::new(),
+                cursor: 0,
             });
-            return Ok(self.conversations.len() - 1);
+            self.by_first.entry(first.to_owned()).or_default().push(i);
+            return Ok(i);
         }
         let name = &self.agents[agent].name;
         let Some((i, common)) = closest else {
@@ -512,9 +525,13 @@ impl Book {
     }
 
     /// The next entries of `agent`'s script for a new turn: its errors, then one reply.
-    fn plan(&mut self, agent: usize) -> Vec<usize> {
+    fn plan(&mut self, agent: usize, conversation: usize) -> Vec<usize> {
         let entries = &self.agents[agent].entries;
-        let cursor = &mut self.cursors[agent];
+        let cursor = if self.agents[agent].per_conversation {
+            &mut self.conversations[conversation].cursor
+        } else {
+            &mut self.cursors[agent]
+        };
         let mut plan = Vec::new();
         while *cursor < entries.len() {
             plan.push(*cursor);
@@ -758,6 +775,7 @@ mod tests {
                 system: format!("You are `{name}`."),
             },
             entries,
+            per_conversation: false,
         }
     }
 
@@ -780,6 +798,55 @@ mod tests {
             },
             other => panic!("not a reply: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_per_conversation_script_starts_over_for_each_conversation() {
+        let mut worker = agent("worker", vec![tool("search"), text("done")]);
+        worker.per_conversation = true;
+        let mut book = Book::new(vec![worker]);
+        let mut ids = Vec::new();
+        for task in ["task one", "task two", "task one"] {
+            let (a, answer) = ask(
+                &mut book,
+                "worker",
+                json!([{"role": "user", "content": task}]),
+            )
+            .unwrap();
+            assert_eq!((a.turn, a.entry), (0, Some(1)), "{task}");
+            ids.push((task, tool_id(&answer)));
+        }
+        assert_eq!(book.conversations(), 3);
+        // Each goes on with its own second entry, in any order.
+        for (task, id) in ids.iter().rev() {
+            let (a, _) = ask(
+                &mut book,
+                "worker",
+                json!([
+                    {"role": "user", "content": task},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "search", "input": {"q": 1}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "ok"}]}
+                ]),
+            )
+            .unwrap();
+            assert_eq!((a.turn, a.entry), (1, Some(2)), "{task}");
+        }
+        assert!(book.unused().is_empty());
+        // A third turn is past the script's end: a miss, never a default.
+        let (task, id) = &ids[0];
+        let miss = ask(
+            &mut book,
+            "worker",
+            json!([
+                {"role": "user", "content": task},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "search", "input": {"q": 1}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "ok"}]},
+                {"role": "assistant", "content": "done"},
+                {"role": "user", "content": "more?"}
+            ]),
+        )
+        .unwrap_err();
+        assert!(miss.message.contains("turn 2"), "{}", miss.message);
     }
 
     #[test]
@@ -935,6 +1002,7 @@ mod tests {
                     ..MatchRule::default()
                 }),
                 entries: vec![text("b")],
+                per_conversation: false,
             },
         ]);
         let miss = ask(

@@ -39,6 +39,7 @@ impl Book {
                     name: name.clone(),
                     route,
                     entries: entries.clone(),
+                    per_conversation: scenario.per_conversation.contains(name),
                 }
             })
             .collect();

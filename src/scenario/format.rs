@@ -365,6 +365,22 @@ pub struct AgentSpec {
     #[serde(default, rename = "match")]
     #[schemars(with = "Option<MatchSpec>")]
     pub route: Option<Spanned<MatchSpec>>,
+    /// For `agentsim mock-llm`: `shared` (default: the agent's conversations share one script,
+    /// handed out turn by turn) or `per_conversation` (each conversation gets the whole script
+    /// from its first entry; for load tests and runtimes that start many alike conversations).
+    #[serde(default)]
+    #[schemars(with = "Option<ScriptMode>")]
+    pub script: Option<Spanned<ScriptMode>>,
+}
+
+/// How an agent's script is shared by its conversations (`agentsim mock-llm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptMode {
+    /// One script for all conversations, turn by turn (as the simulator does).
+    Shared,
+    /// The whole script for each conversation.
+    PerConversation,
 }
 
 /// The conditions of an agent's `match:` rule.

@@ -414,10 +414,23 @@ impl Builder<'_> {
             }
         }
 
+        let step_specs_empty = step_specs.is_empty();
         let mut routes = BTreeMap::new();
+        let mut per_conversation = std::collections::BTreeSet::new();
         for (name, spec) in &agents {
             if let Some(rule) = &spec.value.route {
                 routes.insert(name.clone(), self.route(name, rule)?);
+            }
+            if let Some(mode) = &spec.value.script {
+                if mode.value == crate::scenario::format::ScriptMode::PerConversation {
+                    if !step_specs_empty {
+                        return Err(self.error(
+                            mode.referenced,
+                            format!("agent '{name}': `script: per_conversation` is for `agentsim mock-llm`, which serves files without `steps`; the simulator shares an agent's script among its frames"),
+                        ));
+                    }
+                    per_conversation.insert(name.clone());
+                }
             }
         }
 
@@ -488,6 +501,7 @@ impl Builder<'_> {
             limits,
             expect_violation,
             routes,
+            per_conversation,
         })
     }
 

@@ -56,6 +56,9 @@ pub struct Scenario {
     pub expect_violation: Option<String>,
     /// The agents' `match:` rules for `agentsim mock-llm`, by agent name.
     pub routes: BTreeMap<String, MatchRule>,
+    /// The agents whose script each conversation gets whole (`script: per_conversation`, for
+    /// `agentsim mock-llm`).
+    pub per_conversation: std::collections::BTreeSet<String>,
 }
 
 /// The conditions that route a request to an agent (all given ones must hold).

@@ -165,6 +165,7 @@ fn agent_value(
     def: &AgentDef,
     passthrough: Option<Value>,
     route: Option<&crate::scenario::MatchRule>,
+    per_conversation: bool,
 ) -> Value {
     let default = AgentDef::new(def.name.clone(), def.kind);
     let mut m = Map::new();
@@ -226,6 +227,9 @@ fn agent_value(
         }
         m.insert("match".into(), Value::Object(rule));
     }
+    if per_conversation {
+        m.insert("script".into(), json!("per_conversation"));
+    }
     Value::Object(m)
 }
 
@@ -279,7 +283,12 @@ pub fn to_yaml(s: &Scenario) -> String {
     let _ = writeln!(
         out,
         "  main: {}",
-        flow(&agent_value(&s.catalog.main, None, s.routes.get("main")))
+        flow(&agent_value(
+            &s.catalog.main,
+            None,
+            s.routes.get("main"),
+            s.per_conversation.contains("main"),
+        ))
     );
     for def in s.catalog.skills.values().chain(s.catalog.agents.values()) {
         let passthrough = def
@@ -289,7 +298,12 @@ pub fn to_yaml(s: &Scenario) -> String {
             out,
             "  {}: {}",
             q(&def.name),
-            flow(&agent_value(def, passthrough, s.routes.get(&def.name)))
+            flow(&agent_value(
+                def,
+                passthrough,
+                s.routes.get(&def.name),
+                s.per_conversation.contains(&def.name),
+            ))
         );
     }
 

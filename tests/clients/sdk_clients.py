@@ -198,6 +198,36 @@ def anthropic_rate_limit():
         server.kill()
 
 
+def anthropic_mid_stream_error():
+    scenario = loop_scenario("claude-test").replace(
+        "  main:\n    - text:",
+        "  main:\n    - error: { kind: overloaded, mid_stream: true }\n    - text:")
+    server = Server(scenario)
+    try:
+        client = anthropic.Anthropic(base_url=server.base, api_key=KEY, max_retries=0)
+        args = dict(model="claude-test", max_tokens=64, tools=[WEATHER_TOOL],
+                    messages=[{"role": "user", "content": QUESTION}])
+        seen = []
+        try:
+            with client.messages.stream(**args) as s:
+                for event in s:
+                    seen.append(event.type)
+        except anthropic.APIStatusError as e:
+            assert "overloaded" in str(e).lower(), str(e)
+        else:
+            raise AssertionError("the error event in the stream was not raised: %s" % seen)
+        assert "message_start" in seen and "message_stop" not in seen, seen
+        # The retry gets the whole reply.
+        with client.messages.stream(**args) as s:
+            first = s.get_final_message()
+        assert first.stop_reason == "tool_use"
+        status, report, _ = server.stop()
+        assert report["unused"] == [{"agent": "main", "entries": [3]}], report
+        assert not report["violations"], report
+    finally:
+        server.kill()
+
+
 # ---- OpenAI Chat Completions ----
 
 def openai_chat_loop(stream):
@@ -353,6 +383,7 @@ CASES = [
     ("anthropic: tool loop, streamed", lambda: anthropic_loop(True)),
     ("anthropic: dangling tool use is a BadRequestError", anthropic_dangling_tool_use),
     ("anthropic: scripted rate limit, retried", anthropic_rate_limit),
+    ("anthropic: error event in the middle of a stream", anthropic_mid_stream_error),
     ("openai chat: tool loop", lambda: openai_chat_loop(False)),
     ("openai chat: tool loop, streamed", lambda: openai_chat_loop(True)),
     ("openai chat: dangling tool call is a BadRequestError", openai_dangling_tool_call),
