@@ -1,6 +1,12 @@
 //! The `agentsim` command: run one scenario and print its transcript, check a corpus of
 //! scenarios, or print the scenario JSON Schema.
 
+/// The mock server and its load generator allocate for every request; glibc's allocator spent a
+/// third of a benchmark's time under contention, mimalloc far less.
+#[cfg(feature = "mock-server")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -34,6 +40,34 @@ enum Format {
     Text,
     /// The records as JSON.
     Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BenchWhat {
+    /// Turn throughput of the runtime in the simulator (workloads w1..w5).
+    Turns,
+    /// Requests per second and latency of `agentsim mock-llm` over loopback.
+    MockLlm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BenchStream {
+    /// Without and with streaming.
+    Both,
+    /// Plain requests only.
+    No,
+    /// Streamed requests only.
+    Yes,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BenchApi {
+    /// OpenAI Chat Completions.
+    OpenaiChat,
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses.
+    OpenaiResponses,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -147,12 +181,22 @@ enum Command {
         #[arg(long, default_value_t = 3000)]
         shrink_budget: usize,
     },
-    /// Measure turn throughput of the benchmark workloads: turns/s, ns/turn and peak memory.
+    /// Measure turn throughput of the benchmark workloads (`bench` or `bench turns`), or the
+    /// mock server's requests per second and latency (`bench mock-llm`).
     ///
-    /// w1 flat (8 tool calls then text), w2 nested (use_skill, 3 calls, complete), w3 deep (100
-    /// nested use_agent frames), w4 long (100 turns on a 10,000-message session), w5 wide (10
+    /// turns: w1 flat (8 tool calls then text), w2 nested (use_skill, 3 calls, complete), w3 deep
+    /// (100 nested use_agent frames), w4 long (100 turns on a 10,000-message session), w5 wide (10
     /// parallel tools in one reply). Each workload runs with the invariant observer on and off.
+    ///
+    /// mock-llm: starts `agentsim mock-llm` on loopback (validation on, as always) and sends it
+    /// --connections keep-alive connections of requests, each a new conversation, for --seconds
+    /// per API and streaming mode; with --against NAME=URL, the same load goes to another mock
+    /// server set up to give the same reply ("It is 18 C and cloudy in Paris." to a request whose
+    /// user message mentions the weather), and the table shows the ratio.
     Bench {
+        /// What to measure.
+        #[arg(value_enum, default_value_t = BenchWhat::Turns)]
+        what: BenchWhat,
         /// Workloads to run (default: all).
         #[arg(long = "workload", value_name = "W", value_parser = parse_workload)]
         workloads: Vec<Workload>,
@@ -169,6 +213,24 @@ enum Command {
         /// Which observer settings to measure.
         #[arg(long, value_enum, default_value_t = ObserverSetting::Both)]
         observer: ObserverSetting,
+        /// mock-llm: concurrent keep-alive connections.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        connections: u32,
+        /// mock-llm: another server to measure with the same load, as NAME=URL (for example
+        /// aimock=http://127.0.0.1:4010); repeatable.
+        #[arg(long, value_name = "NAME=URL", value_parser = parse_against)]
+        against: Vec<(String, std::net::SocketAddr)>,
+        /// mock-llm: worker threads of agentsim's server (default: one per CPU, as `agentsim
+        /// mock-llm` runs).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+        server_threads: Option<u32>,
+        /// mock-llm: the APIs to measure, each without and with streaming (default: openai-chat
+        /// and anthropic).
+        #[arg(long, value_enum)]
+        api: Vec<BenchApi>,
+        /// mock-llm: measure plain requests, streamed ones, or both.
+        #[arg(long, value_enum, default_value_t = BenchStream::Both)]
+        stream: BenchStream,
     },
     /// Serve a scenario's model scripts over HTTP, as the Anthropic Messages, OpenAI Chat
     /// Completions and OpenAI Responses APIs (streaming or not), so that an agent runtime in any
@@ -213,6 +275,25 @@ enum Command {
     },
 }
 
+fn parse_against(s: &str) -> Result<(String, std::net::SocketAddr), String> {
+    let (name, url) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected NAME=URL, e.g. aimock=http://127.0.0.1:4010"))?;
+    let hostport = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("`{url}`: only http:// URLs (loopback servers) are measured"))?
+        .trim_end_matches('/');
+    let hostport = hostport.strip_suffix("/v1").unwrap_or(hostport);
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(hostport)
+        .map_err(|e| format!("`{url}`: {e}"))?
+        .next()
+        .ok_or_else(|| format!("`{url}`: no address"))?;
+    if name.trim().is_empty() {
+        return Err(format!("`{s}`: the name before `=` is empty"));
+    }
+    Ok((name.to_owned(), addr))
+}
+
 fn parse_workload(s: &str) -> Result<Workload, String> {
     Workload::parse(s)
         .ok_or_else(|| format!("unknown workload `{s}` (expected w1, w2, w3, w4 or w5)"))
@@ -237,12 +318,54 @@ fn main() -> ExitCode {
         } => run(&file, seed, format, !no_invariants),
         Command::Check { paths, seed } => check(&paths, seed),
         Command::Bench {
+            what: BenchWhat::Turns,
             workloads,
             seconds,
             repeat,
             json,
             observer,
-        } => bench(workloads, seconds, repeat, json, observer),
+            connections: _,
+            against,
+            server_threads,
+            api,
+            stream,
+        } => {
+            if !against.is_empty()
+                || !api.is_empty()
+                || server_threads.is_some()
+                || stream != BenchStream::Both
+            {
+                eprintln!("error: --against, --api, --server-threads and --stream go with `agentsim bench mock-llm`");
+                return ExitCode::from(2);
+            }
+            bench(workloads, seconds, repeat, json, observer)
+        }
+        Command::Bench {
+            what: BenchWhat::MockLlm,
+            workloads,
+            seconds,
+            json,
+            connections,
+            against,
+            server_threads,
+            api,
+            stream,
+            ..
+        } => {
+            if !workloads.is_empty() {
+                eprintln!("error: --workload goes with `agentsim bench turns`");
+                return ExitCode::from(2);
+            }
+            bench_mock_llm(
+                seconds,
+                json,
+                connections,
+                against,
+                server_threads,
+                api,
+                stream,
+            )
+        }
         Command::Explore {
             file,
             generated,
@@ -432,6 +555,188 @@ fn mock_llm(
     } else {
         ExitCode::FAILURE
     }
+}
+
+#[cfg(not(feature = "mock-server"))]
+fn bench_mock_llm(
+    _: f64,
+    _: bool,
+    _: u32,
+    _: Vec<(String, std::net::SocketAddr)>,
+    _: Option<u32>,
+    _: Vec<BenchApi>,
+    _: BenchStream,
+) -> ExitCode {
+    eprintln!("error: this agentsim was built without the `mock-server` feature");
+    ExitCode::from(2)
+}
+
+#[cfg(feature = "mock-server")]
+fn bench_mock_llm(
+    seconds: f64,
+    json: bool,
+    connections: u32,
+    against: Vec<(String, std::net::SocketAddr)>,
+    server_threads: Option<u32>,
+    apis: Vec<BenchApi>,
+    streams: BenchStream,
+) -> ExitCode {
+    use agentsim::mock_llm::load;
+    let server_threads = server_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+    use agentsim::wire::Provider;
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        eprintln!("error: --seconds must be a positive number");
+        return ExitCode::from(2);
+    }
+    let scenario = match scenario::parse(load::SCENARIO, Path::new("(benchmark scenario)")) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let build = |threads: Option<u32>| {
+        let mut b = match threads {
+            Some(n) => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(n as usize);
+                b
+            }
+            None => tokio::runtime::Builder::new_current_thread(),
+        };
+        b.enable_all().build()
+    };
+    // The server runs on its own threads; the load generator on this one.
+    let (server_rt, client_rt) = match (build(Some(server_threads)), build(None)) {
+        (Ok(s), Ok(c)) => (s, c),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let running = match server_rt.block_on(server::start(&scenario, server::Options::default())) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut targets = vec![load::Target {
+        name: "agentsim".into(),
+        addr: running.addr,
+    }];
+    targets.extend(
+        against
+            .into_iter()
+            .map(|(name, addr)| load::Target { name, addr }),
+    );
+    let apis = if apis.is_empty() {
+        vec![BenchApi::OpenaiChat, BenchApi::Anthropic]
+    } else {
+        apis
+    };
+    let modes: Vec<(Provider, bool)> = apis
+        .iter()
+        .map(|a| match a {
+            BenchApi::OpenaiChat => Provider::OpenAiChat,
+            BenchApi::Anthropic => Provider::Anthropic,
+            BenchApi::OpenaiResponses => Provider::OpenAiResponses,
+        })
+        .flat_map(|p| [(p, false), (p, true)])
+        .filter(|(_, stream)| match streams {
+            BenchStream::Both => true,
+            BenchStream::No => !stream,
+            BenchStream::Yes => *stream,
+        })
+        .collect();
+    if !json {
+        println!(
+            "{} connections, {seconds} s per server and mode, agentsim on {server_threads} server thread(s), the load generator on 1",
+            connections
+        );
+        println!(
+            "{:<12} {:<17} {:<6} {:>10} {:>9} {:>9} {:>7}",
+            "server", "api", "stream", "req/s", "p50 µs", "p99 µs", "errors"
+        );
+    }
+    let result = client_rt.block_on(load::compare(
+        &targets,
+        &modes,
+        connections as usize,
+        std::time::Duration::from_secs_f64(seconds),
+        |r| {
+            if !json {
+                println!(
+                    "{:<12} {:<17} {:<6} {:>10.0} {:>9} {:>9} {:>7}",
+                    r.server,
+                    r.api,
+                    if r.stream { "yes" } else { "no" },
+                    r.measured.rps,
+                    r.measured.p50_us,
+                    r.measured.p99_us,
+                    r.measured.errors
+                );
+            }
+        },
+    ));
+    let report = running.report();
+    running.stop();
+    drop(server_rt);
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // agentsim's server must have judged every request sound: the load is honest.
+    if !report.violations.is_empty() || !report.misses.is_empty() {
+        eprintln!(
+            "error: agentsim's server found problems in the benchmark's own requests:\n{}",
+            report.text()
+        );
+        return ExitCode::FAILURE;
+    }
+    let ratios: Vec<serde_json::Value> = rows
+        .iter()
+        .filter(|r| r.server != "agentsim")
+        .filter_map(|other| {
+            let ours = rows
+                .iter()
+                .find(|r| r.server == "agentsim" && r.api == other.api && r.stream == other.stream)?;
+            (other.measured.rps > 0.0).then(|| {
+                serde_json::json!({"against": other.server, "api": other.api, "stream": other.stream,
+                                   "ratio": ours.measured.rps / other.measured.rps})
+            })
+        })
+        .collect();
+    if json {
+        let out = serde_json::json!({"connections": connections, "seconds": seconds,
+            "server_threads": server_threads, "rows": rows, "ratios": ratios});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("serialises")
+        );
+    } else {
+        for r in &ratios {
+            println!(
+                "agentsim / {} ({}{}): {:.1}x the requests per second",
+                r["against"].as_str().unwrap_or(""),
+                r["api"].as_str().unwrap_or(""),
+                if r["stream"] == true {
+                    ", streamed"
+                } else {
+                    ""
+                },
+                r["ratio"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    if rows.iter().any(|r| r.measured.errors > 0) {
+        eprintln!("warning: some requests failed (see the errors column)");
+    }
+    ExitCode::SUCCESS
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

@@ -847,3 +847,66 @@ fn mock_llm_refuses_a_bad_scenario_or_address_with_a_clear_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--addr"), "{}", stderr(&o));
 }
+
+#[cfg(feature = "mock-server")]
+#[test]
+fn bench_mock_llm_measures_every_mode_with_no_error_and_reports_json() {
+    let o = agentsim(&[
+        "bench",
+        "mock-llm",
+        "--seconds",
+        "0.2",
+        "--connections",
+        "2",
+        "--server-threads",
+        "1",
+        "--api",
+        "openai-chat",
+        "--api",
+        "openai-responses",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    let rows = v["rows"].as_array().unwrap();
+    let modes: Vec<(String, bool)> = rows
+        .iter()
+        .map(|r| (r["api"].as_str().unwrap().to_owned(), r["stream"] == true))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("openai-chat".to_owned(), false),
+            ("openai-chat".to_owned(), true),
+            ("openai-responses".to_owned(), false),
+            ("openai-responses".to_owned(), true)
+        ]
+    );
+    for r in rows {
+        assert_eq!(r["server"], "agentsim");
+        assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["p50_us"].as_u64().unwrap() <= r["p99_us"].as_u64().unwrap());
+    }
+    assert_eq!(v["ratios"], serde_json::json!([]));
+    // Flags of one kind of bench are refused with the other.
+    let o = agentsim(&["bench", "--stream", "no"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = agentsim(&["bench", "mock-llm", "--workload", "w1"]);
+    assert_eq!(o.status.code(), Some(2));
+    // A server that does not give the benchmark's reply is an error, never a row.
+    let o = agentsim(&[
+        "bench",
+        "mock-llm",
+        "--seconds",
+        "0.1",
+        "--against",
+        "nobody=http://127.0.0.1:9",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("nobody (openai-chat): no answer"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

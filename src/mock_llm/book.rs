@@ -40,7 +40,7 @@ use crate::wire::reply::{OutBlock, Reply, Stop};
 use crate::wire::{Provider, Request};
 
 /// Whether `rule` holds for `request` with these HTTP headers.
-fn holds(rule: &MatchRule, request: &Request, first: &str, headers: &[(String, String)]) -> bool {
+fn holds(rule: &MatchRule, request: &Request, first: &str, headers: &[(&str, &str)]) -> bool {
     {
         if let Some(text) = &rule.first_user_contains {
             if !first.contains(text.as_str()) {
@@ -98,7 +98,7 @@ pub enum Route {
 }
 
 impl Route {
-    fn holds(&self, request: &Request, first: &str, headers: &[(String, String)]) -> bool {
+    fn holds(&self, request: &Request, first: &str, headers: &[(&str, &str)]) -> bool {
         match self {
             Route::Rule(rule) => holds(rule, request, first, headers),
             Route::Default { model, system } => {
@@ -291,7 +291,7 @@ impl Book {
         &mut self,
         provider: Provider,
         request: &Request,
-        headers: &[(String, String)],
+        headers: &[(&str, &str)],
     ) -> Result<(Address, Answer), Miss> {
         let first = request
             .messages
@@ -397,7 +397,7 @@ impl Book {
         &self,
         request: &Request,
         first: &str,
-        headers: &[(String, String)],
+        headers: &[(&str, &str)],
     ) -> Result<usize, Miss> {
         let matching: Vec<usize> = (0..self.agents.len())
             .filter(|&i| self.agents[i].route.holds(request, first, headers))
@@ -1052,10 +1052,10 @@ mod tests {
             "messages": [{"role": "user", "content": "hi"}]
         }))
         .unwrap();
-        let h = vec![("X-Agent".to_owned(), "planner".to_owned())];
+        let h = vec![("X-Agent", "planner")];
         assert!(holds(&rule, &req, "hi", &h));
         assert!(!holds(&rule, &req, "hi", &[]));
-        let other = vec![("x-agent".to_owned(), "coder".to_owned())];
+        let other = vec![("x-agent", "coder")];
         assert!(!holds(&rule, &req, "hi", &other));
         let rule = MatchRule {
             first_user_contains: Some("Rome".into()),

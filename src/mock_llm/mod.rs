@@ -11,6 +11,8 @@
 
 pub mod book;
 #[cfg(feature = "mock-server")]
+pub mod load;
+#[cfg(feature = "mock-server")]
 pub mod server;
 pub mod transcript;
 

@@ -764,13 +764,17 @@ async fn exchange(
             )
         }
     };
-    let request_id = wire::request_id(&body);
+    let request_id = wire::request_id_of_bytes(&bytes);
     let include_usage = body
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let validated = wire::validate(provider, &body);
-    line["request"] = body;
+    // What only the journal and the transcript show is built only for them.
+    let journaling = s.journaling();
+    if journaling {
+        line["request"] = body;
+    }
     let request = match validated {
         Ok(r) => r,
         Err(rejection) => {
@@ -788,10 +792,12 @@ async fn exchange(
             return s.refuse(line, n, error, "invalid", broken, &request_id);
         }
     };
-    line["stream"] = request.stream.into();
-    let header_list: Vec<(String, String)> = headers
+    if journaling {
+        line["stream"] = request.stream.into();
+    }
+    let header_list: Vec<(&str, &str)> = headers
         .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
         .collect();
     let routed = lock(&s.book).answer(provider, &request, &header_list);
     let (address, answer) = match routed {
@@ -812,7 +818,9 @@ async fn exchange(
             return s.refuse(line, n, error, outcome, broken, &request_id);
         }
     };
-    line["address"] = serde_json::to_value(&address).expect("serialises");
+    if journaling {
+        line["address"] = serde_json::to_value(&address).expect("serialises");
+    }
     match answer {
         Answer::Error {
             kind,
@@ -883,7 +891,6 @@ async fn exchange(
             }
             line["outcome"] = "reply".into();
             line["status"] = 200.into();
-            let journaling = s.journaling();
             if request.stream {
                 let events = reply::events(provider, &reply, include_usage);
                 if journaling {
