@@ -592,7 +592,11 @@ fn provider_of_path(path: &str) -> Provider {
 }
 
 fn json_response(status: StatusCode, body: &Value, request_id: Option<&str>) -> Response {
-    let mut response = (status, body.to_string()).into_response();
+    json_text_response(status, body.to_string(), request_id)
+}
+
+fn json_text_response(status: StatusCode, body: String, request_id: Option<&str>) -> Response {
+    let mut response = (status, body).into_response();
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -766,7 +770,8 @@ async fn exchange(
     };
     let request_id = wire::request_id_of_bytes(&bytes);
     let include_usage = body
-        .pointer("/stream_options/include_usage")
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let validated = wire::validate(provider, &body);
@@ -900,10 +905,10 @@ async fn exchange(
                 s.record(&line, None);
                 sse_response(events, &request_id)
             } else {
-                let out = reply::body(provider, &reply);
-                let response = json_response(StatusCode::OK, &out, Some(&request_id));
+                let text = reply::body_text(provider, &reply);
+                let response = json_text_response(StatusCode::OK, text, Some(&request_id));
                 if journaling {
-                    line["response"] = out;
+                    line["response"] = reply::body(provider, &reply);
                 }
                 s.record(&line, None);
                 response

@@ -247,7 +247,7 @@ fn tool_names(body: &Value) -> Vec<String> {
                 .iter()
                 .filter_map(|t| {
                     t.get("name")
-                        .or_else(|| t.pointer("/function/name"))
+                        .or_else(|| t.get("function").and_then(|f| f.get("name")))
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                 })

@@ -163,8 +163,11 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
                         ));
                     };
                     for (j, call) in calls.iter().enumerate() {
-                        let field = |p: &str| call.pointer(p).and_then(Value::as_str);
-                        let (Some(id), Some(name)) = (field("/id"), field("/function/name")) else {
+                        // `get` chains, not `pointer`: a pointer allocates for each of its parts.
+                        let function = call.get("function");
+                        let id = call.get("id").and_then(Value::as_str);
+                        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
+                        let (Some(id), Some(name)) = (id, name) else {
                             return Err(Malformed::new(
                                 format!("{path}.tool_calls[{j}]"),
                                 format!(
@@ -175,7 +178,7 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
                         content.push(Block::tool_use(
                             id,
                             name,
-                            arguments(call.pointer("/function/arguments")),
+                            arguments(function.and_then(|f| f.get("arguments"))),
                         ));
                         positions.push((i, j));
                     }

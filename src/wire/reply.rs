@@ -20,6 +20,7 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::Provider;
@@ -101,11 +102,11 @@ pub struct Sse {
 }
 
 impl Sse {
-    fn named(event: &str, data: &Value) -> Sse {
+    fn named(event: &str, data: &impl Serialize) -> Sse {
         Sse {
             delay_ms: 0,
             event: Some(event.to_owned()),
-            data: data.to_string(),
+            data: serde_json::to_string(data).expect("an event is JSON"),
         }
     }
 
@@ -126,13 +127,25 @@ impl Sse {
     }
 }
 
-/// The non-streaming body of `reply` for `provider`.
+/// The non-streaming body of `reply` for `provider`, as a JSON value (for journals and tests;
+/// [`body_text`] writes the same body without building the value).
 pub fn body(provider: Provider, reply: &Reply) -> Value {
-    match provider {
-        Provider::Anthropic => anthropic_message(reply, true),
-        Provider::OpenAiChat => chat_completion(reply),
-        Provider::OpenAiResponses => response(reply, "completed", true),
-    }
+    let value = match provider {
+        Provider::Anthropic => serde_json::to_value(anthropic_message(reply, true)),
+        Provider::OpenAiChat => serde_json::to_value(chat_completion(reply)),
+        Provider::OpenAiResponses => serde_json::to_value(response(reply, "completed", true)),
+    };
+    value.expect("a reply body is JSON")
+}
+
+/// The non-streaming body of `reply` for `provider`, as the JSON text sent.
+pub fn body_text(provider: Provider, reply: &Reply) -> String {
+    let text = match provider {
+        Provider::Anthropic => serde_json::to_string(&anthropic_message(reply, true)),
+        Provider::OpenAiChat => serde_json::to_string(&chat_completion(reply)),
+        Provider::OpenAiResponses => serde_json::to_string(&response(reply, "completed", true)),
+    };
+    text.expect("a reply body is JSON")
 }
 
 /// The event stream of `reply` for `provider`; `include_usage` is Chat Completions'
@@ -166,6 +179,23 @@ fn input_text(input: &Value) -> String {
     input.to_string()
 }
 
+fn block_input(block: &OutBlock) -> String {
+    match block {
+        OutBlock::ToolUse { input, .. } => input_text(input),
+        OutBlock::Text(_) => String::new(),
+    }
+}
+
+/// An empty JSON object (a streamed tool use's `input` before its fragments).
+fn empty_object() -> &'static Value {
+    static EMPTY: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| Value::Object(Map::new()))
+}
+
+// The bodies and events are typed, in each API's own field order, and serialized straight to
+// text: building `Value` trees and printing them cost a third of the mock server's time per
+// request. `()` is JSON `null`.
+
 // ---- Anthropic Messages ----
 
 fn anthropic_stop(stop: Stop) -> &'static str {
@@ -176,118 +206,209 @@ fn anthropic_stop(stop: Stop) -> &'static str {
     }
 }
 
-fn anthropic_usage(input: u64, output: u64) -> Value {
-    json!({
-        "input_tokens": input,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "output_tokens": output,
-    })
+#[derive(Serialize)]
+struct AnthropicMessage<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    model: &'a str,
+    content: Vec<AnthropicBlock<'a>>,
+    stop_reason: Option<&'static str>,
+    stop_sequence: (),
+    usage: AnthropicUsage,
 }
 
-fn anthropic_message(reply: &Reply, done: bool) -> Value {
-    let content: Vec<Value> = if done {
+#[derive(Serialize)]
+struct AnthropicUsage {
+    input_tokens: u64,
+    cache_creation_input_tokens: u64,
+    cache_read_input_tokens: u64,
+    output_tokens: u64,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum AnthropicBlock<'a> {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum AnthropicDelta<'a> {
+    TextDelta { text: &'a str },
+    InputJsonDelta { partial_json: &'a str },
+}
+
+#[derive(Serialize)]
+struct AnthropicStop {
+    stop_reason: &'static str,
+    stop_sequence: (),
+}
+
+#[derive(Serialize)]
+struct AnthropicOutputUsage {
+    output_tokens: u64,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum AnthropicEvent<'a> {
+    MessageStart {
+        message: AnthropicMessage<'a>,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: AnthropicBlock<'a>,
+    },
+    Ping,
+    ContentBlockDelta {
+        index: usize,
+        delta: AnthropicDelta<'a>,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        delta: AnthropicStop,
+        usage: AnthropicOutputUsage,
+    },
+    MessageStop,
+}
+
+impl AnthropicEvent<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            AnthropicEvent::MessageStart { .. } => "message_start",
+            AnthropicEvent::ContentBlockStart { .. } => "content_block_start",
+            AnthropicEvent::Ping => "ping",
+            AnthropicEvent::ContentBlockDelta { .. } => "content_block_delta",
+            AnthropicEvent::ContentBlockStop { .. } => "content_block_stop",
+            AnthropicEvent::MessageDelta { .. } => "message_delta",
+            AnthropicEvent::MessageStop => "message_stop",
+        }
+    }
+
+    fn sse(&self, delay_ms: u64) -> Sse {
+        let mut e = Sse::named(self.name(), self);
+        e.delay_ms = delay_ms;
+        e
+    }
+}
+
+fn anthropic_message(reply: &Reply, done: bool) -> AnthropicMessage<'_> {
+    let content = if done {
         reply
             .blocks
             .iter()
             .map(|b| match b {
-                OutBlock::Text(_) => json!({"type": "text", "text": b.joined()}),
+                OutBlock::Text(_) => AnthropicBlock::Text {
+                    text: b.joined().unwrap_or_default(),
+                },
                 OutBlock::ToolUse {
                     id, name, input, ..
-                } => json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+                } => AnthropicBlock::ToolUse { id, name, input },
             })
             .collect()
     } else {
         Vec::new()
     };
-    json!({
-        "id": reply.id,
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model,
-        "content": content,
-        "stop_reason": if done { Value::from(anthropic_stop(reply.stop)) } else { Value::Null },
-        "stop_sequence": null,
-        "usage": anthropic_usage(reply.usage.input_tokens, if done { reply.usage.output_tokens } else { 1 }),
-    })
+    AnthropicMessage {
+        id: &reply.id,
+        kind: "message",
+        role: "assistant",
+        model: &reply.model,
+        content,
+        stop_reason: done.then(|| anthropic_stop(reply.stop)),
+        stop_sequence: (),
+        usage: AnthropicUsage {
+            input_tokens: reply.usage.input_tokens,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: 0,
+            output_tokens: if done { reply.usage.output_tokens } else { 1 },
+        },
+    }
 }
 
 fn anthropic_events(reply: &Reply) -> Vec<Sse> {
-    let mut out = vec![Sse::named(
-        "message_start",
-        &json!({"type": "message_start", "message": anthropic_message(reply, false)}),
-    )];
+    let mut out = vec![AnthropicEvent::MessageStart {
+        message: anthropic_message(reply, false),
+    }
+    .sse(0)];
     for (index, block) in reply.blocks.iter().enumerate() {
         match block {
             OutBlock::Text(pieces) => {
-                let mut start = Sse::named(
-                    "content_block_start",
-                    &json!({"type": "content_block_start", "index": index,
-                            "content_block": {"type": "text", "text": ""}}),
-                );
-                start.delay_ms = pieces.first().map_or(0, |p| p.0);
-                out.push(start);
+                let start = AnthropicEvent::ContentBlockStart {
+                    index,
+                    content_block: AnthropicBlock::Text {
+                        text: String::new(),
+                    },
+                };
+                out.push(start.sse(pieces.first().map_or(0, |p| p.0)));
                 if index == 0 {
-                    out.push(Sse::named("ping", &json!({"type": "ping"})));
+                    out.push(AnthropicEvent::Ping.sse(0));
                 }
                 for (i, (delay, piece)) in pieces.iter().enumerate() {
-                    let mut delta = Sse::named(
-                        "content_block_delta",
-                        &json!({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "text_delta", "text": piece}}),
-                    );
-                    if i > 0 {
-                        delta.delay_ms = *delay;
-                    }
-                    out.push(delta);
+                    let delta = AnthropicEvent::ContentBlockDelta {
+                        index,
+                        delta: AnthropicDelta::TextDelta { text: piece },
+                    };
+                    out.push(delta.sse(if i > 0 { *delay } else { 0 }));
                 }
             }
             OutBlock::ToolUse {
                 after_ms, id, name, ..
             } => {
-                let mut start = Sse::named(
-                    "content_block_start",
-                    &json!({"type": "content_block_start", "index": index,
-                            "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
-                );
-                start.delay_ms = *after_ms;
-                out.push(start);
+                let start = AnthropicEvent::ContentBlockStart {
+                    index,
+                    content_block: AnthropicBlock::ToolUse {
+                        id,
+                        name,
+                        input: empty_object(),
+                    },
+                };
+                out.push(start.sse(*after_ms));
                 if index == 0 {
-                    out.push(Sse::named("ping", &json!({"type": "ping"})));
+                    out.push(AnthropicEvent::Ping.sse(0));
                 }
                 let text = block_input(block);
                 for piece in std::iter::once("").chain(fragments(&text)) {
-                    out.push(Sse::named(
-                        "content_block_delta",
-                        &json!({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": piece}}),
-                    ));
+                    let delta = AnthropicEvent::ContentBlockDelta {
+                        index,
+                        delta: AnthropicDelta::InputJsonDelta {
+                            partial_json: piece,
+                        },
+                    };
+                    out.push(delta.sse(0));
                 }
             }
         }
-        out.push(Sse::named(
-            "content_block_stop",
-            &json!({"type": "content_block_stop", "index": index}),
-        ));
+        out.push(AnthropicEvent::ContentBlockStop { index }.sse(0));
     }
     if reply.blocks.is_empty() {
-        out.push(Sse::named("ping", &json!({"type": "ping"})));
+        out.push(AnthropicEvent::Ping.sse(0));
     }
-    out.push(Sse::named(
-        "message_delta",
-        &json!({"type": "message_delta",
-                "delta": {"stop_reason": anthropic_stop(reply.stop), "stop_sequence": null},
-                "usage": {"output_tokens": reply.usage.output_tokens}}),
-    ));
-    out.push(Sse::named("message_stop", &json!({"type": "message_stop"})));
+    out.push(
+        AnthropicEvent::MessageDelta {
+            delta: AnthropicStop {
+                stop_reason: anthropic_stop(reply.stop),
+                stop_sequence: (),
+            },
+            usage: AnthropicOutputUsage {
+                output_tokens: reply.usage.output_tokens,
+            },
+        }
+        .sse(0),
+    );
+    out.push(AnthropicEvent::MessageStop.sse(0));
     out
-}
-
-fn block_input(block: &OutBlock) -> String {
-    match block {
-        OutBlock::ToolUse { input, .. } => input_text(input),
-        OutBlock::Text(_) => String::new(),
-    }
 }
 
 // ---- OpenAI Chat Completions ----
@@ -300,12 +421,19 @@ fn chat_finish(stop: Stop) -> &'static str {
     }
 }
 
-fn chat_usage(usage: Usage) -> Value {
-    json!({
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    })
+#[derive(Serialize)]
+struct ChatUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+}
+
+fn chat_usage(usage: Usage) -> ChatUsage {
+    ChatUsage {
+        prompt_tokens: usage.input_tokens,
+        completion_tokens: usage.output_tokens,
+        total_tokens: usage.input_tokens + usage.output_tokens,
+    }
 }
 
 fn text_of_reply(reply: &Reply) -> Option<String> {
@@ -318,64 +446,155 @@ fn text_of_reply(reply: &Reply) -> Option<String> {
     text
 }
 
-fn chat_completion(reply: &Reply) -> Value {
-    let mut message = Map::new();
-    message.insert("role".into(), "assistant".into());
-    message.insert("content".into(), text_of_reply(reply).into());
-    message.insert("refusal".into(), Value::Null);
-    let calls: Vec<Value> = reply
+#[derive(Serialize)]
+struct ChatCompletion<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [ChatChoice<'a>; 1],
+    usage: ChatUsage,
+    system_fingerprint: (),
+}
+
+#[derive(Serialize)]
+struct ChatChoice<'a> {
+    index: u32,
+    message: ChatMessage<'a>,
+    logprobs: (),
+    finish_reason: &'static str,
+}
+
+#[derive(Serialize)]
+struct ChatMessage<'a> {
+    role: &'static str,
+    content: Option<String>,
+    refusal: (),
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ChatCall<'a>>,
+}
+
+#[derive(Serialize)]
+struct ChatCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: ChatFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct ChatFunction<'a> {
+    name: &'a str,
+    arguments: String,
+}
+
+fn chat_completion(reply: &Reply) -> ChatCompletion<'_> {
+    let tool_calls = reply
         .blocks
         .iter()
         .filter_map(|b| match b {
             OutBlock::ToolUse {
                 id, name, input, ..
-            } => Some(json!({"id": id, "type": "function",
-                             "function": {"name": name, "arguments": input_text(input)}})),
+            } => Some(ChatCall {
+                id,
+                kind: "function",
+                function: ChatFunction {
+                    name,
+                    arguments: input_text(input),
+                },
+            }),
             OutBlock::Text(_) => None,
         })
         .collect();
-    if !calls.is_empty() {
-        message.insert("tool_calls".into(), calls.into());
-    }
-    json!({
-        "id": reply.id,
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": reply.model,
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "logprobs": null,
-            "finish_reason": chat_finish(reply.stop),
+    ChatCompletion {
+        id: &reply.id,
+        object: "chat.completion",
+        created: CREATED,
+        model: &reply.model,
+        choices: [ChatChoice {
+            index: 0,
+            message: ChatMessage {
+                role: "assistant",
+                content: text_of_reply(reply),
+                refusal: (),
+                tool_calls,
+            },
+            logprobs: (),
+            finish_reason: chat_finish(reply.stop),
         }],
-        "usage": chat_usage(reply.usage),
-        "system_fingerprint": null,
-    })
-}
-
-fn chat_chunk(reply: &Reply, delta: Value, finish: Option<&str>) -> Sse {
-    chat_chunk_with(
-        reply,
-        json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]),
-        None,
-    )
-}
-
-/// A chunk with these `choices`, and `usage` when given (the last chunk of
-/// `stream_options.include_usage`, with no choices).
-fn chat_chunk_with(reply: &Reply, choices: Value, usage: Option<Value>) -> Sse {
-    let mut chunk = json!({
-        "id": reply.id,
-        "object": "chat.completion.chunk",
-        "created": CREATED,
-        "model": reply.model,
-        "system_fingerprint": null,
-        "choices": choices,
-    });
-    if let Some(usage) = usage {
-        chunk["usage"] = usage;
+        usage: chat_usage(reply.usage),
+        system_fingerprint: (),
     }
-    Sse::unnamed(chunk.to_string())
+}
+
+/// A chunk's delta: only the fields given are sent.
+#[derive(Serialize, Default)]
+struct ChatDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    /// `Some(None)` is `content: null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<Option<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[ChatCallDelta<'a>; 1]>,
+    /// `Some(())` is `refusal: null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<()>,
+}
+
+#[derive(Serialize)]
+struct ChatCallDelta<'a> {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: ChatFunctionDelta<'a>,
+}
+
+#[derive(Serialize)]
+struct ChatFunctionDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct ChatChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    system_fingerprint: (),
+    choices: Vec<ChatChunkChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<ChatUsage>,
+}
+
+#[derive(Serialize)]
+struct ChatChunkChoice<'a> {
+    index: u32,
+    delta: ChatDelta<'a>,
+    logprobs: (),
+    finish_reason: Option<&'static str>,
+}
+
+fn chat_chunk(reply: &Reply, delta: ChatDelta<'_>, finish: Option<&'static str>) -> Sse {
+    let chunk = ChatChunk {
+        id: &reply.id,
+        object: "chat.completion.chunk",
+        created: CREATED,
+        model: &reply.model,
+        system_fingerprint: (),
+        choices: vec![ChatChunkChoice {
+            index: 0,
+            delta,
+            logprobs: (),
+            finish_reason: finish,
+        }],
+        usage: None,
+    };
+    Sse::unnamed(serde_json::to_string(&chunk).expect("a chunk is JSON"))
 }
 
 fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
@@ -384,7 +603,12 @@ fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
     if has_text || reply.blocks.is_empty() {
         out.push(chat_chunk(
             reply,
-            json!({"role": "assistant", "content": "", "refusal": null}),
+            ChatDelta {
+                role: Some("assistant"),
+                content: Some(Some("")),
+                refusal: Some(()),
+                ..ChatDelta::default()
+            },
             None,
         ));
     }
@@ -393,7 +617,14 @@ fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
         match block {
             OutBlock::Text(pieces) => {
                 for (delay, piece) in pieces {
-                    let mut chunk = chat_chunk(reply, json!({"content": piece}), None);
+                    let mut chunk = chat_chunk(
+                        reply,
+                        ChatDelta {
+                            content: Some(Some(piece)),
+                            ..ChatDelta::default()
+                        },
+                        None,
+                    );
                     chunk.delay_ms = *delay;
                     out.push(chunk);
                 }
@@ -401,21 +632,49 @@ fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
             OutBlock::ToolUse {
                 after_ms, id, name, ..
             } => {
-                let head = json!({"index": call_index, "id": id, "type": "function",
-                                  "function": {"name": name, "arguments": ""}});
+                let head = ChatCallDelta {
+                    index: call_index,
+                    id: Some(id),
+                    kind: Some("function"),
+                    function: ChatFunctionDelta {
+                        name: Some(name),
+                        arguments: "",
+                    },
+                };
+                // The first chunk of a reply that starts with a tool call also carries the role.
                 let delta = if out.is_empty() {
-                    json!({"role": "assistant", "content": null, "tool_calls": [head], "refusal": null})
+                    ChatDelta {
+                        role: Some("assistant"),
+                        content: Some(None),
+                        tool_calls: Some([head]),
+                        refusal: Some(()),
+                    }
                 } else {
-                    json!({"tool_calls": [head]})
+                    ChatDelta {
+                        tool_calls: Some([head]),
+                        ..ChatDelta::default()
+                    }
                 };
                 let mut chunk = chat_chunk(reply, delta, None);
                 chunk.delay_ms = *after_ms;
                 out.push(chunk);
                 let text = block_input(block);
                 for piece in fragments(&text) {
+                    let fragment = ChatCallDelta {
+                        index: call_index,
+                        id: None,
+                        kind: None,
+                        function: ChatFunctionDelta {
+                            name: None,
+                            arguments: piece,
+                        },
+                    };
                     out.push(chat_chunk(
                         reply,
-                        json!({"tool_calls": [{"index": call_index, "function": {"arguments": piece}}]}),
+                        ChatDelta {
+                            tool_calls: Some([fragment]),
+                            ..ChatDelta::default()
+                        },
                         None,
                     ));
                 }
@@ -423,12 +682,23 @@ fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
             }
         }
     }
-    out.push(chat_chunk(reply, json!({}), Some(chat_finish(reply.stop))));
+    out.push(chat_chunk(
+        reply,
+        ChatDelta::default(),
+        Some(chat_finish(reply.stop)),
+    ));
     if include_usage {
-        out.push(chat_chunk_with(
-            reply,
-            json!([]),
-            Some(chat_usage(reply.usage)),
+        let chunk = ChatChunk {
+            id: &reply.id,
+            object: "chat.completion.chunk",
+            created: CREATED,
+            model: &reply.model,
+            system_fingerprint: (),
+            choices: Vec::new(),
+            usage: Some(chat_usage(reply.usage)),
+        };
+        out.push(Sse::unnamed(
+            serde_json::to_string(&chunk).expect("a chunk is JSON"),
         ));
     }
     out.push(Sse::unnamed("[DONE]".into()));
@@ -449,146 +719,348 @@ fn message_item_id(reply: &Reply, index: usize) -> String {
     format!("msg_{tail}_{index}")
 }
 
-fn responses_usage(usage: Usage) -> Value {
-    json!({
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    })
+#[derive(Serialize)]
+struct ResponsesUsage {
+    input_tokens: u64,
+    input_tokens_details: CachedTokens,
+    output_tokens: u64,
+    output_tokens_details: ReasoningTokens,
+    total_tokens: u64,
 }
 
-fn output_item(reply: &Reply, index: usize, block: &OutBlock, done: bool) -> Value {
-    let status = if done { "completed" } else { "in_progress" };
-    match block {
-        OutBlock::Text(_) => {
-            let content = if done {
-                json!([{"type": "output_text", "text": block.joined(), "annotations": []}])
-            } else {
-                json!([])
-            };
-            json!({"type": "message", "id": message_item_id(reply, index), "status": status,
-                   "role": "assistant", "content": content})
-        }
-        OutBlock::ToolUse {
-            id, name, input, ..
-        } => json!({
-            "type": "function_call",
-            "id": function_item_id(id),
-            "call_id": id,
-            "name": name,
-            "arguments": if done { input_text(input) } else { String::new() },
-            "status": status,
-        }),
+#[derive(Serialize)]
+struct CachedTokens {
+    cached_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct ReasoningTokens {
+    reasoning_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct OutputText<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    annotations: [(); 0],
+}
+
+fn output_text(text: &str) -> OutputText<'_> {
+    OutputText {
+        kind: "output_text",
+        text,
+        annotations: [],
     }
 }
 
-fn response(reply: &Reply, status: &str, done: bool) -> Value {
-    let output: Vec<Value> = if done {
-        reply
-            .blocks
-            .iter()
-            .enumerate()
-            .map(|(i, b)| output_item(reply, i, b, true))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let incomplete = if done && reply.stop == Stop::MaxTokens {
-        json!({"reason": "max_output_tokens"})
-    } else {
-        Value::Null
-    };
-    let status = if done && reply.stop == Stop::MaxTokens {
-        "incomplete"
-    } else {
-        status
-    };
-    json!({
-        "id": reply.id,
-        "object": "response",
-        "created_at": CREATED,
-        "status": status,
-        "error": null,
-        "incomplete_details": incomplete,
-        "instructions": null,
-        "model": reply.model,
-        "output": output,
-        "parallel_tool_calls": true,
-        "tool_choice": "auto",
-        "tools": [],
-        "metadata": {},
-        "temperature": null,
-        "top_p": null,
-        "usage": if done { responses_usage(reply.usage) } else { Value::Null },
-    })
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutputItem<'a> {
+    Message {
+        id: String,
+        status: &'static str,
+        role: &'static str,
+        content: Vec<OutputText<'a>>,
+    },
+    FunctionCall {
+        id: String,
+        call_id: &'a str,
+        name: &'a str,
+        arguments: String,
+        status: &'static str,
+    },
+}
+
+#[derive(Serialize)]
+struct Incomplete {
+    reason: &'static str,
+}
+
+#[derive(Serialize)]
+struct ResponseObject<'a> {
+    id: &'a str,
+    object: &'static str,
+    created_at: u64,
+    status: &'a str,
+    error: (),
+    incomplete_details: Option<Incomplete>,
+    instructions: (),
+    model: &'a str,
+    output: Vec<OutputItem<'a>>,
+    parallel_tool_calls: bool,
+    tool_choice: &'static str,
+    tools: [(); 0],
+    metadata: Empty,
+    temperature: (),
+    top_p: (),
+    usage: Option<ResponsesUsage>,
+}
+
+/// `{}`.
+#[derive(Serialize)]
+struct Empty {}
+
+fn output_item<'a>(
+    reply: &Reply,
+    index: usize,
+    block: &'a OutBlock,
+    text: &'a str,
+    done: bool,
+) -> OutputItem<'a> {
+    let status = if done { "completed" } else { "in_progress" };
+    match block {
+        OutBlock::Text(_) => OutputItem::Message {
+            id: message_item_id(reply, index),
+            status,
+            role: "assistant",
+            content: if done {
+                vec![output_text(text)]
+            } else {
+                Vec::new()
+            },
+        },
+        OutBlock::ToolUse {
+            id, name, input, ..
+        } => OutputItem::FunctionCall {
+            id: function_item_id(id),
+            call_id: id,
+            name,
+            arguments: if done {
+                input_text(input)
+            } else {
+                String::new()
+            },
+            status,
+        },
+    }
+}
+
+/// The joined texts of `reply`'s blocks (empty for a tool use), borrowed by its output items.
+fn block_texts(reply: &Reply) -> Vec<String> {
+    reply
+        .blocks
+        .iter()
+        .map(|b| b.joined().unwrap_or_default())
+        .collect()
+}
+
+fn response<'a>(reply: &'a Reply, status: &'a str, done: bool) -> ResponseWith<'a> {
+    ResponseWith {
+        texts: if done { block_texts(reply) } else { Vec::new() },
+        reply,
+        status,
+        done,
+    }
+}
+
+/// A response object with the texts its output items borrow.
+struct ResponseWith<'a> {
+    reply: &'a Reply,
+    texts: Vec<String>,
+    status: &'a str,
+    done: bool,
+}
+
+impl Serialize for ResponseWith<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let reply = self.reply;
+        let incomplete = self.done && reply.stop == Stop::MaxTokens;
+        let output = if self.done {
+            reply
+                .blocks
+                .iter()
+                .zip(&self.texts)
+                .enumerate()
+                .map(|(i, (b, t))| output_item(reply, i, b, t, true))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ResponseObject {
+            id: &reply.id,
+            object: "response",
+            created_at: CREATED,
+            status: if incomplete {
+                "incomplete"
+            } else {
+                self.status
+            },
+            error: (),
+            incomplete_details: incomplete.then_some(Incomplete {
+                reason: "max_output_tokens",
+            }),
+            instructions: (),
+            model: &reply.model,
+            output,
+            parallel_tool_calls: true,
+            tool_choice: "auto",
+            tools: [],
+            metadata: Empty {},
+            temperature: (),
+            top_p: (),
+            usage: self.done.then(|| ResponsesUsage {
+                input_tokens: reply.usage.input_tokens,
+                input_tokens_details: CachedTokens { cached_tokens: 0 },
+                output_tokens: reply.usage.output_tokens,
+                output_tokens_details: ReasoningTokens {
+                    reasoning_tokens: 0,
+                },
+                total_tokens: reply.usage.input_tokens + reply.usage.output_tokens,
+            }),
+        }
+        .serialize(s)
+    }
+}
+
+/// A Responses event: its type, its fields, and the sequence number added when it is sent.
+#[derive(Serialize)]
+struct ResponsesEvent<T: Serialize> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    fields: T,
+    sequence_number: usize,
+}
+
+#[derive(Serialize)]
+struct WithResponse<'a> {
+    response: ResponseWith<'a>,
+}
+
+#[derive(Serialize)]
+struct ItemEvent<'a> {
+    output_index: usize,
+    item: OutputItem<'a>,
+}
+
+#[derive(Serialize)]
+struct PartEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    content_index: u32,
+    part: OutputText<'a>,
+}
+
+#[derive(Serialize)]
+struct TextDeltaEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    content_index: u32,
+    delta: &'a str,
+    logprobs: [(); 0],
+}
+
+#[derive(Serialize)]
+struct TextDoneEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    content_index: u32,
+    text: &'a str,
+    logprobs: [(); 0],
+}
+
+#[derive(Serialize)]
+struct ArgumentsDeltaEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    delta: &'a str,
+}
+
+#[derive(Serialize)]
+struct ArgumentsDoneEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    arguments: &'a str,
+    name: &'a str,
 }
 
 fn responses_events(reply: &Reply) -> Vec<Sse> {
+    fn push<T: Serialize>(out: &mut Vec<Sse>, delay: u64, kind: &'static str, fields: T) {
+        let event = ResponsesEvent {
+            kind,
+            fields,
+            sequence_number: out.len(),
+        };
+        let mut sse = Sse::named(kind, &event);
+        sse.delay_ms = delay;
+        out.push(sse);
+    }
     let mut out = Vec::new();
-    let push = |out: &mut Vec<Sse>, delay: u64, mut data: Value| {
-        let kind = data["type"].as_str().unwrap_or_default().to_owned();
-        data["sequence_number"] = out.len().into();
-        let mut event = Sse::named(&kind, &data);
-        event.delay_ms = delay;
-        out.push(event);
-    };
-    push(
-        &mut out,
-        0,
-        json!({"type": "response.created", "response": response(reply, "in_progress", false)}),
-    );
-    push(
-        &mut out,
-        0,
-        json!({"type": "response.in_progress", "response": response(reply, "in_progress", false)}),
-    );
+    for kind in ["response.created", "response.in_progress"] {
+        let fields = WithResponse {
+            response: response(reply, "in_progress", false),
+        };
+        push(&mut out, 0, kind, fields);
+    }
     for (index, block) in reply.blocks.iter().enumerate() {
         let first_delay = match block {
             OutBlock::Text(pieces) => pieces.first().map_or(0, |p| p.0),
             OutBlock::ToolUse { after_ms, .. } => *after_ms,
         };
+        let item = output_item(reply, index, block, "", false);
         push(
             &mut out,
             first_delay,
-            json!({"type": "response.output_item.added", "output_index": index,
-                   "item": output_item(reply, index, block, false)}),
+            "response.output_item.added",
+            ItemEvent {
+                output_index: index,
+                item,
+            },
         );
-        match block {
+        let text = match block {
             OutBlock::Text(pieces) => {
                 let item_id = message_item_id(reply, index);
                 push(
                     &mut out,
                     0,
-                    json!({"type": "response.content_part.added", "item_id": item_id,
-                           "output_index": index, "content_index": 0,
-                           "part": {"type": "output_text", "text": "", "annotations": []}}),
+                    "response.content_part.added",
+                    PartEvent {
+                        item_id: &item_id,
+                        output_index: index,
+                        content_index: 0,
+                        part: output_text(""),
+                    },
                 );
                 for (i, (delay, piece)) in pieces.iter().enumerate() {
                     push(
                         &mut out,
                         if i == 0 { 0 } else { *delay },
-                        json!({"type": "response.output_text.delta", "item_id": item_id,
-                               "output_index": index, "content_index": 0, "delta": piece,
-                               "logprobs": []}),
+                        "response.output_text.delta",
+                        TextDeltaEvent {
+                            item_id: &item_id,
+                            output_index: index,
+                            content_index: 0,
+                            delta: piece,
+                            logprobs: [],
+                        },
                     );
                 }
-                let text = block.joined();
+                let text = block.joined().unwrap_or_default();
                 push(
                     &mut out,
                     0,
-                    json!({"type": "response.output_text.done", "item_id": item_id,
-                           "output_index": index, "content_index": 0, "text": text,
-                           "logprobs": []}),
+                    "response.output_text.done",
+                    TextDoneEvent {
+                        item_id: &item_id,
+                        output_index: index,
+                        content_index: 0,
+                        text: &text,
+                        logprobs: [],
+                    },
                 );
                 push(
                     &mut out,
                     0,
-                    json!({"type": "response.content_part.done", "item_id": item_id,
-                           "output_index": index, "content_index": 0,
-                           "part": {"type": "output_text", "text": text, "annotations": []}}),
+                    "response.content_part.done",
+                    PartEvent {
+                        item_id: &item_id,
+                        output_index: index,
+                        content_index: 0,
+                        part: output_text(&text),
+                    },
                 );
+                text
             }
             OutBlock::ToolUse { id, name, .. } => {
                 let item_id = function_item_id(id);
@@ -597,23 +1069,36 @@ fn responses_events(reply: &Reply) -> Vec<Sse> {
                     push(
                         &mut out,
                         0,
-                        json!({"type": "response.function_call_arguments.delta",
-                               "item_id": item_id, "output_index": index, "delta": piece}),
+                        "response.function_call_arguments.delta",
+                        ArgumentsDeltaEvent {
+                            item_id: &item_id,
+                            output_index: index,
+                            delta: piece,
+                        },
                     );
                 }
                 push(
                     &mut out,
                     0,
-                    json!({"type": "response.function_call_arguments.done", "item_id": item_id,
-                           "output_index": index, "arguments": text, "name": name}),
+                    "response.function_call_arguments.done",
+                    ArgumentsDoneEvent {
+                        item_id: &item_id,
+                        output_index: index,
+                        arguments: &text,
+                        name,
+                    },
                 );
+                String::new()
             }
-        }
+        };
         push(
             &mut out,
             0,
-            json!({"type": "response.output_item.done", "output_index": index,
-                   "item": output_item(reply, index, block, true)}),
+            "response.output_item.done",
+            ItemEvent {
+                output_index: index,
+                item: output_item(reply, index, block, &text, true),
+            },
         );
     }
     let last = if reply.stop == Stop::MaxTokens {
@@ -621,11 +1106,10 @@ fn responses_events(reply: &Reply) -> Vec<Sse> {
     } else {
         "response.completed"
     };
-    push(
-        &mut out,
-        0,
-        json!({"type": last, "response": response(reply, "completed", true)}),
-    );
+    let fields = WithResponse {
+        response: response(reply, "completed", true),
+    };
+    push(&mut out, 0, last, fields);
     out
 }
 
