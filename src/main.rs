@@ -192,7 +192,8 @@ enum Command {
     /// --connections keep-alive connections of requests, each a new conversation, for --seconds
     /// per API and streaming mode; with --against NAME=URL, the same load goes to another mock
     /// server set up to give the same reply ("It is 18 C and cloudy in Paris." to a request whose
-    /// user message mentions the weather), and the table shows the ratio.
+    /// user message mentions the weather), and the table shows the ratio. The server keeps every
+    /// conversation (about 650 bytes each, one per request): mind --seconds.
     Bench {
         /// What to measure.
         #[arg(value_enum, default_value_t = BenchWhat::Turns)]
