@@ -170,6 +170,13 @@ fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
     (uses, text)
 }
 
+/// Whether `text` is one of `words` (DESIGN §3: the whole message, trimmed, case ignored). The
+/// observer judges this itself from the configured words, never by asking the runtime it checks.
+fn is_cancel_word(words: &[String], text: &str) -> bool {
+    let text = text.trim();
+    words.iter().any(|w| w.eq_ignore_ascii_case(text))
+}
+
 impl Observer {
     /// Tells the observer what the driver is about to feed, before [`Runtime::handle`]: the
     /// replies it checks tool execution against, and the user messages it counts.
@@ -178,7 +185,7 @@ impl Observer {
             Input::User { key, text } if !text.is_empty() => {
                 let k = self.key_index(key);
                 let m = &mut self.keys[k];
-                let cancel = rt.config().is_cancel_word(text);
+                let cancel = is_cancel_word(&rt.config().cancel_words, text);
                 if !m.frames.is_empty() && cancel {
                     m.cancels += 1;
                     self.cancel_sent = true;
