@@ -113,6 +113,24 @@ enum Command {
         /// Seed for every scenario (overrides each file's `seed`).
         #[arg(long, env = "AGENTSIM_SEED")]
         seed: Option<u64>,
+        /// Output: a line per scenario (text), or one JSON document at the end (json), with each
+        /// failure structured (kind, step, line, column, mismatches, rerun command).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Also write a JUnit XML report here (one test case per scenario file).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Run only the files whose path contains this text (repeatable: any of them).
+        #[arg(long, value_name = "TEXT")]
+        filter: Vec<String>,
+        /// Stop starting scenarios after the first failure (with several jobs, those already
+        /// running finish).
+        #[arg(long)]
+        fail_fast: bool,
+        /// Scenarios run at once, 1 to 256 (default: the machine's cores); the report keeps the
+        /// files' order.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+        jobs: Option<u64>,
     },
     /// Print the JSON Schema of scenario files.
     Schema,
@@ -317,7 +335,28 @@ fn main() -> ExitCode {
             format,
             no_invariants,
         } => run(&file, seed, format, !no_invariants),
-        Command::Check { paths, seed } => check(&paths, seed),
+        Command::Check {
+            paths,
+            seed,
+            format,
+            junit,
+            filter,
+            fail_fast,
+            jobs,
+        } => check(
+            &paths,
+            CheckOptions {
+                seed,
+                format,
+                junit,
+                filter,
+                fail_fast,
+                jobs: jobs.map_or_else(
+                    || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    |j| j as usize,
+                ),
+            },
+        ),
         Command::Bench {
             what: BenchWhat::Turns,
             workloads,
@@ -768,6 +807,19 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
     let scenario = match scenario::load(file) {
         Ok(s) => s,
         Err(e) => {
+            if matches!(format, Format::Json) {
+                let mut failure = serde_json::json!({"kind": "load", "message": e.to_string()});
+                if e.line > 0 {
+                    failure["line"] = e.line.into();
+                    failure["column"] = e.column.into();
+                }
+                let out = serde_json::json!({"path": file.display().to_string(),
+                                             "passed": false, "failure": failure});
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&out).expect("a report is JSON")
+                );
+            }
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
@@ -907,7 +959,101 @@ fn is_json_schema(path: &Path) -> bool {
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("$schema").is_some())
 }
 
-fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
+struct CheckOptions {
+    seed: Option<u64>,
+    format: Format,
+    junit: Option<PathBuf>,
+    filter: Vec<String>,
+    fail_fast: bool,
+    jobs: usize,
+}
+
+/// One entry `check` goes through: a scenario file, or a path the walk could not take.
+enum CheckEntry {
+    File(PathBuf),
+    Problem(PathBuf, String),
+}
+
+/// Loads and runs one entry (never panics on bad input: a file that cannot be loaded is a
+/// broken case).
+fn check_one(entry: &CheckEntry, seed: Option<u64>) -> report::check::Case {
+    use report::check::{Case, CaseResult};
+    let started = Instant::now();
+    let (path, result) = match entry {
+        CheckEntry::Problem(path, problem) => (
+            path.display().to_string(),
+            CaseResult::Broken {
+                message: problem.clone(),
+                location: None,
+            },
+        ),
+        CheckEntry::File(file) => match scenario::load(file) {
+            Err(e) => (
+                file.display().to_string(),
+                CaseResult::Broken {
+                    message: e.to_string(),
+                    location: (e.line > 0).then_some((e.line, e.column)),
+                },
+            ),
+            Ok(scenario) => {
+                let outcome = scenario::run(
+                    &scenario,
+                    RunOptions {
+                        seed,
+                        observe: true,
+                    },
+                );
+                let result = match &outcome.failure {
+                    None => CaseResult::Passed {
+                        name: outcome.name.clone(),
+                        seed: outcome.seed,
+                        reproduced: outcome.reproduced.clone(),
+                    },
+                    Some(failure) => CaseResult::Failed {
+                        name: outcome.name.clone(),
+                        seed: outcome.seed,
+                        failure: failure.to_json(),
+                        location: failure.location(),
+                        rerun: outcome.rerun_command(),
+                    },
+                };
+                (outcome.path.clone(), result)
+            }
+        },
+    };
+    Case {
+        path,
+        seconds: started.elapsed().as_secs_f64(),
+        result,
+    }
+}
+
+/// `check`'s line(s) for one case, as text.
+fn case_text(case: &report::check::Case) -> String {
+    use report::check::CaseResult;
+    let path = report::printable(&case.path);
+    match &case.result {
+        CaseResult::Passed {
+            reproduced: Some(inv),
+            ..
+        } => format!("ok   {path} (reproduces {inv})\n"),
+        CaseResult::Passed { .. } => format!("ok   {path}\n"),
+        CaseResult::Failed {
+            seed,
+            failure,
+            rerun,
+            ..
+        } => format!(
+            "FAIL {path} (seed {seed})\n  {}\n  rerun: {}\n",
+            failure["message"].as_str().unwrap_or("failed"),
+            report::printable(rerun)
+        ),
+        CaseResult::Broken { message, .. } => format!("FAIL {path}\n  {message}\n"),
+    }
+}
+
+fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let started = Instant::now();
     let mut found = Found::default();
     for path in paths {
@@ -923,57 +1069,133 @@ fn check(paths: &[PathBuf], seed: Option<u64>) -> ExitCode {
         eprintln!("error: no scenario files (.yaml, .yml, .json) found");
         return ExitCode::from(2);
     }
-    let (mut passed, mut failed) = (0usize, 0usize);
-    for (path, problem) in &problems {
-        failed += 1;
-        println!("FAIL {}", path.display());
-        println!("  {problem}");
-    }
-    for file in &files {
-        let scenario = match scenario::load(file) {
-            Ok(s) => s,
-            Err(e) => {
-                failed += 1;
-                println!("FAIL {}", file.display());
-                println!("  {e}");
-                continue;
-            }
-        };
-        let outcome = scenario::run(
-            &scenario,
-            RunOptions {
-                seed,
-                observe: true,
-            },
+    let keep = |p: &Path| {
+        options.filter.is_empty() || {
+            let text = p.display().to_string();
+            options.filter.iter().any(|f| text.contains(f.as_str()))
+        }
+    };
+    let mut entries: Vec<CheckEntry> = problems
+        .into_iter()
+        .filter(|(p, _)| keep(p))
+        .map(|(p, m)| CheckEntry::Problem(p, m))
+        .collect();
+    entries.extend(files.into_iter().filter(|f| keep(f)).map(CheckEntry::File));
+    if entries.is_empty() {
+        eprintln!(
+            "error: no scenario file matches --filter {}",
+            options.filter.join(", ")
         );
-        match &outcome.failure {
-            None => {
-                passed += 1;
-                match &outcome.reproduced {
-                    Some(inv) => println!(
-                        "ok   {} (reproduces {inv})",
-                        report::printable(&outcome.path)
-                    ),
-                    None => println!("ok   {}", report::printable(&outcome.path)),
+        return ExitCode::from(2);
+    }
+    let text = matches!(options.format, Format::Text);
+    // Results land in their slot; the text report prints them in the files' order as soon as
+    // every earlier one is in.
+    let slots: Vec<std::sync::Mutex<Option<report::check::Case>>> = entries
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
+    let printed = std::sync::Mutex::new(0usize);
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let flush = || {
+        let mut printed = printed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        while *printed < slots.len() {
+            let slot = slots[*printed].lock().unwrap_or_else(|e| e.into_inner());
+            let Some(case) = slot.as_ref() else { break };
+            if text {
+                out.push_str(&case_text(case));
+            }
+            *printed += 1;
+        }
+        if !out.is_empty() {
+            print!("{out}");
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+        }
+    };
+    let work = || loop {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(entry) = entries.get(i) else { return };
+        let case = check_one(entry, options.seed);
+        if options.fail_fast && !case.passed() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(case);
+        flush();
+    };
+    std::thread::scope(|scope| {
+        let mut workers = Vec::new();
+        for _ in 0..options.jobs.min(entries.len()) {
+            match std::thread::Builder::new().spawn_scoped(scope, work) {
+                Ok(w) => workers.push(w),
+                Err(e) => {
+                    eprintln!("warning: cannot start another worker thread ({e})");
+                    break;
                 }
             }
-            Some(failure) => {
-                failed += 1;
-                println!(
-                    "FAIL {} (seed {})",
-                    report::printable(&outcome.path),
-                    outcome.seed
-                );
-                println!("  {failure}");
-                println!("  rerun: {}", outcome.rerun_command());
+        }
+        if workers.is_empty() {
+            work();
+        }
+        for w in workers {
+            if let Err(panic) = w.join() {
+                std::panic::resume_unwind(panic);
             }
         }
+    });
+    // With --fail-fast some slots stay empty: the cases are those that ran, in order.
+    let cases: Vec<report::check::Case> = slots
+        .into_iter()
+        .filter_map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    let not_run = entries.len() - cases.len();
+    if text {
+        // Whatever the ordered printing held back (a gap left by --fail-fast) comes out now.
+        let printed = *printed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rest = String::new();
+        let mut seen = 0;
+        for case in &cases {
+            seen += 1;
+            if seen > printed {
+                rest.push_str(&case_text(case));
+            }
+        }
+        print!("{rest}");
     }
-    println!(
-        "{} scenarios: {passed} passed, {failed} failed ({:.2}s)",
-        files.len() + problems.len(),
-        started.elapsed().as_secs_f64()
-    );
+    let seconds = started.elapsed().as_secs_f64();
+    let passed = cases.iter().filter(|c| c.passed()).count();
+    let failed = cases.len() - passed;
+    if let Some(path) = &options.junit {
+        if let Err(e) = std::fs::write(path, report::check::junit(&cases, seconds)) {
+            eprintln!(
+                "error: cannot write the JUnit report {}: {e}",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    match options.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report::check::json_report(&cases, seconds, not_run))
+                .expect("a report is JSON")
+        ),
+        Format::Text => {
+            let skipped = if not_run > 0 {
+                format!(", {not_run} not run (--fail-fast)")
+            } else {
+                String::new()
+            };
+            println!(
+                "{} scenarios: {passed} passed, {failed} failed{skipped} ({seconds:.2}s)",
+                entries.len()
+            );
+        }
+    }
     if failed == 0 {
         ExitCode::SUCCESS
     } else {

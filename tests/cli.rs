@@ -910,3 +910,140 @@ fn bench_mock_llm_measures_every_mode_with_no_error_and_reports_json() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A directory with a passing, a failing and a broken scenario (the failing one second).
+fn mixed_corpus(tag: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli/mixed-{tag}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(
+        dir.join("a-ok.yaml"),
+        "name: ok\nllm:\n  main: [hello]\nsteps:\n  - user: hi\n  - expect: { sent: [hello] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b-wrong.yaml"),
+        "name: wrong\nllm:\n  main: [hello]\nsteps:\n  - user: hi\n  - expect: { sent: [goodbye] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("sub/c-broken.yaml"),
+        "name: broken\nagents:\n  main: { max_iteration: 3 }\nsteps: []\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn check_json_reports_each_scenario_with_a_structured_failure() {
+    let dir = mixed_corpus("json");
+    let o = agentsim(&["check", dir.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+    assert_eq!(v["passed"], 1);
+    assert_eq!(v["failed"], 2);
+    let s = v["scenarios"].as_array().unwrap();
+    assert_eq!(s.len(), 3);
+    assert_eq!(s[0]["passed"], true);
+    let wrong = &s[1]["failure"];
+    assert_eq!(wrong["kind"], "expectation");
+    assert_eq!(wrong["step"], 2);
+    assert_eq!(wrong["line"], 6);
+    assert_eq!(wrong["mismatches"][0]["what"], "sent");
+    assert_eq!(wrong["mismatches"][0]["actual"], "[\"hello\"]");
+    assert!(s[1]["rerun"].as_str().unwrap().starts_with("agentsim run "));
+    let broken = &s[2]["failure"];
+    assert_eq!(broken["kind"], "load");
+    assert_eq!(broken["line"], 3);
+    assert!(broken["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown field `max_iteration`"));
+}
+
+#[test]
+fn run_json_keeps_the_failure_structured_and_load_errors_are_json() {
+    let dir = mixed_corpus("run-json");
+    let o = agentsim(&[
+        "run",
+        dir.join("b-wrong.yaml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["failure"]["kind"], "expectation");
+    assert_eq!(v["failure"]["column"], 5);
+    assert!(v["rerun"].as_str().unwrap().contains("--seed 0"));
+    let o = agentsim(&[
+        "run",
+        dir.join("sub/c-broken.yaml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON even so");
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["failure"]["kind"], "load");
+    assert_eq!(v["failure"]["line"], 3);
+}
+
+#[test]
+fn check_junit_writes_a_case_per_file_with_failures_and_errors() {
+    let dir = mixed_corpus("junit");
+    let report = dir.join("report.xml");
+    let o = agentsim(&[
+        "check",
+        dir.to_str().unwrap(),
+        "--junit",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let x = std::fs::read_to_string(&report).unwrap();
+    assert!(x.contains("tests=\"3\" failures=\"1\" errors=\"1\""), "{x}");
+    assert_eq!(x.matches("<testcase ").count(), 3, "{x}");
+    assert!(x.contains("name=\"a-ok\""), "{x}");
+    assert!(x.contains("<failure message=\"step 2 (line 6, column 5): expectation failed\" type=\"expectation\">"), "{x}");
+    assert!(
+        x.contains("b-wrong.yaml:6:5\nseed: 0\nrerun: agentsim run "),
+        "{x}"
+    );
+    assert!(
+        x.contains("<error message=") && x.contains("type=\"load\""),
+        "{x}"
+    );
+    // The text report still comes out as usual.
+    assert!(stdout(&o).contains("3 scenarios: 1 passed, 2 failed"));
+}
+
+#[test]
+fn check_filters_stops_early_and_keeps_order_with_many_jobs() {
+    let dir = mixed_corpus("filter");
+    let d = dir.to_str().unwrap();
+    let o = agentsim(&["check", d, "--filter", "a-ok"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains("1 scenarios: 1 passed, 0 failed"));
+    let o = agentsim(&["check", d, "--filter", "nothing-like-this"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no scenario file matches --filter nothing-like-this"));
+    let o = agentsim(&["check", d, "--fail-fast", "--jobs", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("FAIL"), "{out}");
+    assert!(out.contains("not run (--fail-fast)"), "{out}");
+    // The broken file sorts after the wrong one only in its subdirectory: one failure stops it.
+    assert!(
+        out.contains("3 scenarios: 1 passed, 1 failed, 1 not run"),
+        "{out}"
+    );
+    let lines = |jobs: &str| {
+        let o = agentsim(&["check", "scenarios", "--jobs", jobs]);
+        assert!(o.status.success());
+        let out = stdout(&o);
+        out.lines()
+            .filter(|l| !l.contains(" scenarios: "))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines("1"), lines("4"), "the report keeps the files' order");
+}

@@ -113,6 +113,22 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// A short name of what stopped the run (`step-limit`, `script-exhausted`, `violation`, ...),
+    /// for machine-readable reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::StepLimit { .. } => "step-limit",
+            RunError::DepthLimit { .. } => "depth-limit",
+            RunError::LlmCallLimit { .. } => "model-call-limit",
+            RunError::ScriptExhausted { .. } => "script-exhausted",
+            RunError::ToolScriptExhausted { .. } => "tool-script-exhausted",
+            RunError::Stuck { .. } => "stuck",
+            RunError::Restore(_) => "restore",
+            RunError::Persist(_) => "persist",
+            RunError::Violation { .. } => "violation",
+        }
+    }
+
     /// The broken invariant, if that is what stopped the run.
     pub fn violation(&self) -> Option<&Violation> {
         match self {

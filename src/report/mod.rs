@@ -1,5 +1,7 @@
-//! What a run looks like to people and to CI: the transcript's text and JSON renderings.
+//! What a run looks like to people and to CI: the transcript's text and JSON renderings, and
+//! `check`'s JUnit XML and JSON reports ([`check`]).
 
+pub mod check;
 mod transcript;
 
 pub use transcript::{block, json, line, printable, records_text, text, verdict};

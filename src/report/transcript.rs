@@ -293,20 +293,22 @@ struct JsonTranscript<'a> {
     path: &'a str,
     seed: u64,
     passed: bool,
-    failure: Option<String>,
+    failure: Option<serde_json::Value>,
+    rerun: Option<String>,
     reproduced: Option<&'a str>,
     records: &'a [Record],
 }
 
 /// The transcript as JSON.
 pub fn json(outcome: &Outcome) -> String {
-    let failure = outcome.failure.as_ref().map(Failure::to_string);
+    let failure = outcome.failure.as_ref().map(Failure::to_json);
     serde_json::to_string_pretty(&JsonTranscript {
         scenario: &outcome.name,
         path: &outcome.path,
         seed: outcome.seed,
         passed: outcome.passed(),
         failure,
+        rerun: outcome.failure.is_some().then(|| outcome.rerun_command()),
         reproduced: outcome.reproduced.as_deref(),
         records: &outcome.records,
     })

@@ -155,6 +155,58 @@ impl fmt::Display for Failure {
     }
 }
 
+impl Failure {
+    /// The failure as structured JSON (`run --format json`, `check --format json`): its `kind`,
+    /// where (`step`, `line`, `column` when it has them), what differed or stopped the run, and
+    /// the same `message` the text report prints.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut v = match self {
+            Failure::Expectation {
+                step,
+                line,
+                column,
+                mismatches,
+            } => json!({
+                "kind": "expectation", "step": step, "line": line, "column": column,
+                "mismatches": mismatches.iter().map(|m| json!({
+                    "what": m.what, "expected": m.expected, "actual": m.actual,
+                })).collect::<Vec<_>>(),
+            }),
+            Failure::Run { step, line, error } => {
+                let mut e = json!({"kind": error.kind(), "message": error.to_string()});
+                if let Some(v) = error.violation() {
+                    e["invariant"] = v.invariant.into();
+                    e["violation"] = v.message.clone().into();
+                }
+                json!({"kind": "run", "step": step, "line": line, "error": e})
+            }
+            Failure::UnusedReplies { unused } => json!({
+                "kind": "unused-replies",
+                "unused": unused.iter().map(|(agent, n)| json!({"agent": agent, "count": n}))
+                    .collect::<Vec<_>>(),
+            }),
+            Failure::ExpectedViolation { invariant } => {
+                json!({"kind": "expected-violation", "invariant": invariant})
+            }
+            Failure::InvariantsOff { invariant } => {
+                json!({"kind": "invariants-off", "invariant": invariant})
+            }
+        };
+        v["message"] = self.to_string().into();
+        v
+    }
+
+    /// Where in the scenario file it happened, as `(line, column)`, when it is tied to a step.
+    pub fn location(&self) -> Option<(u32, u32)> {
+        match self {
+            Failure::Expectation { line, column, .. } => Some((*line, *column)),
+            Failure::Run { line, .. } => Some((*line, 1)),
+            _ => None,
+        }
+    }
+}
+
 /// Runs a scenario.
 pub fn run(scenario: &Scenario, options: RunOptions) -> Outcome {
     run_keeping_sim(scenario, options).0
