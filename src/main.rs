@@ -159,6 +159,19 @@ enum Command {
         /// Do not inject faults (vary only the seed).
         #[arg(long)]
         no_faults: bool,
+        /// Leave out one kind of fault (repeatable): llm-error, llm-stall, llm-latency,
+        /// tool-error, tool-latency, user-message, cancel, restart, restart-mid-turn. The other
+        /// kinds keep the rates each seed draws.
+        #[arg(long, value_name = "KIND", value_parser = parse_fault_kind, conflicts_with = "no_faults")]
+        no_fault: Vec<agentsim::drive::faults::FaultKind>,
+        /// Stop starting runs after this many seconds (runs in flight finish; what was found is
+        /// summarized, shrunk and written).
+        #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+        time: Option<f64>,
+        /// Explore part I of N of the seeds (a CI matrix of N machines: disjoint ranges of the
+        /// --runs seeds, whose summaries add up), e.g. --partition 2/4.
+        #[arg(long, value_name = "I/N", value_parser = parse_partition)]
+        partition: Option<(u64, u64)>,
         /// With --generated: draw every scenario from the default configuration instead of
         /// steering toward rarely reached behaviour.
         #[arg(long, requires = "generated")]
@@ -313,12 +326,50 @@ fn parse_against(s: &str) -> Result<(String, std::net::SocketAddr), String> {
     Ok((name.to_owned(), addr))
 }
 
+fn parse_fault_kind(s: &str) -> Result<agentsim::drive::faults::FaultKind, String> {
+    agentsim::drive::faults::FaultKind::parse(s).ok_or_else(|| {
+        let known: Vec<&str> = agentsim::drive::faults::FaultKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect();
+        format!("unknown fault kind `{s}` (known: {})", known.join(", "))
+    })
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() && x < 1e9 => Ok(x),
+        _ => Err(format!("`{s}` is not a number of seconds above 0")),
+    }
+}
+
+fn parse_partition(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("`{s}`: expected I/N with 1 <= I <= N, e.g. 2/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u64, u64) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || i == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
 fn parse_workload(s: &str) -> Result<Workload, String> {
     Workload::parse(s)
         .ok_or_else(|| format!("unknown workload `{s}` (expected w1, w2, w3, w4 or w5)"))
 }
 
 fn main() -> ExitCode {
+    // Output piped into a program that stops reading (`| head`) ends this one quietly, as it does
+    // other command-line tools, instead of a panic at the next print.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts; no handler
+    // is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     if cli.verbose {
         tracing_subscriber::fmt()
@@ -413,6 +464,9 @@ fn main() -> ExitCode {
             seed,
             jobs,
             no_faults,
+            no_fault,
+            time,
+            partition,
             no_steer,
             swarm,
             coverage,
@@ -452,6 +506,10 @@ fn main() -> ExitCode {
             };
             let settings = explore::Settings {
                 faults: !no_faults,
+                without: no_fault.iter().fold(
+                    Default::default(),
+                    |set: agentsim::drive::faults::FaultKinds, k| set.with(*k),
+                ),
                 planted: bug,
                 // Replaying one seed shows its transcript, faults and all.
                 record: runs == 1,
@@ -472,14 +530,35 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             let write = (!no_write).then_some((out.as_path(), shrink_budget));
+            // Part I of N: the I-th of N contiguous ranges of the seeds (the first ranges one
+            // seed longer when N does not divide --runs).
+            let (first, runs) = match partition {
+                Some((i, n)) => {
+                    let (base, extra) = (runs / n, runs % n);
+                    let start = (i - 1) * base + (i - 1).min(extra);
+                    let count = base + u64::from(i <= extra);
+                    println!(
+                        "partition {i}/{n}: seeds {} to {} ({count} of {runs} runs)",
+                        seed.wrapping_add(start),
+                        seed.wrapping_add(start + count).wrapping_sub(1)
+                    );
+                    (seed.wrapping_add(start), count)
+                }
+                None => (seed, runs),
+            };
+            if runs == 0 {
+                println!("no runs in this partition");
+                return ExitCode::SUCCESS;
+            }
             explore_cmd(
                 &source,
                 runs,
-                seed,
+                first,
                 jobs,
                 settings,
                 (steering, coverage),
                 write,
+                time.map(std::time::Duration::from_secs_f64),
             )
         }
         #[cfg(feature = "mock-server")]
@@ -1333,7 +1412,6 @@ fn bench(
     ExitCode::SUCCESS
 }
 
-/// The replay command for one exploration seed.
 /// How generated scenarios are drawn.
 #[derive(Clone, Copy, Debug)]
 enum Steering {
@@ -1343,6 +1421,7 @@ enum Steering {
     Adaptive,
 }
 
+/// The replay command for one exploration seed.
 fn replay_command(
     source: &explore::Source,
     seed: u64,
@@ -1356,6 +1435,9 @@ fn replay_command(
     let mut cmd = format!("agentsim explore {what} --seed {seed} --runs 1");
     if !settings.faults {
         cmd.push_str(" --no-faults");
+    }
+    for kind in settings.without.iter() {
+        cmd.push_str(&format!(" --no-fault {}", kind.name()));
     }
     if let Some(bug) = settings.planted {
         cmd.push_str(&format!(" --bug {bug}"));
@@ -1385,6 +1467,7 @@ fn explore_cmd(
     settings: explore::Settings,
     (steering, show_coverage): (Steering, bool),
     write: Option<(&Path, usize)>,
+    budget: Option<std::time::Duration>,
 ) -> ExitCode {
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -1423,8 +1506,14 @@ fn explore_cmd(
     let coverage: Mutex<Coverage> = Mutex::new(Coverage::default());
     let per_swarm: Mutex<Vec<u64>> = Mutex::new(vec![0; knobs.len()]);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let out_of_time = std::sync::atomic::AtomicBool::new(false);
     let work = || loop {
         if watch.stopping() {
+            break;
+        }
+        // A time budget stops new runs; those in flight finish.
+        if budget.is_some_and(|b| started.elapsed() >= b) {
+            out_of_time.store(true, Ordering::Relaxed);
             break;
         }
         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -1585,14 +1674,26 @@ fn explore_cmd(
         explore::Source::Generated(_) => "generated scenarios".to_owned(),
         explore::Source::Scenario(s) => s.path.display().to_string(),
     };
+    let budget_hit = out_of_time.load(Ordering::Relaxed) && runs_done < runs;
     let ran = if interrupted {
         format!("interrupted after {runs_done} of {runs} runs")
+    } else if budget_hit {
+        format!(
+            "{runs_done} of {runs} runs in the time budget of {}s",
+            budget.unwrap_or_default().as_secs_f64()
+        )
     } else {
         format!("{runs} runs")
     };
+    let without: Vec<&str> = settings.without.iter().map(|k| k.name()).collect();
     println!(
-        "explored {what}: {ran} from seed {first}, {jobs} jobs, faults {}{}",
+        "explored {what}: {ran} from seed {first}, {jobs} jobs, faults {}{}{}",
         if settings.faults { "on" } else { "off" },
+        if without.is_empty() {
+            String::new()
+        } else {
+            format!(" (without {})", without.join(", "))
+        },
         settings
             .planted
             .map_or(String::new(), |b| format!(", planted bug {b}"))

@@ -1047,3 +1047,113 @@ fn check_filters_stops_early_and_keeps_order_with_many_jobs() {
     };
     assert_eq!(lines("1"), lines("4"), "the report keeps the files' order");
 }
+
+#[test]
+fn explore_partitions_are_disjoint_and_their_summaries_add_up() {
+    let number = |out: &str, before: &str| -> u64 {
+        let i = out
+            .find(before)
+            .unwrap_or_else(|| panic!("{before:?} in {out}"));
+        out[..i]
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .find(|w| !w.is_empty())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let whole = agentsim(&[
+        "explore",
+        "--generated",
+        "--runs",
+        "31",
+        "--no-steer",
+        "--no-write",
+        "--jobs",
+        "2",
+    ]);
+    assert!(whole.status.success(), "{}", stdout(&whole));
+    let whole_faults = number(&stdout(&whole), " faults injected");
+    let (mut runs, mut faults, mut next_seed) = (0, 0, 0u64);
+    for i in 1..=4 {
+        let part = format!("{i}/4");
+        let o = agentsim(&[
+            "explore",
+            "--generated",
+            "--runs",
+            "31",
+            "--no-steer",
+            "--no-write",
+            "--partition",
+            &part,
+        ]);
+        assert!(o.status.success(), "{}", stdout(&o));
+        let out = stdout(&o);
+        let first = number(&out, " to ");
+        assert_eq!(first, next_seed, "{out}");
+        let count = number(&out, " of 31 runs)");
+        next_seed = first + count;
+        runs += count;
+        faults += number(&out, " faults injected");
+    }
+    assert_eq!((runs, next_seed), (31, 31));
+    assert_eq!(
+        faults, whole_faults,
+        "the partitions ran exactly the whole run's seeds"
+    );
+    let o = agentsim(&["explore", "--generated", "--partition", "5/4"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("expected I/N with 1 <= I <= N"));
+}
+
+#[test]
+fn explore_stops_at_its_time_budget_and_leaves_out_fault_kinds() {
+    let o = agentsim(&[
+        "explore",
+        "--generated",
+        "--runs",
+        "100000000",
+        "--time",
+        "0.5",
+        "--no-write",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("of 100000000 runs in the time budget of 0.5s"),
+        "{}",
+        stdout(&o)
+    );
+    let mut args = vec!["explore", "--generated", "--runs", "50", "--no-write"];
+    for kind in [
+        "llm-error",
+        "llm-stall",
+        "llm-latency",
+        "tool-error",
+        "tool-latency",
+        "user-message",
+        "cancel",
+        "restart",
+        "restart-mid-turn",
+    ] {
+        args.extend(["--no-fault", kind]);
+    }
+    let o = agentsim(&args);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains(", 0 faults injected"), "{}", stdout(&o));
+    // A failure's replay command carries the kinds left out, so that it replays the same run.
+    let o = agentsim(&[
+        "explore",
+        "--generated",
+        "--runs",
+        "300",
+        "--no-write",
+        "--bug",
+        "double-delivery",
+        "--no-fault",
+        "cancel",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("--no-fault cancel"), "{}", stdout(&o));
+    let o = agentsim(&["explore", "--generated", "--no-fault", "bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown fault kind `bogus`"));
+}

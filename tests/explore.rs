@@ -18,6 +18,7 @@ fn every_planted_bug_is_found_from_seed_zero_and_shrunk_to_ten_steps_or_fewer() 
     for bug in PlantedBug::ALL {
         let settings = Settings {
             faults: true,
+            without: Default::default(),
             planted: Some(bug),
             record: false,
             interruptions: None,
@@ -139,6 +140,7 @@ fn exploring_under_the_legacy_interruption_preset_finds_the_seed_004_leak_and_fi
     let source = Source::Generated(GenConfig::default());
     let legacy = Settings {
         faults: true,
+        without: Default::default(),
         planted: None,
         record: false,
         interruptions: Some(InterruptionConfig::legacy()),
@@ -194,6 +196,7 @@ fn restarts_per_run_are_capped_so_exploration_stays_linear() {
         seed,
         Settings {
             faults: true,
+            without: Default::default(),
             planted: None,
             record: true,
             interruptions: None,
@@ -216,6 +219,7 @@ fn a_long_failing_scenario_shrinks_in_few_candidates() {
     let bug = PlantedBug::IterationOffByOne;
     let settings = Settings {
         faults: true,
+        without: Default::default(),
         planted: Some(bug),
         record: false,
         interruptions: None,
@@ -252,6 +256,7 @@ fn generated_scripts_rarely_run_out() {
     let source = Source::Generated(GenConfig::default());
     let settings = Settings {
         faults: true,
+        without: Default::default(),
         planted: None,
         record: false,
         interruptions: None,

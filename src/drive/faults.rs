@@ -83,6 +83,111 @@ impl FaultRates {
     }
 }
 
+/// A kind of fault, as `explore --no-fault` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// A model call fails.
+    LlmError,
+    /// A model call never answers.
+    LlmStall,
+    /// A model call is slower.
+    LlmLatency,
+    /// A tool fails.
+    ToolError,
+    /// A tool is slower.
+    ToolLatency,
+    /// The user types a message between two steps.
+    UserMessage,
+    /// The user types a cancel word.
+    Cancel,
+    /// A restart at a quiescent point.
+    Restart,
+    /// A restart in the middle of a turn.
+    RestartMidTurn,
+}
+
+impl FaultKind {
+    /// Every kind, in the order of [`FaultRates`]' fields.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::LlmError,
+        FaultKind::LlmStall,
+        FaultKind::LlmLatency,
+        FaultKind::ToolError,
+        FaultKind::ToolLatency,
+        FaultKind::UserMessage,
+        FaultKind::Cancel,
+        FaultKind::Restart,
+        FaultKind::RestartMidTurn,
+    ];
+
+    /// The name on the command line (`llm-error`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::LlmError => "llm-error",
+            FaultKind::LlmStall => "llm-stall",
+            FaultKind::LlmLatency => "llm-latency",
+            FaultKind::ToolError => "tool-error",
+            FaultKind::ToolLatency => "tool-latency",
+            FaultKind::UserMessage => "user-message",
+            FaultKind::Cancel => "cancel",
+            FaultKind::Restart => "restart",
+            FaultKind::RestartMidTurn => "restart-mid-turn",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+}
+
+/// A set of fault kinds (the ones an exploration leaves out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultKinds(u16);
+
+impl FaultKinds {
+    /// The set with `kind` added.
+    pub fn with(self, kind: FaultKind) -> FaultKinds {
+        FaultKinds(self.0 | kind.bit())
+    }
+
+    /// Whether `kind` is in the set.
+    pub fn contains(self, kind: FaultKind) -> bool {
+        self.0 & kind.bit() != 0
+    }
+
+    /// The kinds in the set, in [`FaultKind::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .filter(move |k| self.contains(*k))
+    }
+}
+
+impl FaultRates {
+    /// These rates with the kinds in `off` at zero (the other rates stay those the seed drew).
+    pub fn without(mut self, off: FaultKinds) -> FaultRates {
+        for kind in off.iter() {
+            *match kind {
+                FaultKind::LlmError => &mut self.llm_error,
+                FaultKind::LlmStall => &mut self.llm_stall,
+                FaultKind::LlmLatency => &mut self.llm_latency,
+                FaultKind::ToolError => &mut self.tool_error,
+                FaultKind::ToolLatency => &mut self.tool_latency,
+                FaultKind::UserMessage => &mut self.user_message,
+                FaultKind::Cancel => &mut self.cancel,
+                FaultKind::Restart => &mut self.restart,
+                FaultKind::RestartMidTurn => &mut self.restart_mid_turn,
+            } = 0.0;
+        }
+        self
+    }
+}
+
 /// The faults of one run.
 #[derive(Clone, Debug)]
 pub struct FaultPlan {

@@ -41,6 +41,8 @@ impl Source {
 pub struct Settings {
     /// Inject faults (swarm rates drawn per seed).
     pub faults: bool,
+    /// Fault kinds left out (their rates are zero; the others stay those the seed drew).
+    pub without: crate::drive::faults::FaultKinds,
     /// Run the runtime with this planted bug.
     pub planted: Option<PlantedBug>,
     /// Keep the transcript (slower; for replaying one seed).
@@ -135,7 +137,7 @@ pub fn run_watched(
         scenario.config.interruptions = Some(randomized_interruptions(base, seed));
     }
     let rates = if settings.faults {
-        FaultRates::swarm(seed)
+        FaultRates::swarm(seed).without(settings.without)
     } else {
         FaultRates::none()
     };
