@@ -552,8 +552,7 @@ fn main() -> ExitCode {
             }
             explore_cmd(
                 &source,
-                runs,
-                first,
+                (first, runs),
                 jobs,
                 settings,
                 (steering, coverage),
@@ -1461,8 +1460,7 @@ fn replay_command(
 
 fn explore_cmd(
     source: &explore::Source,
-    runs: u64,
-    first: u64,
+    (first, runs): (u64, u64),
     jobs: usize,
     settings: explore::Settings,
     (steering, show_coverage): (Steering, bool),
