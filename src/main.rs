@@ -910,8 +910,12 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
         return ExitCode::from(2);
     }
     let outcome = scenario::run(&scenario, RunOptions { seed, observe });
+    let stdout_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     match format {
-        Format::Text => print!("{}", report::text(&outcome)),
+        Format::Text => print!(
+            "{}",
+            report::text_colored(&outcome, report::diff::color_wanted(stdout_terminal))
+        ),
         Format::Json => println!("{}", report::json(&outcome)),
     }
     // The transcript goes to stdout and the failure to stderr: flush the first so that the two
@@ -927,10 +931,11 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
             );
             // On a terminal the transcript just printed ends with the failure: say it once. When
             // stdout goes elsewhere, stderr is where a person reads why.
-            if matches!(format, Format::Json)
-                || !std::io::IsTerminal::is_terminal(&std::io::stdout())
-            {
-                eprintln!("  {failure}");
+            if matches!(format, Format::Json) || !stdout_terminal {
+                let color = report::diff::color_wanted(std::io::IsTerminal::is_terminal(
+                    &std::io::stderr(),
+                ));
+                eprintln!("  {}", report::diff::failure_text(failure, color));
             }
             eprintln!("  rerun: {}", report::printable(&outcome.rerun_command()));
             ExitCode::FAILURE
@@ -1053,8 +1058,13 @@ enum CheckEntry {
 }
 
 /// Loads and runs one entry (never panics on bad input: a file that cannot be loaded is a
-/// broken case).
-fn check_one(entry: &CheckEntry, seed: Option<u64>) -> report::check::Case {
+/// broken case); with `color`, also the failure's text with its differences marked.
+fn check_one(
+    entry: &CheckEntry,
+    seed: Option<u64>,
+    color: bool,
+) -> (report::check::Case, Option<String>) {
+    let mut shown = None;
     use report::check::{Case, CaseResult};
     let started = Instant::now();
     let (path, result) = match entry {
@@ -1087,27 +1097,34 @@ fn check_one(entry: &CheckEntry, seed: Option<u64>) -> report::check::Case {
                         seed: outcome.seed,
                         reproduced: outcome.reproduced.clone(),
                     },
-                    Some(failure) => CaseResult::Failed {
-                        name: outcome.name.clone(),
-                        seed: outcome.seed,
-                        failure: failure.to_json(),
-                        location: failure.location(),
-                        rerun: outcome.rerun_command(),
-                    },
+                    Some(failure) => {
+                        if color {
+                            shown = Some(report::diff::failure_text(failure, true));
+                        }
+                        CaseResult::Failed {
+                            name: outcome.name.clone(),
+                            seed: outcome.seed,
+                            failure: failure.to_json(),
+                            location: failure.location(),
+                            rerun: outcome.rerun_command(),
+                        }
+                    }
                 };
                 (outcome.path.clone(), result)
             }
         },
     };
-    Case {
+    let case = Case {
         path,
         seconds: started.elapsed().as_secs_f64(),
         result,
-    }
+    };
+    (case, shown)
 }
 
-/// `check`'s line(s) for one case, as text.
-fn case_text(case: &report::check::Case) -> String {
+/// `check`'s line(s) for one case, as text (`shown`: the failure's text to print instead of its
+/// plain message).
+fn case_text(case: &report::check::Case, shown: Option<&str>) -> String {
     use report::check::CaseResult;
     let path = report::printable(&case.path);
     match &case.result {
@@ -1123,7 +1140,7 @@ fn case_text(case: &report::check::Case) -> String {
             ..
         } => format!(
             "FAIL {path} (seed {seed})\n  {}\n  rerun: {}\n",
-            failure["message"].as_str().unwrap_or("failed"),
+            shown.unwrap_or_else(|| failure["message"].as_str().unwrap_or("failed")),
             report::printable(rerun)
         ),
         CaseResult::Broken { message, .. } => format!("FAIL {path}\n  {message}\n"),
@@ -1169,7 +1186,10 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
     let text = matches!(options.format, Format::Text);
     // Results land in their slot; the text report prints them in the files' order as soon as
     // every earlier one is in.
-    let slots: Vec<std::sync::Mutex<Option<report::check::Case>>> = entries
+    let color =
+        text && report::diff::color_wanted(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    type Slot = Option<(report::check::Case, Option<String>)>;
+    let slots: Vec<std::sync::Mutex<Slot>> = entries
         .iter()
         .map(|_| std::sync::Mutex::new(None))
         .collect();
@@ -1181,9 +1201,11 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         let mut out = String::new();
         while *printed < slots.len() {
             let slot = slots[*printed].lock().unwrap_or_else(|e| e.into_inner());
-            let Some(case) = slot.as_ref() else { break };
+            let Some((case, shown)) = slot.as_ref() else {
+                break;
+            };
             if text {
-                out.push_str(&case_text(case));
+                out.push_str(&case_text(case, shown.as_deref()));
             }
             *printed += 1;
         }
@@ -1198,8 +1220,8 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         }
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(entry) = entries.get(i) else { return };
-        let case = check_one(entry, options.seed);
-        if options.fail_fast && !case.passed() {
+        let case = check_one(entry, options.seed, color);
+        if options.fail_fast && !case.0.passed() {
             stop.store(true, Ordering::Relaxed);
         }
         *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(case);
@@ -1226,24 +1248,21 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         }
     });
     // With --fail-fast some slots stay empty: the cases are those that ran, in order.
-    let cases: Vec<report::check::Case> = slots
+    let ran: Vec<(report::check::Case, Option<String>)> = slots
         .into_iter()
         .filter_map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner()))
         .collect();
-    let not_run = entries.len() - cases.len();
+    let not_run = entries.len() - ran.len();
     if text {
         // Whatever the ordered printing held back (a gap left by --fail-fast) comes out now.
         let printed = *printed.lock().unwrap_or_else(|e| e.into_inner());
         let mut rest = String::new();
-        let mut seen = 0;
-        for case in &cases {
-            seen += 1;
-            if seen > printed {
-                rest.push_str(&case_text(case));
-            }
+        for (case, shown) in ran.iter().skip(printed) {
+            rest.push_str(&case_text(case, shown.as_deref()));
         }
         print!("{rest}");
     }
+    let cases: Vec<report::check::Case> = ran.into_iter().map(|(case, _)| case).collect();
     let seconds = started.elapsed().as_secs_f64();
     let passed = cases.iter().filter(|c| c.passed()).count();
     let failed = cases.len() - passed;

@@ -2,6 +2,7 @@
 //! `check`'s JUnit XML and JSON reports ([`check`]).
 
 pub mod check;
+pub mod diff;
 mod transcript;
 
-pub use transcript::{block, json, line, printable, records_text, text, verdict};
+pub use transcript::{block, json, line, printable, records_text, text, text_colored, verdict};

@@ -267,11 +267,24 @@ pub fn records_text(records: &[Record]) -> String {
 
 /// The whole transcript of an outcome: a header, the records and the verdict.
 pub fn text(outcome: &Outcome) -> String {
+    text_colored(outcome, false)
+}
+
+/// [`text`], with a failed expectation's differences marked in color when `color` is on (for a
+/// terminal; snapshots and files get [`text`]).
+pub fn text_colored(outcome: &Outcome, color: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}", printable(&outcome.name));
     let _ = writeln!(out, "# seed {}", outcome.seed);
     out.push_str(&records_text(&outcome.records));
-    let _ = writeln!(out, "{}", verdict(outcome));
+    match (&outcome.failure, color) {
+        (Some(f), true) => {
+            let _ = writeln!(out, "FAILED: {}", super::diff::failure_text(f, true));
+        }
+        _ => {
+            let _ = writeln!(out, "{}", verdict(outcome));
+        }
+    }
     out
 }
 
