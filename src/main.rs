@@ -1615,21 +1615,32 @@ fn explore_cmd(
         explore::Source::Generated(_) => 0,
     };
     let (finished, ticks) = std::sync::mpsc::channel::<()>();
+    // The bar counts runs, or steps when a file's step count is known (then it moves within
+    // long runs too).
+    let unit = steps_per_run.max(1);
+    let bar = if progress {
+        indicatif::ProgressBar::with_draw_target(
+            Some(runs.saturating_mul(unit)),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("[{bar:30}] {msg} ({elapsed})")
+            .expect("a valid template")
+            .progress_chars("#> "),
+    );
     let draw = || {
         let n = done.load(Ordering::Relaxed);
-        let mut fraction = n as f64 / runs.max(1) as f64;
-        if steps_per_run > 0 {
-            let steps = watch.steps() as f64 / (runs as f64 * steps_per_run as f64);
-            fraction = fraction.max(steps.min(1.0));
-        }
-        let width = 30;
-        let filled = ((fraction * width as f64) as usize).min(width);
-        eprint!(
-            "\r[{}{}] {n}/{runs} runs, {} steps",
-            "#".repeat(filled),
-            " ".repeat(width - filled),
-            watch.steps()
-        );
+        let steps = watch.steps();
+        let position = if steps_per_run > 0 {
+            (n * unit).max(steps).min(runs * unit)
+        } else {
+            n
+        };
+        bar.set_position(position);
+        bar.set_message(format!("{n}/{runs} runs, {steps} steps"));
     };
     let mut started_jobs = 0;
     std::thread::scope(|scope| {
@@ -1683,7 +1694,9 @@ fn explore_cmd(
     let interrupted = watch.stopping();
     if progress && !interrupted {
         draw();
-        eprintln!();
+        bar.finish();
+    } else {
+        bar.abandon();
     }
     let runs_done = done.load(Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
