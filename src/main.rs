@@ -103,6 +103,14 @@ enum Command {
         /// Do not check invariants (to see how far a broken runtime gets).
         #[arg(long)]
         no_invariants: bool,
+        /// Also write the run as a self-contained HTML page here: an SVG timeline of each
+        /// conversation's stack depth with its events, the sequence of user, frames, model and
+        /// tools, and the transcript; a failing run's page marks the violation.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Print the run as a Mermaid sequence diagram instead of the transcript.
+        #[arg(long, conflicts_with = "format")]
+        mermaid: bool,
     },
     /// Run every scenario under the given files or directories: one line each, then a total;
     /// exit 1 if any fails.
@@ -120,6 +128,10 @@ enum Command {
         /// Also write a JUnit XML report here (one test case per scenario file).
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Also write an HTML page per scenario run into this directory (created if missing),
+        /// with an index.html listing them.
+        #[arg(long, value_name = "DIR")]
+        html: Option<PathBuf>,
         /// Run only the files whose path contains this text (repeatable: any of them).
         #[arg(long, value_name = "TEXT")]
         filter: Vec<String>,
@@ -385,12 +397,25 @@ fn main() -> ExitCode {
             seed,
             format,
             no_invariants,
-        } => run(&file, seed, format, !no_invariants),
+            html,
+            mermaid,
+        } => run(
+            &file,
+            seed,
+            if mermaid {
+                Output::Mermaid
+            } else {
+                Output::Format(format)
+            },
+            !no_invariants,
+            html.as_deref(),
+        ),
         Command::Check {
             paths,
             seed,
             format,
             junit,
+            html,
             filter,
             fail_fast,
             jobs,
@@ -400,6 +425,7 @@ fn main() -> ExitCode {
                 seed,
                 format,
                 junit,
+                html,
                 filter,
                 fail_fast,
                 jobs: jobs.map_or_else(
@@ -881,7 +907,24 @@ async fn stop_signal() {
     }
 }
 
-fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCode {
+/// What `run` prints.
+#[derive(Clone, Copy)]
+enum Output {
+    Format(Format),
+    Mermaid,
+}
+
+fn run(
+    file: &Path,
+    seed: Option<u64>,
+    output: Output,
+    observe: bool,
+    html: Option<&Path>,
+) -> ExitCode {
+    let format = match output {
+        Output::Format(f) => f,
+        Output::Mermaid => Format::Text,
+    };
     let scenario = match scenario::load(file) {
         Ok(s) => s,
         Err(e) => {
@@ -911,12 +954,19 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
     }
     let outcome = scenario::run(&scenario, RunOptions { seed, observe });
     let stdout_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    match format {
-        Format::Text => print!(
+    match output {
+        Output::Mermaid => print!("{}", report::html::mermaid(&outcome)),
+        Output::Format(Format::Text) => print!(
             "{}",
             report::text_colored(&outcome, report::diff::color_wanted(stdout_terminal))
         ),
-        Format::Json => println!("{}", report::json(&outcome)),
+        Output::Format(Format::Json) => println!("{}", report::json(&outcome)),
+    }
+    if let Some(path) = html {
+        if let Err(e) = std::fs::write(path, report::html::page(&outcome)) {
+            eprintln!("error: cannot write the page {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
     }
     // The transcript goes to stdout and the failure to stderr: flush the first so that the two
     // come out in order when both go to one place.
@@ -931,7 +981,7 @@ fn run(file: &Path, seed: Option<u64>, format: Format, observe: bool) -> ExitCod
             );
             // On a terminal the transcript just printed ends with the failure: say it once. When
             // stdout goes elsewhere, stderr is where a person reads why.
-            if matches!(format, Format::Json) || !stdout_terminal {
+            if !matches!(output, Output::Format(Format::Text)) || !stdout_terminal {
                 let color = report::diff::color_wanted(std::io::IsTerminal::is_terminal(
                     &std::io::stderr(),
                 ));
@@ -1046,6 +1096,7 @@ struct CheckOptions {
     seed: Option<u64>,
     format: Format,
     junit: Option<PathBuf>,
+    html: Option<PathBuf>,
     filter: Vec<String>,
     fail_fast: bool,
     jobs: usize,
@@ -1063,6 +1114,7 @@ fn check_one(
     entry: &CheckEntry,
     seed: Option<u64>,
     color: bool,
+    html: Option<&Path>,
 ) -> (report::check::Case, Option<String>) {
     let mut shown = None;
     use report::check::{Case, CaseResult};
@@ -1091,6 +1143,12 @@ fn check_one(
                         observe: true,
                     },
                 );
+                if let Some(dir) = html {
+                    let page = dir.join(page_name(&outcome.path));
+                    if let Err(e) = std::fs::write(&page, report::html::page(&outcome)) {
+                        eprintln!("warning: cannot write {}: {e}", page.display());
+                    }
+                }
                 let result = match &outcome.failure {
                     None => CaseResult::Passed {
                         name: outcome.name.clone(),
@@ -1120,6 +1178,19 @@ fn check_one(
         result,
     };
     (case, shown)
+}
+
+/// The file name of a scenario's page in `check --html DIR`: its path with `/` as `__`.
+fn page_name(path: &str) -> String {
+    let flat: String = path
+        .chars()
+        .map(|c| match c {
+            '/' | '\\' => '_',
+            c if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') => c,
+            _ => '-',
+        })
+        .collect();
+    format!("{}.html", flat.trim_start_matches(['.', '_']))
 }
 
 /// `check`'s line(s) for one case, as text (`shown`: the failure's text to print instead of its
@@ -1184,6 +1255,12 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         return ExitCode::from(2);
     }
     let text = matches!(options.format, Format::Text);
+    if let Some(dir) = &options.html {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("error: --html {}: {e}", dir.display());
+            return ExitCode::from(2);
+        }
+    }
     // Results land in their slot; the text report prints them in the files' order as soon as
     // every earlier one is in.
     let color =
@@ -1220,7 +1297,7 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         }
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(entry) = entries.get(i) else { return };
-        let case = check_one(entry, options.seed, color);
+        let case = check_one(entry, options.seed, color, options.html.as_deref());
         if options.fail_fast && !case.0.passed() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -1266,6 +1343,29 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
     let seconds = started.elapsed().as_secs_f64();
     let passed = cases.iter().filter(|c| c.passed()).count();
     let failed = cases.len() - passed;
+    if let Some(dir) = &options.html {
+        let mut index = String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>agentsim check</title></head>\n<body>\n<h1>agentsim check</h1>\n<ul>\n");
+        for case in &cases {
+            let status = if case.passed() { "ok" } else { "FAIL" };
+            let link = match &case.result {
+                report::check::CaseResult::Broken { .. } => report::html::escape(&case.path),
+                _ => format!(
+                    "<a href=\"{}\">{}</a>",
+                    report::html::escape(&page_name(&case.path)),
+                    report::html::escape(&case.path)
+                ),
+            };
+            index.push_str(&format!("<li>{status} {link}</li>\n"));
+        }
+        index.push_str("</ul>\n</body>\n</html>\n");
+        if let Err(e) = std::fs::write(dir.join("index.html"), index) {
+            eprintln!(
+                "error: cannot write {}: {e}",
+                dir.join("index.html").display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     if let Some(path) = &options.junit {
         if let Err(e) = std::fs::write(path, report::check::junit(&cases, seconds)) {
             eprintln!(

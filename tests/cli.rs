@@ -1157,3 +1157,50 @@ fn explore_stops_at_its_time_budget_and_leaves_out_fault_kinds() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown fault kind `bogus`"));
 }
+
+#[test]
+fn run_draws_a_page_and_a_mermaid_diagram_and_check_a_page_per_scenario() {
+    let page = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli/stack.html");
+    let o = agentsim(&["run", EXAMPLE, "--html", page.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).contains("push skill:research"),
+        "the transcript still prints"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg id=\"timeline\"") && html.contains("<svg id=\"sequence\""));
+    let o = agentsim(&["run", EXAMPLE, "--mermaid"]);
+    assert!(o.status.success());
+    let m = stdout(&o);
+    assert!(
+        m.starts_with("sequenceDiagram\n    participant P0 as user\n"),
+        "{m}"
+    );
+    let o = agentsim(&["run", EXAMPLE, "--mermaid", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(2), "one output at a time");
+    let dir = mixed_corpus("html");
+    let pages = dir.join("pages");
+    let o = agentsim(&[
+        "check",
+        dir.to_str().unwrap(),
+        "--html",
+        pages.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let index = std::fs::read_to_string(pages.join("index.html")).unwrap();
+    assert_eq!(index.matches("<li>").count(), 3, "{index}");
+    let written: Vec<String> = std::fs::read_dir(&pages)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "index.html")
+        .collect();
+    assert_eq!(
+        written.len(),
+        2,
+        "a page per scenario that ran: {written:?}"
+    );
+    let failing = written.iter().find(|n| n.contains("b-wrong")).unwrap();
+    let html = std::fs::read_to_string(pages.join(failing)).unwrap();
+    assert!(html.contains("class=\"verdict failed\""));
+    assert!(index.contains(&format!("href=\"{failing}\"")), "{index}");
+}

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diff;
+pub mod html;
 mod transcript;
 
 pub use transcript::{block, json, line, printable, records_text, text, text_colored, verdict};

@@ -58,7 +58,7 @@ pub fn block(b: &Block) -> String {
     }
 }
 
-fn reason(r: PopReason) -> &'static str {
+pub(super) fn reason(r: PopReason) -> &'static str {
     match r {
         PopReason::Answered => "answered",
         PopReason::Completed => "completed",

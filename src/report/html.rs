@@ -1,0 +1,740 @@
+//! A run as pictures: a Mermaid sequence diagram of the user, the frames, the model and the
+//! tools (`run --mermaid`), and a self-contained HTML page (`run --html`, `check --html`) with an
+//! SVG timeline of every conversation's stack depth over virtual time and its events, the same
+//! sequence drawn as SVG, the Mermaid source, and the transcript. No network, no script, no
+//! external asset: the page is one file that opens anywhere. A failing run's page marks the
+//! violation (a red cross on the timeline, a red note in the sequence, the verdict in red).
+//!
+//! Built only from the records, like the transcript: the same run gives the same bytes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::drive::Note;
+use crate::protocol::Event;
+use crate::scenario::{Failure, Outcome};
+use crate::sim::{Entry, Record};
+
+/// One arrow or note of the sequence.
+#[derive(Clone, Debug, PartialEq)]
+enum Step {
+    /// `from` sends `text` to `to`; `reply` draws it dashed.
+    Arrow {
+        from: usize,
+        to: usize,
+        text: String,
+        reply: bool,
+    },
+    /// A note over a participant; `alarm` draws it red.
+    Note {
+        over: usize,
+        text: String,
+        alarm: bool,
+    },
+}
+
+/// The sequence of a run: its participants (user, frames in order of appearance, llm, tools)
+/// and its steps.
+#[derive(Debug, Default)]
+struct Sequence {
+    participants: Vec<String>,
+    steps: Vec<Step>,
+}
+
+const USER: usize = 0;
+
+impl Sequence {
+    fn participant(&mut self, name: &str) -> usize {
+        match self.participants.iter().position(|p| p == name) {
+            Some(i) => i,
+            None => {
+                self.participants.push(name.to_owned());
+                self.participants.len() - 1
+            }
+        }
+    }
+
+    fn of(outcome: &Outcome) -> Sequence {
+        let mut s = Sequence::default();
+        s.participant("user");
+        // The frames come first (after the user) in order of appearance; llm and tools last.
+        let mut frames: Vec<Arc<str>> = Vec::new();
+        for r in &outcome.records {
+            if let Entry::Runtime(Event::Push { frame, .. }) = &r.entry {
+                if !frames.contains(&frame.name) {
+                    frames.push(frame.name.clone());
+                }
+            }
+        }
+        for f in &frames {
+            s.participant(f);
+        }
+        let llm = s.participant("llm");
+        let tools = s.participant("tools");
+        // Per conversation: the frames on its stack (to draw a push from its parent).
+        let mut stacks: BTreeMap<Arc<str>, Vec<Arc<str>>> = BTreeMap::new();
+        // Tool uses that start a child (their result comes back as the child's pop).
+        let mut delegations: Vec<Arc<str>> = Vec::new();
+        for r in &outcome.records {
+            match &r.entry {
+                Entry::Runtime(e) => match e {
+                    Event::UserMessage { frame, text, .. } => {
+                        let to = s.participant(frame);
+                        s.steps.push(Step::Arrow {
+                            from: USER,
+                            to,
+                            text: clip(text),
+                            reply: false,
+                        });
+                    }
+                    Event::Queued { text, .. } => s.steps.push(Step::Note {
+                        over: USER,
+                        text: format!("queued: {}", clip(text)),
+                        alarm: false,
+                    }),
+                    Event::Push { key, frame, .. } => {
+                        let stack = stacks.entry(key.clone()).or_default();
+                        let to = s.participant(&frame.name);
+                        let from = stack.last().cloned();
+                        stack.push(frame.name.clone());
+                        if let Some(from) = from {
+                            let from = s.participant(&from);
+                            s.steps.push(Step::Arrow {
+                                from,
+                                to,
+                                text: "push".into(),
+                                reply: false,
+                            });
+                        }
+                    }
+                    Event::Pop {
+                        key, frame, reason, ..
+                    } => {
+                        let stack = stacks.entry(key.clone()).or_default();
+                        stack.pop();
+                        let from = s.participant(&frame.name);
+                        let reason = format!("pop ({})", super::transcript::reason(*reason));
+                        match stack.last().cloned() {
+                            Some(parent) => {
+                                let to = s.participant(&parent);
+                                s.steps.push(Step::Arrow {
+                                    from,
+                                    to,
+                                    text: reason,
+                                    reply: true,
+                                });
+                            }
+                            None => s.steps.push(Step::Note {
+                                over: from,
+                                text: reason,
+                                alarm: false,
+                            }),
+                        }
+                    }
+                    Event::LlmRequest {
+                        frame, iteration, ..
+                    } => {
+                        let from = s.participant(frame);
+                        s.steps.push(Step::Arrow {
+                            from,
+                            to: llm,
+                            text: format!("call {iteration}"),
+                            reply: false,
+                        });
+                    }
+                    Event::LlmReply { frame, content, .. } => {
+                        let to = s.participant(frame);
+                        let text = if content.is_empty() {
+                            "empty".to_owned()
+                        } else {
+                            content
+                                .iter()
+                                .map(|b| match b {
+                                    crate::model::transcript::Block::Text { text } => {
+                                        format!("text {}", clip(text))
+                                    }
+                                    crate::model::transcript::Block::ToolUse { name, .. } => {
+                                        format!("tool_use {name}")
+                                    }
+                                    crate::model::transcript::Block::ToolResult { .. } => {
+                                        "tool_result".to_owned()
+                                    }
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" + ")
+                        };
+                        s.steps.push(Step::Arrow {
+                            from: llm,
+                            to,
+                            text: clip(&text),
+                            reply: true,
+                        });
+                    }
+                    Event::LlmError { frame, message, .. } => {
+                        let to = s.participant(frame);
+                        s.steps.push(Step::Arrow {
+                            from: llm,
+                            to,
+                            text: format!("error: {}", clip(message)),
+                            reply: true,
+                        });
+                    }
+                    Event::ToolCall {
+                        frame,
+                        name,
+                        tool_use_id,
+                        ..
+                    } => {
+                        if matches!(&**name, "use_skill" | "use_agent" | "complete") {
+                            delegations.push(tool_use_id.clone());
+                            continue;
+                        }
+                        let from = s.participant(frame);
+                        s.steps.push(Step::Arrow {
+                            from,
+                            to: tools,
+                            text: format!("{name} {tool_use_id}"),
+                            reply: false,
+                        });
+                    }
+                    Event::ToolResult {
+                        frame,
+                        tool_use_id,
+                        is_error,
+                        ..
+                    } => {
+                        if delegations.contains(tool_use_id) {
+                            continue;
+                        }
+                        let to = s.participant(frame);
+                        s.steps.push(Step::Arrow {
+                            from: tools,
+                            to,
+                            text: format!(
+                                "{} {tool_use_id}",
+                                if *is_error { "error" } else { "ok" }
+                            ),
+                            reply: true,
+                        });
+                    }
+                    Event::Sent { frame, text, .. } => {
+                        let from = s.participant(frame);
+                        s.steps.push(Step::Arrow {
+                            from,
+                            to: USER,
+                            text: clip(text),
+                            reply: true,
+                        });
+                    }
+                    Event::Cancelled { text, frames, .. } => s.steps.push(Step::Note {
+                        over: USER,
+                        text: format!("cancel {:?}: {frames} frames removed", clip(text)),
+                        alarm: false,
+                    }),
+                    _ => {}
+                },
+                Entry::Sim(Note::Fault { what }) => s.steps.push(Step::Note {
+                    over: USER,
+                    text: format!("fault: {}", clip(what)),
+                    alarm: false,
+                }),
+                Entry::Sim(_) => {}
+            }
+        }
+        if let Some(message) = violation(outcome) {
+            let over = s.participants.len().saturating_sub(3).max(1);
+            s.steps.push(Step::Note {
+                over: over.min(s.participants.len() - 1),
+                text: clip(&message),
+                alarm: true,
+            });
+        }
+        s
+    }
+}
+
+/// What broke, for a failing run: `invariant X: message`, or the failure's first line.
+fn violation(outcome: &Outcome) -> Option<String> {
+    match &outcome.failure {
+        Some(Failure::Run { error, .. }) => Some(match error.violation() {
+            Some(v) => format!("violation [{}]: {}", v.invariant, v.message),
+            None => error.to_string(),
+        }),
+        Some(f) => Some(f.to_string().lines().next().unwrap_or("").to_owned()),
+        None => outcome
+            .reproduced
+            .as_ref()
+            .map(|inv| format!("reproduced [{inv}]")),
+    }
+}
+
+/// At most 60 characters of `text` on one line.
+fn clip(text: &str) -> String {
+    let one: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one.chars().count() > 60 {
+        let cut: String = one.chars().take(59).collect();
+        format!("{cut}…")
+    } else {
+        one
+    }
+}
+
+/// Text fit for a Mermaid message: the characters Mermaid reads as syntax replaced.
+fn mermaid_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '#' | ';' | ':' | '<' | '>' => {
+                let _ = write!(out, "#{};", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The run as a Mermaid sequence diagram.
+pub fn mermaid(outcome: &Outcome) -> String {
+    let s = Sequence::of(outcome);
+    let mut out = String::from("sequenceDiagram\n");
+    for (i, p) in s.participants.iter().enumerate() {
+        // An alias runs to the end of its line: only `;` and `#` (syntax there) are replaced.
+        let alias = p.replace([';', '#'], "_");
+        let _ = writeln!(out, "    participant P{i} as {alias}");
+    }
+    for step in &s.steps {
+        match step {
+            Step::Arrow {
+                from,
+                to,
+                text,
+                reply,
+            } => {
+                let arrow = if *reply { "-->>" } else { "->>" };
+                let _ = writeln!(out, "    P{from}{arrow}P{to}: {}", mermaid_text(text));
+            }
+            Step::Note { over, text, alarm } => {
+                let text = mermaid_text(text);
+                if *alarm {
+                    let _ = writeln!(out, "    rect rgb(255, 220, 220)");
+                    let _ = writeln!(out, "    Note over P{over}: {text}");
+                    let _ = writeln!(out, "    end");
+                } else {
+                    let _ = writeln!(out, "    Note over P{over}: {text}");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Text fit for HTML and SVG.
+pub fn escape(text: &str) -> String {
+    esc(text)
+}
+
+fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One marker on the timeline.
+struct Mark {
+    x: u64,
+    key: Arc<str>,
+    kind: &'static str,
+    title: String,
+}
+
+/// The SVG timeline: a lane per conversation, its stack depth over virtual time as a step line,
+/// and a marker per event (model call, tool call, fault, push and pop at their depth); the
+/// violation, if any, as a red cross. When the whole run takes no virtual time, the x axis is the
+/// order of events instead (and says so).
+fn timeline(records: &[Record], broken: Option<&str>) -> String {
+    let end_ms = records.iter().map(|r| r.t_ms).max().unwrap_or(0);
+    let by_time = end_ms > 0;
+    let x_of = |i: usize, r: &Record| if by_time { r.t_ms } else { i as u64 };
+    let x_max = if by_time {
+        end_ms
+    } else {
+        records.len().saturating_sub(1) as u64
+    }
+    .max(1);
+    let mut keys: Vec<Arc<str>> = Vec::new();
+    let mut depth: BTreeMap<Arc<str>, Vec<(u64, usize)>> = BTreeMap::new();
+    let mut marks: Vec<Mark> = Vec::new();
+    let mut last_key: Option<Arc<str>> = None;
+    for (i, r) in records.iter().enumerate() {
+        let x = x_of(i, r);
+        let mut mark = |key: &Arc<str>, kind: &'static str, title: String| {
+            marks.push(Mark {
+                x,
+                key: key.clone(),
+                kind,
+                title,
+            })
+        };
+        match &r.entry {
+            Entry::Runtime(e) => {
+                let key = match e {
+                    Event::Push { key, .. }
+                    | Event::Pop { key, .. }
+                    | Event::LlmRequest { key, .. }
+                    | Event::LlmError { key, .. }
+                    | Event::ToolCall { key, .. }
+                    | Event::Sent { key, .. }
+                    | Event::UserMessage { key, .. } => Some(key),
+                    _ => None,
+                };
+                let Some(key) = key else { continue };
+                if !keys.contains(key) {
+                    keys.push(key.clone());
+                }
+                last_key = Some(key.clone());
+                let line = super::transcript::line(&r.entry);
+                match e {
+                    Event::Push { depth: d, .. } | Event::Pop { depth: d, .. } => {
+                        depth.entry(key.clone()).or_default().push((x, *d));
+                        let kind = if matches!(e, Event::Push { .. }) {
+                            "push"
+                        } else {
+                            "pop"
+                        };
+                        mark(key, kind, line);
+                    }
+                    Event::LlmRequest { .. } => mark(key, "llm", line),
+                    Event::LlmError { .. } => mark(key, "fault", line),
+                    Event::ToolCall { .. } => mark(key, "tool", line),
+                    Event::Sent { .. } | Event::UserMessage { .. } => mark(key, "user", line),
+                    _ => {}
+                }
+            }
+            Entry::Sim(Note::Fault { what }) => {
+                if let Some(key) = last_key.clone() {
+                    mark(&key, "fault", format!("fault injected: {what}"));
+                }
+            }
+            Entry::Sim(_) => {}
+        }
+    }
+    if keys.is_empty() {
+        keys.push("default".into());
+    }
+    let max_depth = depth
+        .values()
+        .flat_map(|v| v.iter().map(|(_, d)| *d))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let (left, width, lane) = (120.0, 760.0, 40.0 + 18.0 * max_depth as f64);
+    let height = 30.0 + lane * keys.len() as f64 + 20.0;
+    let xpos = |x: u64| left + width * x as f64 / x_max as f64;
+    let mut svg = format!(
+        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" viewBox=\"0 0 {} {height}\" role=\"img\" aria-label=\"stack depth over time\">\n",
+        left + width + 20.0,
+        left + width + 20.0
+    );
+    let axis = if by_time {
+        format!("virtual time, 0 to {end_ms} ms")
+    } else {
+        "order of events (the run takes no virtual time)".to_owned()
+    };
+    let _ = writeln!(
+        svg,
+        "<text x=\"{left}\" y=\"16\" class=\"axis\">{}</text>",
+        esc(&axis)
+    );
+    for (k, key) in keys.iter().enumerate() {
+        let top = 30.0 + lane * k as f64;
+        let base = top + lane - 10.0;
+        let y = |d: usize| base - 18.0 * d as f64;
+        let _ = writeln!(
+            svg,
+            "<g class=\"lane\" data-key=\"{}\"><text x=\"4\" y=\"{}\" class=\"key\">{}</text><line x1=\"{left}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\" class=\"base\"/>",
+            esc(key),
+            base - 4.0,
+            esc(&clip(key)),
+            left + width
+        );
+        // The depth as a step line: flat until each change, then up or down.
+        let mut points = format!("{left},{base}");
+        let mut current = 0usize;
+        for (x, d) in depth.get(key).map(Vec::as_slice).unwrap_or_default() {
+            let px = xpos(*x);
+            let _ = write!(points, " {px:.1},{:.1} {px:.1},{:.1}", y(current), y(*d));
+            current = *d;
+        }
+        let _ = write!(points, " {:.1},{:.1}", left + width, y(current));
+        let _ = writeln!(svg, "<polyline class=\"depth\" points=\"{points}\"/>");
+        for m in marks.iter().filter(|m| &m.key == key) {
+            let px = xpos(m.x);
+            let py = base - 18.0 * max_depth as f64 - 6.0;
+            let _ = writeln!(
+                svg,
+                "<circle class=\"mark {}\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"4\"><title>{}</title></circle>",
+                m.kind,
+                esc(&m.title)
+            );
+        }
+        let _ = svg.write_str("</g>\n");
+    }
+    if let Some(message) = broken {
+        let x = xpos(x_max);
+        let y = 30.0 + lane / 2.0;
+        let _ = writeln!(
+            svg,
+            "<g class=\"violation\"><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\"/><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\"/><title>{}</title></g>",
+            x - 8.0,
+            y - 8.0,
+            x + 8.0,
+            y + 8.0,
+            x - 8.0,
+            y + 8.0,
+            x + 8.0,
+            y - 8.0,
+            esc(message)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The sequence drawn as SVG: a lifeline per participant, a row per arrow or note.
+fn sequence_svg(s: &Sequence) -> String {
+    let col = 150.0;
+    let row = 26.0;
+    let width = 40.0 + col * s.participants.len() as f64;
+    let height = 60.0 + row * (s.steps.len() as f64 + 1.0);
+    let cx = |i: usize| 20.0 + col * i as f64 + col / 2.0;
+    let mut svg = format!(
+        "<svg id=\"sequence\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"sequence diagram\">\n<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\"/></marker></defs>\n"
+    );
+    for (i, p) in s.participants.iter().enumerate() {
+        let x = cx(i);
+        let _ = writeln!(
+            svg,
+            "<g class=\"participant\"><rect x=\"{:.1}\" y=\"8\" width=\"{:.1}\" height=\"26\" rx=\"4\"/><text x=\"{x:.1}\" y=\"26\" text-anchor=\"middle\">{}</text><line class=\"lifeline\" x1=\"{x:.1}\" y1=\"34\" x2=\"{x:.1}\" y2=\"{:.1}\"/></g>",
+            x - col / 2.0 + 8.0,
+            col - 16.0,
+            esc(&clip(p)),
+            height - 10.0
+        );
+    }
+    for (n, step) in s.steps.iter().enumerate() {
+        let y = 60.0 + row * n as f64;
+        match step {
+            Step::Arrow {
+                from,
+                to,
+                text,
+                reply,
+            } => {
+                let (x1, x2) = (cx(*from), cx(*to));
+                let _ = writeln!(
+                    svg,
+                    "<g class=\"message{}\"><line x1=\"{x1:.1}\" y1=\"{y:.1}\" x2=\"{x2:.1}\" y2=\"{y:.1}\" marker-end=\"url(#arrow)\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text></g>",
+                    if *reply { " reply" } else { "" },
+                    (x1 + x2) / 2.0,
+                    y - 4.0,
+                    esc(text)
+                );
+            }
+            Step::Note { over, text, alarm } => {
+                let x = cx(*over);
+                let _ = writeln!(
+                    svg,
+                    "<g class=\"note{}\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"20\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text></g>",
+                    if *alarm { " alarm" } else { "" },
+                    x - col * 0.9,
+                    y - 15.0,
+                    col * 1.8,
+                    y,
+                    esc(text)
+                );
+            }
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222}
+h1{font-size:20px}h2{font-size:16px;margin-top:28px}
+.verdict{padding:6px 10px;border-radius:4px;display:inline-block}
+.verdict.passed{background:#e3f5e1}.verdict.failed{background:#fde2e2;color:#900}
+pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
+svg text{font-size:11px;font-family:ui-monospace,monospace}
+.axis{fill:#666}.key{fill:#333}.base{stroke:#ccc}
+.depth{fill:none;stroke:#2563eb;stroke-width:2}
+.mark.llm{fill:#2563eb}.mark.tool{fill:#ea580c}.mark.fault{fill:#7c3aed}
+.mark.push,.mark.pop{fill:#16a34a}.mark.user{fill:#555}
+.violation line{stroke:#dc2626;stroke-width:3}
+.participant rect{fill:#eef2ff;stroke:#6366f1}.lifeline{stroke:#bbb;stroke-dasharray:4 3}
+.message line{stroke:#333}.message.reply line{stroke-dasharray:5 3}
+.note rect{fill:#fff8c5;stroke:#d4a72c}.note.alarm rect{fill:#fde2e2;stroke:#dc2626}
+.note.alarm text{fill:#900}";
+
+/// The run as one self-contained HTML page.
+pub fn page(outcome: &Outcome) -> String {
+    let sequence = Sequence::of(outcome);
+    let broken = violation(outcome).filter(|_| outcome.failure.is_some());
+    let verdict = super::transcript::verdict(outcome);
+    let class = if outcome.failure.is_some() {
+        "failed"
+    } else {
+        "passed"
+    };
+    let mut html =
+        String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    let _ = writeln!(
+        html,
+        "<title>{} (seed {}): agentsim</title>\n<style>{STYLE}</style>\n</head>\n<body>",
+        esc(&outcome.name),
+        outcome.seed
+    );
+    let _ = writeln!(
+        html,
+        "<h1>{}</h1>\n<p>{} · seed {} · {} records · <span id=\"verdict\" class=\"verdict {class}\">{}</span></p>",
+        esc(&outcome.name),
+        esc(&outcome.path),
+        outcome.seed,
+        outcome.records.len(),
+        esc(&verdict)
+    );
+    if outcome.failure.is_some() {
+        let _ = writeln!(
+            html,
+            "<p>rerun: <code>{}</code></p>",
+            esc(&outcome.rerun_command())
+        );
+    }
+    let _ = writeln!(
+        html,
+        "<h2>Stack depth over time</h2>\n{}",
+        timeline(&outcome.records, broken.as_deref())
+    );
+    let _ = writeln!(
+        html,
+        "<h2>Sequence</h2>\n{}\n<details><summary>Mermaid source</summary>\n<pre id=\"mermaid\">{}</pre>\n</details>",
+        sequence_svg(&sequence),
+        esc(&mermaid(outcome))
+    );
+    let _ = writeln!(
+        html,
+        "<h2>Transcript</h2>\n<pre id=\"transcript\">{}</pre>\n</body>\n</html>",
+        esc(&super::transcript::text(outcome))
+    );
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{self, RunOptions};
+
+    fn outcome(yaml: &str) -> Outcome {
+        let s = scenario::parse(yaml, std::path::Path::new("t.yaml")).expect("loads");
+        scenario::run(
+            &s,
+            RunOptions {
+                seed: None,
+                observe: true,
+            },
+        )
+    }
+
+    const NESTED: &str = r#"
+name: nested <run> & more
+agents:
+  research: { kind: skill }
+llm:
+  main:
+    - use_skill: { skill: research, message: look it up }
+    - "Done: found it; #1"
+  research:
+    - tool_use: { name: search, input: { q: x } }
+    - complete: found
+tools:
+  search: { result: ok, after: 2s }
+steps:
+  - user: find it
+"#;
+
+    #[test]
+    fn mermaid_names_every_participant_and_arrow_in_order() {
+        let m = mermaid(&outcome(NESTED));
+        let lines: Vec<&str> = m.lines().collect();
+        assert_eq!(lines[0], "sequenceDiagram");
+        assert_eq!(
+            lines[1..6],
+            [
+                "    participant P0 as user",
+                "    participant P1 as main",
+                "    participant P2 as skill:research",
+                "    participant P3 as llm",
+                "    participant P4 as tools",
+            ]
+        );
+        let arrows: Vec<&str> = lines[6..].iter().map(|l| l.trim()).collect();
+        assert_eq!(arrows[0], "P0->>P1: find it");
+        assert!(arrows.contains(&"P1->>P2: push"), "{m}");
+        assert!(arrows.contains(&"P2->>P4: search toolu_02"), "{m}");
+        assert!(arrows.contains(&"P4-->>P2: ok toolu_02"), "{m}");
+        assert!(arrows.contains(&"P2-->>P1: pop (completed)"), "{m}");
+        // Message text never carries Mermaid syntax.
+        assert!(
+            arrows.contains(&"P1-->>P0: Done#58; found it#59; #35;1"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn the_page_is_self_contained_well_formed_and_marks_a_violation() {
+        let page = page(&outcome(NESTED));
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(!page.contains("http://") || !page.contains("src=\"http"));
+        assert!(!page.contains("<script"), "no script, no network");
+        assert!(page.contains("<title>nested &lt;run&gt; &amp; more (seed 0): agentsim</title>"));
+        assert!(page.contains("virtual time, 0 to 2000 ms"));
+        assert!(page.contains("class=\"verdict passed\""));
+        assert!(page.contains("<polyline class=\"depth\""));
+        assert!(!page.contains("class=\"violation\""));
+        // A failing run: a red cross on the timeline and a red note in the sequence.
+        let broken = NESTED.replace(
+            "steps:\n  - user: find it\n",
+            "settings: { planted_bug: double-delivery }\nsteps:\n  - user: find it\n",
+        );
+        let o = outcome(&broken);
+        assert!(o.failure.is_some());
+        let page = super::page(&o);
+        assert!(page.contains("class=\"verdict failed\""), "{page}");
+        assert!(page.contains("<g class=\"violation\">"), "{page}");
+        assert!(page.contains("<g class=\"note alarm\">"), "{page}");
+        assert!(page.contains("violation [tool-pairing]"), "{page}");
+        assert!(page.contains("rerun: <code>agentsim run t.yaml --seed 0</code>"));
+    }
+
+    #[test]
+    fn a_run_without_time_is_drawn_by_order_of_events() {
+        let page = page(&outcome(&NESTED.replace(", after: 2s", "")));
+        assert!(page.contains("order of events (the run takes no virtual time)"));
+    }
+}
