@@ -356,160 +356,153 @@ fn esc(text: &str) -> String {
     out
 }
 
-/// One marker on the timeline.
-struct Mark {
-    x: u64,
-    key: Arc<str>,
-    kind: &'static str,
-    title: String,
-}
-
-/// The SVG timeline: a lane per conversation, its stack depth over virtual time as a step line,
-/// and a marker per event (model call, tool call, fault, push and pop at their depth); the
-/// violation, if any, as a red cross. When the whole run takes no virtual time, the x axis is the
-/// order of events instead (and says so).
+/// The SVG timeline: a lane per conversation with its stack depth as a step line, and under it a
+/// row of markers per kind of event (user, model calls, tool calls, pushes and pops, faults). The
+/// x axis is the order of events, so that what happens within one millisecond stays readable;
+/// the virtual time is marked along it wherever it moves on. The violation, if any, is a red
+/// cross where the run stopped.
 fn timeline(records: &[Record], broken: Option<&str>) -> String {
-    let end_ms = records.iter().map(|r| r.t_ms).max().unwrap_or(0);
-    let by_time = end_ms > 0;
-    let x_of = |i: usize, r: &Record| if by_time { r.t_ms } else { i as u64 };
-    let x_max = if by_time {
-        end_ms
-    } else {
-        records.len().saturating_sub(1) as u64
-    }
-    .max(1);
+    const ROWS: [&str; 5] = ["user", "llm", "tool", "stack", "fault"];
     let mut keys: Vec<Arc<str>> = Vec::new();
-    let mut depth: BTreeMap<Arc<str>, Vec<(u64, usize)>> = BTreeMap::new();
-    let mut marks: Vec<Mark> = Vec::new();
+    // (order, time, key, depth after it if it pushed or popped, marker row, title)
+    type Point = (usize, u64, Arc<str>, Option<usize>, usize, String);
+    let mut points: Vec<Point> = Vec::new();
     let mut last_key: Option<Arc<str>> = None;
-    for (i, r) in records.iter().enumerate() {
-        let x = x_of(i, r);
-        let mut mark = |key: &Arc<str>, kind: &'static str, title: String| {
-            marks.push(Mark {
-                x,
-                key: key.clone(),
-                kind,
-                title,
-            })
-        };
-        match &r.entry {
+    for r in records {
+        let (key, depth, row, title) = match &r.entry {
             Entry::Runtime(e) => {
-                let key = match e {
-                    Event::Push { key, .. }
-                    | Event::Pop { key, .. }
-                    | Event::LlmRequest { key, .. }
-                    | Event::LlmError { key, .. }
-                    | Event::ToolCall { key, .. }
-                    | Event::Sent { key, .. }
-                    | Event::UserMessage { key, .. } => Some(key),
-                    _ => None,
-                };
-                let Some(key) = key else { continue };
-                if !keys.contains(key) {
-                    keys.push(key.clone());
-                }
-                last_key = Some(key.clone());
-                let line = super::transcript::line(&r.entry);
-                match e {
-                    Event::Push { depth: d, .. } | Event::Pop { depth: d, .. } => {
-                        depth.entry(key.clone()).or_default().push((x, *d));
-                        let kind = if matches!(e, Event::Push { .. }) {
-                            "push"
-                        } else {
-                            "pop"
-                        };
-                        mark(key, kind, line);
+                let (key, depth, row) = match e {
+                    Event::Push { key, depth, .. } | Event::Pop { key, depth, .. } => {
+                        (key, Some(*depth), 3)
                     }
-                    Event::LlmRequest { .. } => mark(key, "llm", line),
-                    Event::LlmError { .. } => mark(key, "fault", line),
-                    Event::ToolCall { .. } => mark(key, "tool", line),
-                    Event::Sent { .. } | Event::UserMessage { .. } => mark(key, "user", line),
-                    _ => {}
-                }
+                    Event::LlmRequest { key, .. } => (key, None, 1),
+                    Event::LlmError { key, .. } => (key, None, 4),
+                    Event::ToolCall { key, .. } => (key, None, 2),
+                    Event::Sent { key, .. } | Event::UserMessage { key, .. } => (key, None, 0),
+                    _ => continue,
+                };
+                (key.clone(), depth, row, super::transcript::line(&r.entry))
             }
-            Entry::Sim(Note::Fault { what }) => {
-                if let Some(key) = last_key.clone() {
-                    mark(&key, "fault", format!("fault injected: {what}"));
-                }
-            }
-            Entry::Sim(_) => {}
+            Entry::Sim(Note::Fault { what }) => match &last_key {
+                Some(key) => (key.clone(), None, 4, format!("fault injected: {what}")),
+                None => continue,
+            },
+            Entry::Sim(_) => continue,
+        };
+        if !keys.contains(&key) {
+            keys.push(key.clone());
         }
+        last_key = Some(key.clone());
+        points.push((points.len(), r.t_ms, key, depth, row, title));
     }
     if keys.is_empty() {
         keys.push("default".into());
     }
-    let max_depth = depth
-        .values()
-        .flat_map(|v| v.iter().map(|(_, d)| *d))
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let (left, width, lane) = (120.0, 760.0, 40.0 + 18.0 * max_depth as f64);
-    let height = 30.0 + lane * keys.len() as f64 + 20.0;
-    let xpos = |x: u64| left + width * x as f64 / x_max as f64;
+    let n = points.len().max(2) - 1;
+    let max_depth = points.iter().filter_map(|p| p.3).max().unwrap_or(1).max(1);
+    let (left, width) = (120.0, 760.0);
+    let depth_h = 16.0 * max_depth as f64;
+    let lane = 20.0 + depth_h + 10.0 * ROWS.len() as f64 + 16.0;
+    let height = 44.0 + lane * keys.len() as f64;
+    let x = |j: usize| left + width * j as f64 / n as f64;
+    let total = left + width + 20.0;
     let mut svg = format!(
-        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" viewBox=\"0 0 {} {height}\" role=\"img\" aria-label=\"stack depth over time\">\n",
-        left + width + 20.0,
-        left + width + 20.0
+        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{total}\" height=\"{height}\" viewBox=\"0 0 {total} {height}\" role=\"img\" aria-label=\"stack depth over virtual time\">\n"
     );
-    let axis = if by_time {
-        format!("virtual time, 0 to {end_ms} ms")
-    } else {
-        "order of events (the run takes no virtual time)".to_owned()
-    };
+    let end_ms = records.iter().map(|r| r.t_ms).max().unwrap_or(0);
     let _ = writeln!(
         svg,
-        "<text x=\"{left}\" y=\"16\" class=\"axis\">{}</text>",
-        esc(&axis)
+        "<text x=\"{left}\" y=\"12\" class=\"axis\">virtual time, 0 to {end_ms} ms (marked where it moves on), events in order</text>"
     );
-    for (k, key) in keys.iter().enumerate() {
-        let top = 30.0 + lane * k as f64;
-        let base = top + lane - 10.0;
-        let y = |d: usize| base - 18.0 * d as f64;
+    // Time ticks where the time moves on, labels at least 44 px apart.
+    let mut last_label = f64::NEG_INFINITY;
+    let mut last_t = None;
+    for p in &points {
+        if last_t == Some(p.1) {
+            continue;
+        }
+        last_t = Some(p.1);
+        let px = x(p.0);
         let _ = writeln!(
             svg,
-            "<g class=\"lane\" data-key=\"{}\"><text x=\"4\" y=\"{}\" class=\"key\">{}</text><line x1=\"{left}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\" class=\"base\"/>",
+            "<line class=\"tick\" x1=\"{px:.1}\" y1=\"26\" x2=\"{px:.1}\" y2=\"{:.1}\"/>",
+            height - 8.0
+        );
+        if px - last_label >= 44.0 {
+            last_label = px;
+            let _ = writeln!(
+                svg,
+                "<text class=\"time\" x=\"{px:.1}\" y=\"24\" text-anchor=\"middle\">{}ms</text>",
+                p.1
+            );
+        }
+    }
+    for (k, key) in keys.iter().enumerate() {
+        let top = 36.0 + lane * k as f64;
+        let base = top + 10.0 + depth_h;
+        let y = |d: usize| base - 16.0 * d as f64;
+        let _ = writeln!(
+            svg,
+            "<g class=\"lane\" data-key=\"{}\"><text x=\"4\" y=\"{:.1}\" class=\"key\">{}</text><line x1=\"{left}\" y1=\"{base:.1}\" x2=\"{:.1}\" y2=\"{base:.1}\" class=\"base\"/>",
             esc(key),
-            base - 4.0,
+            base,
             esc(&clip(key)),
             left + width
         );
-        // The depth as a step line: flat until each change, then up or down.
-        let mut points = format!("{left},{base}");
+        let mut line = format!("{left},{base:.1}");
         let mut current = 0usize;
-        for (x, d) in depth.get(key).map(Vec::as_slice).unwrap_or_default() {
-            let px = xpos(*x);
-            let _ = write!(points, " {px:.1},{:.1} {px:.1},{:.1}", y(current), y(*d));
-            current = *d;
+        for p in points.iter().filter(|p| &p.2 == key) {
+            if let Some(d) = p.3 {
+                let px = x(p.0);
+                let _ = write!(line, " {px:.1},{:.1} {px:.1},{:.1}", y(current), y(d));
+                current = d;
+            }
         }
-        let _ = write!(points, " {:.1},{:.1}", left + width, y(current));
-        let _ = writeln!(svg, "<polyline class=\"depth\" points=\"{points}\"/>");
-        for m in marks.iter().filter(|m| &m.key == key) {
-            let px = xpos(m.x);
-            let py = base - 18.0 * max_depth as f64 - 6.0;
+        let _ = write!(line, " {:.1},{:.1}", left + width, y(current));
+        let _ = writeln!(svg, "<polyline class=\"depth\" points=\"{line}\"/>");
+        for (r, name) in ROWS.iter().enumerate() {
             let _ = writeln!(
                 svg,
-                "<circle class=\"mark {}\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"4\"><title>{}</title></circle>",
-                m.kind,
-                esc(&m.title)
+                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"row\" text-anchor=\"end\">{name}</text>",
+                left - 6.0,
+                base + 14.0 + 10.0 * r as f64
+            );
+        }
+        for p in points.iter().filter(|p| &p.2 == key) {
+            let kind = if p.4 == 3 {
+                if p.3.is_some_and(|d| d > 0) && p.5.starts_with("push") {
+                    "push"
+                } else {
+                    "pop"
+                }
+            } else {
+                ROWS[p.4]
+            };
+            let _ = writeln!(
+                svg,
+                "<circle class=\"mark {kind}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\"><title>[{}ms] {}</title></circle>",
+                x(p.0),
+                base + 11.0 + 10.0 * p.4 as f64,
+                p.1,
+                esc(&p.5)
             );
         }
         let _ = svg.write_str("</g>\n");
     }
     if let Some(message) = broken {
-        let x = xpos(x_max);
-        let y = 30.0 + lane / 2.0;
+        let px = x(n);
+        let py = 36.0 + 10.0;
         let _ = writeln!(
             svg,
             "<g class=\"violation\"><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\"/><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\"/><title>{}</title></g>",
-            x - 8.0,
-            y - 8.0,
-            x + 8.0,
-            y + 8.0,
-            x - 8.0,
-            y + 8.0,
-            x + 8.0,
-            y - 8.0,
+            px - 8.0,
+            py - 8.0,
+            px + 8.0,
+            py + 8.0,
+            px - 8.0,
+            py + 8.0,
+            px + 8.0,
+            py - 8.0,
             esc(message)
         );
     }
@@ -583,7 +576,7 @@ h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
 svg text{font-size:11px;font-family:ui-monospace,monospace}
 .axis{fill:#666}.key{fill:#333}.base{stroke:#ccc}
-.depth{fill:none;stroke:#2563eb;stroke-width:2}
+.depth{fill:none;stroke:#2563eb;stroke-width:2}.tick{stroke:#eee}.time,.row{fill:#888;font-size:9px}
 .mark.llm{fill:#2563eb}.mark.tool{fill:#ea580c}.mark.fault{fill:#7c3aed}
 .mark.push,.mark.pop{fill:#16a34a}.mark.user{fill:#555}
 .violation line{stroke:#dc2626;stroke-width:3}
@@ -714,6 +707,7 @@ steps:
         assert!(!page.contains("<script"), "no script, no network");
         assert!(page.contains("<title>nested &lt;run&gt; &amp; more (seed 0): agentsim</title>"));
         assert!(page.contains("virtual time, 0 to 2000 ms"));
+        assert!(page.contains(">2000ms</text>"));
         assert!(page.contains("class=\"verdict passed\""));
         assert!(page.contains("<polyline class=\"depth\""));
         assert!(!page.contains("class=\"violation\""));
@@ -733,8 +727,30 @@ steps:
     }
 
     #[test]
-    fn a_run_without_time_is_drawn_by_order_of_events() {
-        let page = page(&outcome(&NESTED.replace(", after: 2s", "")));
-        assert!(page.contains("order of events (the run takes no virtual time)"));
+    fn every_event_has_its_marker_in_its_row() {
+        let o = outcome(NESTED);
+        let page = page(&o);
+        let marks = page.matches("<circle class=\"mark ").count();
+        let expected = o
+            .records
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.entry,
+                    Entry::Runtime(
+                        Event::Push { .. }
+                            | Event::Pop { .. }
+                            | Event::LlmRequest { .. }
+                            | Event::LlmError { .. }
+                            | Event::ToolCall { .. }
+                            | Event::Sent { .. }
+                            | Event::UserMessage { .. }
+                    )
+                )
+            })
+            .count();
+        assert_eq!(marks, expected);
+        assert_eq!(page.matches("<circle class=\"mark push\"").count(), 2);
+        assert_eq!(page.matches("<circle class=\"mark pop\"").count(), 2);
     }
 }
