@@ -114,9 +114,10 @@ pub fn json_report(cases: &[Case], seconds: f64, not_run: usize) -> Value {
     })
 }
 
-/// Text fit for an XML attribute or element: the five special characters escaped, and the
-/// characters XML 1.0 cannot hold at all (most control characters) written as `\u{..}`.
-fn xml(text: &str) -> String {
+/// Text fit for an XML or HTML attribute or element: the five special characters escaped, and
+/// the characters XML 1.0 cannot hold at all (the other control characters, U+FFFE, U+FFFF)
+/// written as `\u{..}`, so that a name never breaks the document or drives a terminal.
+pub fn markup(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -124,15 +125,19 @@ fn xml(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
+            '\'' => out.push_str("&#39;"),
             '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {
+            c if c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
         }
     }
     out
+}
+
+fn xml(text: &str) -> String {
+    markup(text)
 }
 
 /// The directory of `path` with dots (`scenarios/spec/a.yaml` → `scenarios.spec`), and its stem.
@@ -291,7 +296,7 @@ mod tests {
         assert!(x.contains("name=\"bad &lt;1&gt;\""));
         assert!(x.contains("type=\"expectation\""));
         assert!(x.contains("expected &quot;a&quot; &amp; got \\u{1b}&quot;b&quot;"));
-        assert!(x.contains("at scenarios/spec/bad &lt;1&gt;.yaml:6:5\nseed: 3\nrerun: agentsim run &apos;scenarios/spec/bad &lt;1&gt;.yaml&apos; --seed 3</failure>"));
+        assert!(x.contains("at scenarios/spec/bad &lt;1&gt;.yaml:6:5\nseed: 3\nrerun: agentsim run &#39;scenarios/spec/bad &lt;1&gt;.yaml&#39; --seed 3</failure>"));
         assert!(x.contains(
             "<error message=\"other/broken.yaml:3:5: unknown field `x`\" type=\"load\">"
         ));

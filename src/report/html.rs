@@ -334,26 +334,11 @@ pub fn mermaid(outcome: &Outcome) -> String {
 
 /// Text fit for HTML and SVG.
 pub fn escape(text: &str) -> String {
-    esc(text)
+    super::check::markup(text)
 }
 
 fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' | '\t' => out.push(c),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    super::check::markup(text)
 }
 
 /// The SVG timeline: a lane per conversation with its stack depth as a step line, and under it a
