@@ -1,0 +1,256 @@
+//! One conformance suite for every question store (seed 003, DESIGN §9): the in-memory one and
+//! SQLite (in memory and in a file). Then what only a file can show: what was acknowledged is
+//! there after reopening, and a file that is not our database is refused without being changed.
+
+use agentsim::store::questions::{Answered, NewQuestion, QuestionStore, SessionStatus, StoreError};
+use agentsim::store::MemoryQuestions;
+
+fn question(id: &str, session: &str) -> NewQuestion {
+    NewQuestion {
+        id: id.into(),
+        session_id: session.into(),
+        question: format!("{id}: which style?"),
+        context: Some(r#"{"topic":"love"}"#.into()),
+    }
+}
+
+/// The suite: every rule of the lifecycle, the questions and the answers.
+fn conformance(store: &mut dyn QuestionStore) {
+    use SessionStatus::*;
+    store
+        .create_session("s1", "write-poem", r#"{"topic":"love"}"#, 1_000)
+        .unwrap();
+    store
+        .create_session("s2", "write-poem", r#"{"topic":"rain"}"#, 2_000)
+        .unwrap();
+    assert!(matches!(
+        store.create_session("s1", "x", "{}", 3_000),
+        Err(StoreError::Conflict(_))
+    ));
+    let s1 = store.session("s1").unwrap().expect("s1 exists");
+    assert_eq!(
+        (s1.status, s1.created_at, s1.updated_at),
+        (Running, 1_000, 1_000)
+    );
+    assert_eq!(s1.original_payload, r#"{"topic":"love"}"#);
+    assert_eq!(store.session("nope").unwrap(), None);
+
+    // Questions: one open at a time, only on a running session; the session waits.
+    store.ask(&question("q1", "s1"), 5_000).unwrap();
+    assert_eq!(store.session("s1").unwrap().unwrap().status, PendingInput);
+    assert!(matches!(
+        store.ask(&question("q2", "s1"), 6_000),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.ask(&question("q1", "s2"), 6_000),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.ask(&question("qx", "nope"), 6_000),
+        Err(StoreError::NotFound(_))
+    ));
+    store.ask(&question("q3", "s2"), 7_000).unwrap();
+    let pending = store.pending().unwrap();
+    let ids: Vec<&str> = pending.iter().map(|p| p.question.id.as_str()).collect();
+    assert_eq!(ids, ["q1", "q3"], "creation order");
+    assert_eq!(pending[0].agent_name, "write-poem");
+    assert_eq!(
+        pending[0].question.context.as_deref(),
+        Some(r#"{"topic":"love"}"#)
+    );
+    assert_eq!(pending[0].question.created_at, 5_000);
+
+    // Answers: unknown session or another session's question is NotFound; the first wins.
+    assert!(matches!(
+        store.answer("nope", "q1", "haiku", 8_000),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.answer("s2", "q1", "haiku", 8_000),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.answer("s1", "q9", "haiku", 8_000),
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(
+        store.answer("s1", "q1", "haiku", 8_000).unwrap(),
+        Answered::Resumed
+    );
+    assert_eq!(
+        store.answer("s1", "q1", "sonnet", 9_000).unwrap(),
+        Answered::DuplicateIgnored
+    );
+    let q1 = &store.questions("s1").unwrap()[0];
+    assert_eq!(
+        (q1.answer.as_deref(), q1.answered_at),
+        (Some("haiku"), Some(8_000))
+    );
+    let s1 = store.session("s1").unwrap().unwrap();
+    assert_eq!((s1.status, s1.updated_at), (Running, 8_000));
+    let ids: Vec<String> = store
+        .pending()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.question.id)
+        .collect();
+    assert_eq!(ids, ["q3"]);
+
+    // A second question once the first is answered (sequential).
+    store.ask(&question("q2", "s1"), 10_000).unwrap();
+    assert_eq!(store.questions("s1").unwrap().len(), 2);
+
+    // The lifecycle: only its transitions; the ends absorb; an ended session answers nothing.
+    assert!(matches!(
+        store.transition("s1", Completed, 11_000),
+        Err(StoreError::Illegal {
+            from: PendingInput,
+            to: Completed,
+            ..
+        })
+    ));
+    store.transition("s1", Failed, 11_000).unwrap(); // a timeout
+    assert!(matches!(
+        store.answer("s1", "q2", "late", 12_000),
+        Err(StoreError::NotFound(_))
+    ));
+    for to in [Running, PendingInput, Completed, Failed] {
+        assert!(matches!(
+            store.transition("s1", to, 13_000),
+            Err(StoreError::Illegal { from: Failed, .. })
+        ));
+    }
+    assert_eq!(store.session("s1").unwrap().unwrap().status, Failed);
+    assert!(store
+        .pending()
+        .unwrap()
+        .iter()
+        .all(|p| p.question.session_id != "s1"));
+    store.answer("s2", "q3", "rhyming", 14_000).unwrap();
+    store.save_state("s2", r#"{"step":3}"#, 15_000).unwrap();
+    store.transition("s2", Completed, 16_000).unwrap();
+    let s2 = store.session("s2").unwrap().unwrap();
+    assert_eq!(s2.execution_state.as_deref(), Some(r#"{"step":3}"#));
+    assert!(matches!(
+        store.save_state("nope", "{}", 1),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(store.pending().unwrap().is_empty());
+}
+
+#[test]
+fn the_memory_store_conforms() {
+    conformance(&mut MemoryQuestions::new());
+}
+
+#[cfg(feature = "sqlite")]
+mod sqlite {
+    use super::*;
+    use agentsim::store::SqliteQuestions;
+    use std::path::PathBuf;
+
+    fn fresh(name: &str) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("question-store");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+        }
+        path
+    }
+
+    #[test]
+    fn the_sqlite_store_conforms_in_memory_and_in_a_file() {
+        conformance(&mut SqliteQuestions::in_memory().unwrap());
+        conformance(&mut SqliteQuestions::open(&fresh("conformance.db")).unwrap());
+    }
+
+    #[test]
+    fn what_was_acknowledged_is_there_after_reopening() {
+        let path = fresh("reopen.db");
+        {
+            let mut s = SqliteQuestions::open(&path).unwrap();
+            s.create_session("s1", "poem", "{}", 1).unwrap();
+            s.ask(&question("q1", "s1"), 2).unwrap();
+            assert_eq!(s.answer("s1", "q1", "haiku", 3).unwrap(), Answered::Resumed);
+            // Dropped without any explicit close: each answer was committed when acknowledged.
+        }
+        let mut s = SqliteQuestions::open(&path).unwrap();
+        let q = &s.questions("s1").unwrap()[0];
+        assert_eq!(
+            (q.answer.as_deref(), q.answered_at),
+            (Some("haiku"), Some(3))
+        );
+        assert_eq!(
+            s.answer("s1", "q1", "again", 4).unwrap(),
+            Answered::DuplicateIgnored
+        );
+        drop(s);
+        // Read back by another connection: the file is in write-ahead-log mode.
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let mode: String = c
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn a_file_that_is_not_our_database_is_refused_and_left_alone() {
+        let path = fresh("garbage.db");
+        let garbage =
+            b"this is not a database at all, just some text that goes on and on".repeat(100);
+        std::fs::write(&path, &garbage).unwrap();
+        let e = SqliteQuestions::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt(_)), "{e}");
+        assert!(
+            e.to_string().contains("not a readable SQLite database"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            garbage,
+            "nothing written to it"
+        );
+
+        // A SQLite database with one of our tables only, or tables of another shape.
+        let path = fresh("half.db");
+        {
+            let mut s = SqliteQuestions::open(&path).unwrap();
+            s.create_session("s1", "poem", "{}", 1).unwrap();
+        }
+        let other = fresh("other.db");
+        std::fs::copy(&path, &other).unwrap();
+        drop_table(&other, "agent_questions");
+        let e = SqliteQuestions::open(&other).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("has agent_sessions but not agent_questions"),
+            "{e}"
+        );
+    }
+
+    fn drop_table(path: &std::path::Path, table: &str) {
+        let c = rusqlite::Connection::open(path).unwrap();
+        c.execute_batch(&format!("DROP TABLE {table}")).unwrap();
+    }
+
+    #[test]
+    fn tables_of_another_shape_are_refused() {
+        let path = fresh("shape.db");
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE agent_sessions (id TEXT PRIMARY KEY, name TEXT);
+             CREATE TABLE agent_questions (id TEXT PRIMARY KEY);",
+        )
+        .unwrap();
+        drop(c);
+        let e = SqliteQuestions::open(&path).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "table agent_sessions has columns (id, name), expected (id, agent_name, status"
+            ),
+            "{e}"
+        );
+    }
+}
