@@ -831,3 +831,45 @@ fn a_per_conversation_script_is_for_files_without_steps_and_writes_back() {
     let again = scenario::parse(&scenario::write::to_yaml(&s), Path::new("y.yaml")).unwrap();
     assert_eq!(again.per_conversation, s.per_conversation);
 }
+
+#[tokio::test]
+async fn features_it_does_not_serve_are_refused_and_images_are_not_empty_turns() {
+    let yaml = "name: features\nllm:\n  main: [hello, seen]\n";
+    let running = serve(yaml, Options::default()).await;
+    // Several choices: refused in OpenAI's shape, reported, never answered with one.
+    let (status, _, text) = post(
+        &running,
+        "/v1/chat/completions",
+        json!({"model": "main", "n": 3, "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    let error = parse(&text);
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("one choice; this request asks for n = 3"));
+    // An image-only user turn is a turn, not an empty message.
+    let (status, _, text) = post(
+        &running,
+        "/v1/messages",
+        json!({"model": "main", "max_tokens": 10, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+        ]}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, text) = post(
+        &running,
+        "/v1/chat/completions",
+        json!({"model": "main", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let report = finish(running).await;
+    assert!(report.violations.is_empty(), "{}", report.text());
+    assert_eq!(report.misses.len(), 1, "{}", report.text());
+    assert!(report.misses[0].message.contains("n = 3"));
+    assert!(!report.passed, "a refused request fails the run");
+}

@@ -774,6 +774,7 @@ async fn exchange(
         .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let choices = body.get("n").and_then(Value::as_u64);
     let validated = wire::validate(provider, &body);
     // What only the journal and the transcript show is built only for them.
     let journaling = s.journaling();
@@ -799,6 +800,21 @@ async fn exchange(
     };
     if journaling {
         line["stream"] = request.stream.into();
+    }
+    // A feature of the provider this server does not serve is refused in the provider's error
+    // shape and reported, never answered as if it were not there.
+    if let Some(choices) = choices.filter(|&c| c > 1 && provider == Provider::OpenAiChat) {
+        let message = format!(
+            "agentsim mock-llm answers each request with one choice; this request asks for n = {choices}"
+        );
+        let error = reply::error(
+            provider,
+            ErrorKind::InvalidRequest,
+            Some(&message),
+            &request_id,
+        );
+        let broken = Some((None, message, None));
+        return s.refuse(line, n, error, "unsupported", broken, &request_id);
     }
     let header_list: Vec<(&str, &str)> = headers
         .iter()

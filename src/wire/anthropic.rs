@@ -168,6 +168,16 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
                         positions.push((i, j));
                     }
                 }
+                // A user turn of blocks the rules do not read (an image, a document) is not
+                // empty: it stands as a text naming them, so that no rule sees it as empty.
+                if content.is_empty() && role == Role::User && !blocks.is_empty() {
+                    let kinds: Vec<&str> = blocks
+                        .iter()
+                        .filter_map(|b| b.get("type").and_then(Value::as_str))
+                        .collect();
+                    content.push(Block::text(format!("[{}]", kinds.join(", "))));
+                    positions.push((i, 0));
+                }
                 (content, positions)
             }
             Some(_) => {
