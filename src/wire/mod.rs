@@ -5,8 +5,11 @@
 //! - [`pairing`]: the rules, shared with the observer.
 //! - [`anthropic`], [`openai_chat`], [`openai_responses`]: decoding each provider's request body,
 //!   and each provider's status and error body for a broken rule.
+//! - [`encode`]: agentsim's conversation as each provider's request body.
+//! - [`reply`]: replies, event streams and error envelopes, and reply bodies read back.
 
 pub mod anthropic;
+pub mod encode;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pairing;
