@@ -11,6 +11,8 @@
 pub mod backend;
 pub mod core;
 pub mod faults;
+#[cfg(feature = "http-model")]
+pub mod http;
 pub mod record;
 pub mod scripted;
 
