@@ -467,10 +467,11 @@ fn main() -> ExitCode {
             server_threads,
             api,
             stream,
+            repeat,
             ..
         } => {
-            if !workloads.is_empty() {
-                eprintln!("error: --workload goes with `agentsim bench turns`");
+            if !workloads.is_empty() || repeat != 1 {
+                eprintln!("error: --workload and --repeat go with `agentsim bench turns`");
                 return ExitCode::from(2);
             }
             bench_mock_llm(

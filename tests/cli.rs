@@ -892,6 +892,8 @@ fn bench_mock_llm_measures_every_mode_with_no_error_and_reports_json() {
     // Flags of one kind of bench are refused with the other.
     let o = agentsim(&["bench", "--stream", "no"]);
     assert_eq!(o.status.code(), Some(2));
+    let o = agentsim(&["bench", "mock-llm", "--repeat", "2"]);
+    assert_eq!(o.status.code(), Some(2));
     let o = agentsim(&["bench", "mock-llm", "--workload", "w1"]);
     assert_eq!(o.status.code(), Some(2));
     // A server that does not give the benchmark's reply is an error, never a row.
