@@ -136,14 +136,29 @@ impl HttpModel {
         })
     }
 
+    /// The API it speaks.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
     /// Sends `out` and reads the whole reply; when `out.stream` asks for a stream, each text
     /// piece goes to `on_text` as it arrives.
     pub async fn call(
         &self,
         out: &Outgoing<'_>,
+        on_text: impl FnMut(&str),
+    ) -> Result<ModelReply, ModelError> {
+        self.send(request(self.provider, out), on_text).await
+    }
+
+    /// Sends a body already encoded for this client's API ([`request`]) and reads the reply, as
+    /// [`HttpModel::call`] does (a body that asks for a stream is read as one).
+    pub async fn send(
+        &self,
+        body: Value,
         mut on_text: impl FnMut(&str),
     ) -> Result<ModelReply, ModelError> {
-        let body = request(self.provider, out);
+        let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
         let mut req = self.client.post(&self.url).json(&body);
         req = match self.provider {
             Provider::Anthropic => req
@@ -167,7 +182,7 @@ impl HttpModel {
                 message,
             });
         }
-        if !out.stream {
+        if !stream {
             let text = response.text().await.map_err(network)?;
             let value: Value = serde_json::from_str(&text)
                 .map_err(|e| malformed(format!("the reply is not JSON: {e}")))?;

@@ -15,6 +15,8 @@ pub mod faults;
 pub mod http;
 pub mod record;
 pub mod scripted;
+#[cfg(feature = "http-model")]
+pub mod tokio_driver;
 
 use std::sync::Arc;
 
