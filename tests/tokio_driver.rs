@@ -106,9 +106,11 @@ async fn spec_scenarios_run_under_tokio_through_the_mock_server_as_in_the_simula
                 Duration::from_secs(10),
             )
             .unwrap();
-            let driven = run_conversation(&s, &model, "default", &users, Duration::from_secs(10))
-                .await
-                .unwrap_or_else(|e| panic!("{} ({provider:?}): {e}", file.display()));
+            let setup = s.driver_setup();
+            let driven =
+                run_conversation(&setup, &model, "default", &users, Duration::from_secs(10))
+                    .await
+                    .unwrap_or_else(|e| panic!("{} ({provider:?}): {e}", file.display()));
             let report = running.report();
             running.stop();
             assert_eq!(

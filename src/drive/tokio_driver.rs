@@ -15,17 +15,31 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::backend::{ToolBehavior, ToolStep};
-use super::core::{Core, Memory, RunError, Work};
+use super::core::{Core, Limits, Memory, RunError, Work};
 use super::http::HttpModel;
-use super::scripted::MockTools;
+use super::scripted::{MockTools, ToolScript};
 use crate::agents::tools::{builtin, ToolError, ToolOutput};
 use crate::model::agent::AgentKind;
+use crate::model::agent::Catalog;
 use crate::model::ids::CallId;
 use crate::model::llm::{LlmError, LlmReply};
 use crate::protocol::{Effect, Input};
-use crate::runtime::Runtime;
-use crate::scenario::Scenario;
+use crate::runtime::{Runtime, RuntimeConfig};
 use crate::wire::encode::{Outgoing, ToolSpec};
+
+/// What a driven runtime is made of: its agents, its settings, its limits and its scripted tools
+/// (a scenario's, through `Scenario::driver_setup`).
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The agents.
+    pub catalog: Catalog,
+    /// The runtime's settings.
+    pub config: RuntimeConfig,
+    /// The limits.
+    pub limits: Limits,
+    /// The tools' scripts.
+    pub tools: BTreeMap<String, ToolScript>,
+}
 
 /// What a conversation driven by [`run_conversation`] did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -80,19 +94,19 @@ fn tools_for(rt: &Runtime, kind: AgentKind, allows: impl Fn(&str) -> bool) -> Ve
     names
 }
 
-/// Runs one conversation (`key`) of `scenario` under tokio: each of `users` in turn, each until
-/// the runtime is idle again, with `model` answering the model calls. `quiet` bounds how long
-/// the driver waits for any outcome while the runtime is busy.
+/// Runs one conversation (`key`) of `setup` under tokio: each of `users` in turn, each until the
+/// runtime is idle again, with `model` answering the model calls. `quiet` bounds how long the
+/// driver waits for any outcome while the runtime is busy.
 pub async fn run_conversation(
-    scenario: &Scenario,
+    setup: &Setup,
     model: &HttpModel,
     key: &str,
     users: &[String],
     quiet: Duration,
 ) -> Result<Driven, DriveError> {
-    let mut rt = Runtime::new(Arc::new(scenario.catalog.clone()), scenario.config.clone());
-    let mut core = Core::new(scenario.limits, Memory::default());
-    let mut tools = MockTools::new(scenario.tools.clone());
+    let mut rt = Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone());
+    let mut core = Core::new(setup.limits, Memory::default());
+    let mut tools = MockTools::new(setup.tools.clone());
     let (tx, mut rx) = mpsc::unbounded_channel::<Input>();
     let started = Instant::now();
     let schema = json!({"type": "object"});

@@ -147,6 +147,17 @@ impl Scenario {
             .limits(self.limits)
     }
 
+    /// What the tokio driver needs of this scenario: its agents, settings, limits and tools.
+    #[cfg(feature = "http-model")]
+    pub fn driver_setup(&self) -> crate::drive::tokio_driver::Setup {
+        crate::drive::tokio_driver::Setup {
+            catalog: self.catalog.clone(),
+            config: self.config.clone(),
+            limits: self.limits,
+            tools: self.tools.clone(),
+        }
+    }
+
     /// A simulation of this scenario with the given seed.
     pub fn sim(&self, seed: u64, observe: bool, record: bool) -> Sim {
         self.sim_builder(seed)
