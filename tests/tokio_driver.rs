@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use agentsim::drive::backend::ToolBehavior;
 use agentsim::drive::http::HttpModel;
+use agentsim::drive::scripted::MockLlm;
 use agentsim::drive::scripted::ReplyKind;
-use agentsim::drive::tokio_driver::run_conversation;
+use agentsim::drive::tokio_driver::{run_conversation, Backend};
 use agentsim::mock_llm::server::{self, Options};
 use agentsim::protocol::Event;
 use agentsim::scenario::{self, RunOptions, Scenario, StepKind};
@@ -51,11 +52,7 @@ fn expressible(s: &Scenario) -> Option<Vec<String>> {
         s.scripts.values().flatten().any(|r| {
             r.after_ms > 300 || matches!(r.kind, ReplyKind::Stall | ReplyKind::Error { .. })
         });
-    (!users.is_empty()
-        && !slow_tool
-        && !odd_model
-        && !s.catalog.agents.values().any(|a| a.batch.is_some()))
-    .then_some(users)
+    (!users.is_empty() && !slow_tool && !odd_model).then_some(users)
 }
 
 fn sent_by_simulator(s: &Scenario) -> Vec<String> {
@@ -97,6 +94,19 @@ async fn spec_scenarios_run_under_tokio_through_the_mock_server_as_in_the_simula
             continue;
         };
         let expected = sent_by_simulator(&s);
+        // The scenario's scripts answering directly, in real time.
+        let setup = s.driver_setup();
+        let mut scripted = Backend::Scripted(MockLlm::new(s.scripts.clone()));
+        let driven = run_conversation(
+            &setup,
+            &mut scripted,
+            "default",
+            &users,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{} (scripted): {e}", file.display()));
+        assert_eq!(driven.sent, expected, "{} (scripted)", file.display());
         for provider in [Provider::Anthropic, Provider::OpenAiChat] {
             let running = server::start(&s, Options::default()).await.unwrap();
             let model = HttpModel::new(
@@ -106,11 +116,16 @@ async fn spec_scenarios_run_under_tokio_through_the_mock_server_as_in_the_simula
                 Duration::from_secs(10),
             )
             .unwrap();
-            let setup = s.driver_setup();
-            let driven =
-                run_conversation(&setup, &model, "default", &users, Duration::from_secs(10))
-                    .await
-                    .unwrap_or_else(|e| panic!("{} ({provider:?}): {e}", file.display()));
+            let mut backend = Backend::Http(model);
+            let driven = run_conversation(
+                &setup,
+                &mut backend,
+                "default",
+                &users,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{} ({provider:?}): {e}", file.display()));
             let report = running.report();
             running.stop();
             assert_eq!(

@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::backend::{ToolBehavior, ToolStep};
+use super::backend::{Delivery, Model, ToolBehavior, ToolStep};
 use super::core::{Core, Limits, Memory, RunError, Work};
 use super::http::HttpModel;
-use super::scripted::{MockTools, ToolScript};
+use super::scripted::{MockLlm, MockTools, ToolScript};
 use crate::agents::tools::{builtin, ToolError, ToolOutput};
 use crate::model::agent::AgentKind;
 use crate::model::agent::Catalog;
 use crate::model::ids::CallId;
-use crate::model::llm::{LlmError, LlmReply};
+use crate::model::llm::{Chunk, LlmError, LlmReply};
+use crate::model::transcript::Block;
 use crate::protocol::{Effect, Input};
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::wire::encode::{Outgoing, ToolSpec};
@@ -94,12 +95,61 @@ fn tools_for(rt: &Runtime, kind: AgentKind, allows: impl Fn(&str) -> bool) -> Ve
     names
 }
 
+/// Who answers the model calls.
+#[derive(Debug)]
+pub enum Backend {
+    /// A model API over HTTP (a provider, or `agentsim mock-llm`).
+    Http(HttpModel),
+    /// The scenario's scripts, each reply after its latency in real milliseconds.
+    Scripted(MockLlm),
+}
+
+/// A model call's outcome as the runtime's inputs: a whole reply; or, streamed, its text pieces
+/// as they arrive, then its tool uses, then its end; or an error.
+fn reply_inputs(call: CallId, reply: super::http::ModelReply, streamed: bool) -> Vec<Input> {
+    if !streamed {
+        return vec![Input::LlmReply {
+            call,
+            reply: LlmReply {
+                content: reply.blocks.into_iter().collect(),
+                usage: reply.usage,
+            },
+        }];
+    }
+    // The text went out piece by piece already: only the tool uses and the end are left.
+    let mut inputs: Vec<Input> = reply
+        .blocks
+        .into_iter()
+        .filter(|b| matches!(b, Block::ToolUse { .. }))
+        .map(|b| Input::LlmChunk {
+            call,
+            chunk: Chunk::ToolUse(b),
+        })
+        .collect();
+    inputs.push(Input::LlmEnd {
+        call,
+        usage: reply.usage,
+    });
+    inputs
+}
+
+/// Whether an input ends what a task was started for (a model call or a tool run).
+fn ends_a_task(input: &Input) -> bool {
+    matches!(
+        input,
+        Input::LlmReply { .. }
+            | Input::LlmEnd { .. }
+            | Input::LlmError { .. }
+            | Input::ToolDone { .. }
+    )
+}
+
 /// Runs one conversation (`key`) of `setup` under tokio: each of `users` in turn, each until the
-/// runtime is idle again, with `model` answering the model calls. `quiet` bounds how long the
+/// runtime is idle again, with `backend` answering the model calls. `quiet` bounds how long the
 /// driver waits for any outcome while the runtime is busy.
 pub async fn run_conversation(
     setup: &Setup,
-    model: &HttpModel,
+    backend: &mut Backend,
     key: &str,
     users: &[String],
     quiet: Duration,
@@ -135,6 +185,69 @@ pub async fn run_conversation(
                 match core.take(&rt, effect, at)? {
                     Work::CallModel { call, request } => {
                         driven.model_calls += 1;
+                        let model = match backend {
+                            Backend::Http(model) => model,
+                            Backend::Scripted(mock) => {
+                                let answer =
+                                    mock.answer(&request, &mut Vec::new()).map_err(|e| {
+                                        DriveError::Run(RunError::ScriptExhausted {
+                                            agent: request.agent.name.to_string(),
+                                            call: match e {
+                                                super::backend::BackendError::ScriptExhausted {
+                                                    call,
+                                                    ..
+                                                } => call,
+                                                _ => 0,
+                                            },
+                                            stack: String::new(),
+                                        })
+                                    })?;
+                                if answer.delivery == Delivery::Stall {
+                                    // Never answers: the runtime waits, and so does the driver.
+                                    in_flight += 1;
+                                    continue;
+                                }
+                                let tx = tx.clone();
+                                in_flight += 1;
+                                tokio::spawn(async move {
+                                    tokio::time::sleep(Duration::from_millis(answer.after_ms))
+                                        .await;
+                                    match answer.delivery {
+                                        Delivery::Content(content) => {
+                                            let reply = LlmReply {
+                                                content,
+                                                usage: answer.usage,
+                                            };
+                                            let _ = tx.send(Input::LlmReply { call, reply });
+                                        }
+                                        Delivery::Stream(pieces) => {
+                                            for (delay, block) in pieces {
+                                                tokio::time::sleep(Duration::from_millis(delay))
+                                                    .await;
+                                                let chunk = match block {
+                                                    Block::Text { text } => Chunk::Text(text),
+                                                    other => Chunk::ToolUse(other),
+                                                };
+                                                let _ = tx.send(Input::LlmChunk { call, chunk });
+                                            }
+                                            let _ = tx.send(Input::LlmEnd {
+                                                call,
+                                                usage: answer.usage,
+                                            });
+                                        }
+                                        Delivery::Error { kind, message } => {
+                                            let error = LlmError {
+                                                kind,
+                                                message: message.to_string(),
+                                            };
+                                            let _ = tx.send(Input::LlmError { call, error });
+                                        }
+                                        Delivery::Stall => {}
+                                    }
+                                });
+                                continue;
+                            }
+                        };
                         let names = tools_for(&rt, request.agent.kind, |n| request.agent.allows(n));
                         let specs: Vec<ToolSpec<'_>> = names
                             .iter()
@@ -158,27 +271,30 @@ pub async fn run_conversation(
                         // The body is built here, from the borrowed request; the call goes on
                         // in its own task.
                         let body = crate::wire::encode::request(model.provider(), &out);
+                        let streamed = out.stream;
                         let model = model.clone();
                         let tx = tx.clone();
                         in_flight += 1;
                         tokio::spawn(async move {
-                            let input = match model.send(body, |_| {}).await {
-                                Ok(reply) => Input::LlmReply {
-                                    call,
-                                    reply: LlmReply {
-                                        content: reply.blocks.into_iter().collect(),
-                                        usage: reply.usage,
-                                    },
-                                },
-                                Err(e) => Input::LlmError {
-                                    call,
-                                    error: LlmError {
+                            let pieces = tx.clone();
+                            let on_text = move |t: &str| {
+                                let chunk = Chunk::Text(t.into());
+                                let _ = pieces.send(Input::LlmChunk { call, chunk });
+                            };
+                            match model.send(body, on_text).await {
+                                Ok(reply) => {
+                                    for input in reply_inputs(call, reply, streamed) {
+                                        let _ = tx.send(input);
+                                    }
+                                }
+                                Err(e) => {
+                                    let error = LlmError {
                                         kind: e.kind,
                                         message: e.message,
-                                    },
-                                },
-                            };
-                            let _ = tx.send(input);
+                                    };
+                                    let _ = tx.send(Input::LlmError { call, error });
+                                }
+                            }
                         });
                     }
                     Work::RunTool { call, run } => {
@@ -226,7 +342,7 @@ pub async fn run_conversation(
                 Ok(Some(input)) => {
                     if let Input::Timer { timer } = &input {
                         timers.remove(timer);
-                    } else {
+                    } else if ends_a_task(&input) {
                         in_flight -= 1;
                     }
                     next = Some(input);

@@ -14,7 +14,10 @@
 //!    or one after another), the request belongs to the first, in order of first appearance, whose
 //!    replies the request replays exactly (no reply yet counts too: a retry after a fault); a
 //!    request with no assistant turn that fits none starts a new conversation.
-//! 3. *Turn.* The turn is the number of assistant turns the request replays. A turn takes the
+//! 3. *Turn.* The turn is the number of assistant turns the request replays (an empty reply the
+//!    server sent is never replayed, as no provider takes an empty assistant message: a request
+//!    that replays the turns before it and says more than the request that got it is past it).
+//!    A turn takes the
 //!    agent's next script entries when it is first asked for: the scripted errors before a reply,
 //!    served one per request (so the client's retry meets the next), then the reply. A script is
 //!    shared by all conversations of its agent, handed out in the order turns are first asked for,
@@ -148,8 +151,10 @@ enum Sent {
 #[derive(Clone, Debug)]
 struct Conversation {
     agent: usize,
-    /// The assistant turns sent, in order.
+    /// The assistant turns sent, in order (an empty reply is an empty turn).
     sent: Vec<Vec<Sent>>,
+    /// For each turn sent: how many blocks the request it answered had.
+    asked: Vec<usize>,
     /// Per turn: the script entries it took, and how many of them were served.
     plans: Vec<(Vec<usize>, usize)>,
     /// The next unassigned entry, for an agent whose conversations each have the whole script.
@@ -250,6 +255,7 @@ impl Book {
         };
         if c.sent.len() == address.turn + 1 {
             c.sent.pop();
+            c.asked.pop();
         }
         if let Some((_, done)) = c.plans.get_mut(address.turn) {
             *done = done.saturating_sub(1);
@@ -306,8 +312,10 @@ impl Book {
             .filter(|m| m.role == Role::Assistant)
             .map(sent_of)
             .collect();
-        let turn = replayed.len();
-        let conversation = self.conversation(agent, &first, &replayed)?;
+        // How much the request says: its blocks, all messages counted (a turn past an empty
+        // reply has more of them than the request that got it).
+        let asked: usize = request.messages.iter().map(|m| m.content.len()).sum();
+        let (conversation, turn) = self.conversation(agent, &first, &replayed, asked)?;
         let mut address = Address {
             agent: self.agents[agent].name.clone(),
             conversation: conversation + 1,
@@ -388,6 +396,7 @@ impl Book {
             let conv = &mut self.conversations[conversation];
             if conv.sent.len() == turn {
                 conv.sent.push(sent);
+                conv.asked.push(asked);
             }
         }
         Ok((address, answer))
@@ -438,13 +447,16 @@ impl Book {
         }
     }
 
+    /// The conversation `replayed` continues, and its turn. Empty replies the server sent are
+    /// never replayed (no provider takes an empty assistant message): a request is past such a
+    /// turn when it carries more blocks than the request that got it.
     fn conversation(
         &mut self,
         agent: usize,
         first: &str,
         replayed: &[Vec<Sent>],
-    ) -> Result<usize, Miss> {
-        let turn = replayed.len();
+        asked: usize,
+    ) -> Result<(usize, usize), Miss> {
         let mut closest: Option<(usize, usize)> = None;
         let alike = self.by_first.get(first).map_or(&[][..], Vec::as_slice);
         for &i in alike {
@@ -452,29 +464,43 @@ impl Book {
             if c.agent != agent {
                 continue;
             }
-            let common = c
-                .sent
+            let spoken: Vec<&Vec<Sent>> = c.sent.iter().filter(|t| !t.is_empty()).collect();
+            let common = spoken
                 .iter()
                 .zip(replayed)
                 .take_while(|(a, b)| same_turn(a, b))
                 .count();
-            if common == turn && c.sent.len() == turn {
-                return Ok(i);
+            if common == replayed.len() && spoken.len() == replayed.len() {
+                // Past the last turn it replays, and past the empty turns that followed it
+                // when the request has grown since.
+                let mut turn = c
+                    .sent
+                    .iter()
+                    .rposition(|t| !t.is_empty())
+                    .map_or(0, |p| p + 1);
+                while turn < c.sent.len() && c.sent[turn].is_empty() && asked > c.asked[turn] {
+                    turn += 1;
+                }
+                if turn == c.sent.len() {
+                    return Ok((i, turn));
+                }
             }
             if closest.is_none_or(|(_, n)| common > n) {
                 closest = Some((i, common));
             }
         }
+        let turn = replayed.len();
         if turn == 0 {
             let i = self.conversations.len();
             self.conversations.push(Conversation {
                 agent,
                 sent: Vec::new(),
+                asked: Vec::new(),
                 plans: Vec::new(),
                 cursor: 0,
             });
             self.by_first.entry(first.to_owned()).or_default().push(i);
-            return Ok(i);
+            return Ok((i, 0));
         }
         let name = &self.agents[agent].name;
         let Some((i, common)) = closest else {
@@ -798,6 +824,46 @@ mod tests {
             },
             other => panic!("not a reply: {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_empty_reply_is_not_replayed_and_the_grown_request_is_the_next_turn() {
+        let empty = ScriptedReply {
+            kind: ReplyKind::Content(Vec::new()),
+            after_ms: 0,
+            usage: Usage::default(),
+        };
+        let mut book = Book::new(vec![agent(
+            "worker",
+            vec![tool("search"), empty, text("summary")],
+        )]);
+        let (_, first) = ask(
+            &mut book,
+            "worker",
+            json!([{"role": "user", "content": "go"}]),
+        )
+        .unwrap();
+        let id = tool_id(&first);
+        let turn1 = json!([
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "search", "input": {"q": 1}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "ok"}]}
+        ]);
+        let (a, _) = ask(&mut book, "worker", turn1.clone()).unwrap();
+        assert_eq!((a.turn, a.entry), (1, Some(2)), "the empty reply");
+        // The runtime keeps no empty assistant message: it asks again with more to say.
+        let mut grown = turn1.clone();
+        grown[2]["content"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "text", "text": "summarise"}));
+        let (a, answer) = ask(&mut book, "worker", grown).unwrap();
+        assert_eq!((a.conversation, a.turn, a.entry), (1, 2, Some(3)));
+        assert!(matches!(answer, Answer::Reply { .. }));
+        assert!(book.unused().is_empty());
+        // The request that got the empty reply, again, is not a new turn: nothing is left.
+        let miss = ask(&mut book, "worker", turn1).unwrap_err();
+        assert_eq!(miss.violation, Some(REPLAYED_HISTORY), "{}", miss.message);
     }
 
     #[test]
