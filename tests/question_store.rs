@@ -236,6 +236,26 @@ mod sqlite {
     }
 
     #[test]
+    fn a_database_locked_by_another_process_is_a_clear_error() {
+        let path = fresh("locked.db");
+        drop(SqliteQuestions::open(&path).unwrap());
+        let other = rusqlite::Connection::open(&path).unwrap();
+        other
+            .execute_batch("PRAGMA journal_mode = DELETE; BEGIN EXCLUSIVE;")
+            .unwrap();
+        let e = SqliteQuestions::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Io(_)), "{e}");
+        assert!(
+            e.to_string().contains("is locked by another process"),
+            "{e}"
+        );
+        other.execute_batch("COMMIT").unwrap();
+        drop(other);
+        let mut s = SqliteQuestions::open(&path).expect("free again");
+        s.create_session("s1", "poem", "{}", 1).unwrap();
+    }
+
+    #[test]
     fn tables_of_another_shape_are_refused() {
         let path = fresh("shape.db");
         let c = rusqlite::Connection::open(&path).unwrap();

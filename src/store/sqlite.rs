@@ -56,6 +56,9 @@ const QUESTION_COLUMNS: [&str; 7] = [
     "created_at",
 ];
 
+/// How long an operation waits for a lock another process holds.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The question store in a SQLite database file.
 #[derive(Debug)]
 pub struct SqliteQuestions {
@@ -80,8 +83,17 @@ impl SqliteQuestions {
     }
 
     fn init(conn: Connection, name: &str) -> Result<SqliteQuestions, StoreError> {
-        let corrupt = |e: rusqlite::Error| {
-            StoreError::Corrupt(format!("{name} is not a readable SQLite database: {e}"))
+        // Another process holding the database gets a little time to let go, then a clear
+        // error; a file that is not SQLite at all is another error.
+        conn.busy_timeout(LOCK_WAIT).map_err(io)?;
+        let corrupt = |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                StoreError::Io(format!(
+                    "{name} is locked by another process (waited {}s): {e}",
+                    LOCK_WAIT.as_secs()
+                ))
+            }
+            _ => StoreError::Corrupt(format!("{name} is not a readable SQLite database: {e}")),
         };
         // Reading the schema first: a file that is not SQLite fails here, before anything is
         // written to it.
@@ -94,8 +106,6 @@ impl SqliteQuestions {
                 .map_err(corrupt)?;
             rows.collect::<Result<_, _>>().map_err(corrupt)?
         };
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(io)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(corrupt)?;
