@@ -256,6 +256,49 @@ mod sqlite {
     }
 
     #[test]
+    fn a_thousand_concurrent_answers_from_eight_connections_have_one_winner() {
+        let path = fresh("race.db");
+        {
+            let mut s = SqliteQuestions::open(&path).unwrap();
+            s.create_session("s1", "poem", "{}", 1).unwrap();
+            s.ask(&question("q1", "s1"), 2).unwrap();
+        }
+        let outcomes: Vec<Answered> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..8)
+                .map(|w| {
+                    let path = path.clone();
+                    scope.spawn(move || {
+                        let mut s = SqliteQuestions::open(&path).unwrap();
+                        (0..125)
+                            .map(|i| {
+                                s.answer("s1", "q1", &format!("answer {w}-{i}"), 10)
+                                    .expect("every answer is taken or ignored")
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect()
+        });
+        let resumed = outcomes.iter().filter(|o| **o == Answered::Resumed).count();
+        assert_eq!(outcomes.len(), 1000);
+        assert_eq!(resumed, 1, "exactly one answer wins");
+        let s = SqliteQuestions::open(&path).unwrap();
+        let q = &s.questions("s1").unwrap()[0];
+        assert!(q
+            .answer
+            .as_deref()
+            .is_some_and(|a| a.starts_with("answer ")));
+        assert_eq!(
+            s.session("s1").unwrap().unwrap().status,
+            SessionStatus::Running
+        );
+    }
+
+    #[test]
     fn tables_of_another_shape_are_refused() {
         let path = fresh("shape.db");
         let c = rusqlite::Connection::open(&path).unwrap();
