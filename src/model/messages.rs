@@ -97,6 +97,9 @@ pub const SUMMARY_PROMPT: &str = "Please provide a concise summary of what you a
 /// Result for `ask_user` called by a batch child, which cannot talk to the user.
 pub const ASK_USER_IN_BATCH: &str = "Tool 'ask_user' is not available to a batch agent";
 
+/// The answer to `ask_user` when no user is there (`settings: { query_user: none }`).
+pub const NO_ANSWER: &str = "No answer from the user.";
+
 /// The continuation prompt an agent gets after an activity timeout it may continue from.
 pub const CONTINUATION_PROMPT: &str = "Continue the task from where you left off.";
 

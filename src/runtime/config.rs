@@ -38,6 +38,19 @@ pub struct RuntimeConfig {
     pub persist: bool,
     /// Model seed 004's activity watchdog and interruptions (off: `None`).
     pub interruptions: Option<InterruptionConfig>,
+    /// Whether a user is there to answer `ask_user` (DESIGN §8: with none, the origin's "no
+    /// handler", a question is answered at once with `No answer from the user.`).
+    pub query_user: QueryUser,
+}
+
+/// Who answers `ask_user`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueryUser {
+    /// The user of the conversation: the frame waits for their next message.
+    #[default]
+    Interactive,
+    /// Nobody: the question is answered at once with `No answer from the user.`
+    None,
 }
 
 impl RuntimeConfig {
@@ -65,6 +78,7 @@ impl Default for RuntimeConfig {
             planted: None,
             persist: false,
             interruptions: None,
+            query_user: QueryUser::Interactive,
         }
     }
 }

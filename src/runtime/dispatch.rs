@@ -127,6 +127,11 @@ pub(super) fn run_next_tool(
                 cx.finish_tool(frame, at, None, text, true);
                 return None;
             };
+            if cx.config.query_user == crate::runtime::config::QueryUser::None {
+                // Nobody to ask: answered at once, and the turn goes on.
+                cx.finish_tool(frame, at, None, messages::NO_ANSWER.into(), false);
+                return None;
+            }
             let mut text = question.to_owned();
             if let Some(options) = input.get("options").and_then(|o| o.as_array()) {
                 for option in options {

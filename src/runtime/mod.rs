@@ -38,7 +38,7 @@ use crate::model::messages;
 use crate::model::transcript::Block;
 use crate::protocol::{Effect, Event, Input, StreamEvent, ToolRun};
 
-pub use config::{RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
+pub use config::{QueryUser, RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
 use turn::TurnInput;
 
 /// The reference runtime.

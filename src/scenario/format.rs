@@ -191,6 +191,20 @@ pub struct SettingsSpec {
     #[serde(default)]
     #[schemars(with = "Option<InterruptionsSpec>")]
     pub interruptions: Option<Spanned<InterruptionsSpec>>,
+    /// Who answers `ask_user`: `interactive` (default: the frame waits for the user's next
+    /// message) or `none` (answered at once with `No answer from the user.`).
+    #[serde(default)]
+    pub query_user: Option<QueryUserSpec>,
+}
+
+/// Who answers `ask_user`.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryUserSpec {
+    /// The user of the conversation.
+    Interactive,
+    /// Nobody.
+    None,
 }
 
 /// The watchdog and interruption model: `preset: legacy` (seed 004's runtime) or `preset: fixed`,

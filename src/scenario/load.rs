@@ -371,6 +371,9 @@ impl Builder<'_> {
         }
 
         let mut config = RuntimeConfig::default();
+        if settings.query_user == Some(crate::scenario::format::QueryUserSpec::None) {
+            config.query_user = crate::runtime::QueryUser::None;
+        }
         if let Some(words) = &settings.cancel_words {
             config.cancel_words = words.clone();
         }

@@ -272,6 +272,9 @@ pub fn to_yaml(s: &Scenario) -> String {
     if s.config.persist {
         settings.insert("persist".into(), json!(true));
     }
+    if s.config.query_user == crate::runtime::QueryUser::None {
+        settings.insert("query_user".into(), json!("none"));
+    }
     if let Some(bug) = s.config.planted {
         settings.insert("planted_bug".into(), json!(bug.name()));
     }
