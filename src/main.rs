@@ -1349,11 +1349,11 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         for case in &cases {
             let status = if case.passed() { "ok" } else { "FAIL" };
             let link = match &case.result {
-                report::check::CaseResult::Broken { .. } => report::html::escape(&case.path),
+                report::check::CaseResult::Broken { .. } => report::check::markup(&case.path),
                 _ => format!(
                     "<a href=\"{}\">{}</a>",
-                    report::html::escape(&page_name(&case.path)),
-                    report::html::escape(&case.path)
+                    report::check::markup(&page_name(&case.path)),
+                    report::check::markup(&case.path)
                 ),
             };
             index.push_str(&format!("<li>{status} {link}</li>\n"));

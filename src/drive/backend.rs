@@ -230,3 +230,21 @@ impl std::fmt::Debug for dyn OwnedTools {
         f.write_str("dyn Tools")
     }
 }
+
+impl BackendError {
+    /// The error as the reason a run stopped; `stack` describes the stacks at that point.
+    pub fn into_run_error(self, stack: impl FnOnce() -> String) -> super::core::RunError {
+        match self {
+            BackendError::ScriptExhausted { agent, call } => {
+                super::core::RunError::ScriptExhausted {
+                    agent,
+                    call,
+                    stack: stack(),
+                }
+            }
+            BackendError::ToolScriptExhausted { tool, call } => {
+                super::core::RunError::ToolScriptExhausted { tool, call }
+            }
+        }
+    }
+}

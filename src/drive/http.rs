@@ -207,7 +207,7 @@ impl HttpModel {
                 break;
             }
         }
-        acc.finish(self.provider)
+        acc.finish()
     }
 }
 
@@ -370,13 +370,12 @@ impl Accumulator {
         Ok(())
     }
 
-    fn finish(self, provider: Provider) -> Result<ModelReply, ModelError> {
+    fn finish(self) -> Result<ModelReply, ModelError> {
         if !self.done {
             return Err(network(
                 "the stream ended before the reply was complete".to_owned(),
             ));
         }
-        let _ = provider;
         let mut ordered: Vec<(usize, Block)> = Vec::new();
         for (i, text) in self.text {
             if !text.is_empty() {

@@ -56,17 +56,9 @@ pub struct Driven {
 /// Why a driven conversation stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum DriveError {
-    /// The run broke a limit, or a script ran out.
+    /// The run broke a limit, or a model's or tool's script ran out.
     #[error("{0}")]
     Run(#[from] RunError),
-    /// A scripted tool's script ran out.
-    #[error("the script of tool '{tool}' has no entry for call {call}")]
-    ToolScript {
-        /// The tool.
-        tool: String,
-        /// Its call number.
-        call: usize,
-    },
     /// Nothing answered for this long while the runtime was waiting.
     #[error("nothing happened for {0:?} while the runtime waited (a tool that hangs, a model that stalls)")]
     Stuck(Duration),
@@ -188,20 +180,9 @@ pub async fn run_conversation(
                         let model = match backend {
                             Backend::Http(model) => model,
                             Backend::Scripted(mock) => {
-                                let answer =
-                                    mock.answer(&request, &mut Vec::new()).map_err(|e| {
-                                        DriveError::Run(RunError::ScriptExhausted {
-                                            agent: request.agent.name.to_string(),
-                                            call: match e {
-                                                super::backend::BackendError::ScriptExhausted {
-                                                    call,
-                                                    ..
-                                                } => call,
-                                                _ => 0,
-                                            },
-                                            stack: String::new(),
-                                        })
-                                    })?;
+                                let answer = mock
+                                    .answer(&request, &mut Vec::new())
+                                    .map_err(|e| e.into_run_error(String::new))?;
                                 if answer.delivery == Delivery::Stall {
                                     // Never answers: the runtime waits, and so does the driver.
                                     in_flight += 1;
@@ -300,7 +281,7 @@ pub async fn run_conversation(
                     Work::RunTool { call, run } => {
                         driven.tool_runs += 1;
                         let step: ToolStep = tools.next(run.name, run.input).map_err(|e| {
-                            DriveError::ToolScript {
+                            RunError::ToolScriptExhausted {
                                 tool: e.tool,
                                 call: e.call,
                             }

@@ -136,10 +136,6 @@ pub fn markup(text: &str) -> String {
     out
 }
 
-fn xml(text: &str) -> String {
-    markup(text)
-}
-
 /// The directory of `path` with dots (`scenarios/spec/a.yaml` → `scenarios.spec`), and its stem.
 fn class_and_name(path: &str) -> (String, String) {
     let p = Path::new(path);
@@ -191,7 +187,7 @@ pub fn junit(cases: &[Case], seconds: f64) -> String {
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"{time:.3}\">",
-            xml(class),
+            markup(class),
             list.len(),
             count(list, failed),
             count(list, broken),
@@ -201,9 +197,9 @@ pub fn junit(cases: &[Case], seconds: f64) -> String {
             let _ = write!(
                 out,
                 "    <testcase classname=\"{}\" name=\"{}\" file=\"{}\" time=\"{:.3}\"",
-                xml(class),
-                xml(&name),
-                xml(&case.path),
+                markup(class),
+                markup(&name),
+                markup(&case.path),
                 case.seconds
             );
             match &case.result {
@@ -224,11 +220,11 @@ pub fn junit(cases: &[Case], seconds: f64) -> String {
                     let _ = write!(
                         out,
                         ">\n      <failure message=\"{}\" type=\"{}\">{}{}\nseed: {seed}\nrerun: {}</failure>\n    </testcase>\n",
-                        xml(first),
-                        xml(kind),
-                        xml(message),
-                        xml(&at),
-                        xml(rerun)
+                        markup(first),
+                        markup(kind),
+                        markup(message),
+                        markup(&at),
+                        markup(rerun)
                     );
                 }
                 CaseResult::Broken { message, .. } => {
@@ -236,8 +232,8 @@ pub fn junit(cases: &[Case], seconds: f64) -> String {
                     let _ = write!(
                         out,
                         ">\n      <error message=\"{}\" type=\"load\">{}</error>\n    </testcase>\n",
-                        xml(first),
-                        xml(message)
+                        markup(first),
+                        markup(message)
                     );
                 }
             }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use super::check::markup;
 use crate::drive::Note;
 use crate::protocol::Event;
 use crate::scenario::{Failure, Outcome};
@@ -332,15 +333,6 @@ pub fn mermaid(outcome: &Outcome) -> String {
     out
 }
 
-/// Text fit for HTML and SVG.
-pub fn escape(text: &str) -> String {
-    super::check::markup(text)
-}
-
-fn esc(text: &str) -> String {
-    super::check::markup(text)
-}
-
 /// The SVG timeline: a lane per conversation with its stack depth as a step line, and under it a
 /// row of markers per kind of event (user, model calls, tool calls, pushes and pops, faults). The
 /// x axis is the order of events, so that what happens within one millisecond stays readable;
@@ -429,9 +421,9 @@ fn timeline(records: &[Record], broken: Option<&str>) -> String {
         let _ = writeln!(
             svg,
             "<g class=\"lane\" data-key=\"{}\"><text x=\"4\" y=\"{:.1}\" class=\"key\">{}</text><line x1=\"{left}\" y1=\"{base:.1}\" x2=\"{:.1}\" y2=\"{base:.1}\" class=\"base\"/>",
-            esc(key),
+            markup(key),
             base,
-            esc(&clip(key)),
+            markup(&clip(key)),
             left + width
         );
         let mut line = format!("{left},{base:.1}");
@@ -469,7 +461,7 @@ fn timeline(records: &[Record], broken: Option<&str>) -> String {
                 x(p.0),
                 base + 11.0 + 10.0 * p.4 as f64,
                 p.1,
-                esc(&p.5)
+                markup(&p.5)
             );
         }
         let _ = svg.write_str("</g>\n");
@@ -488,7 +480,7 @@ fn timeline(records: &[Record], broken: Option<&str>) -> String {
             py + 8.0,
             px + 8.0,
             py - 8.0,
-            esc(message)
+            markup(message)
         );
     }
     svg.push_str("</svg>\n");
@@ -512,7 +504,7 @@ fn sequence_svg(s: &Sequence) -> String {
             "<g class=\"participant\"><rect x=\"{:.1}\" y=\"8\" width=\"{:.1}\" height=\"26\" rx=\"4\"/><text x=\"{x:.1}\" y=\"26\" text-anchor=\"middle\">{}</text><line class=\"lifeline\" x1=\"{x:.1}\" y1=\"34\" x2=\"{x:.1}\" y2=\"{:.1}\"/></g>",
             x - col / 2.0 + 8.0,
             col - 16.0,
-            esc(&clip(p)),
+            markup(&clip(p)),
             height - 10.0
         );
     }
@@ -532,7 +524,7 @@ fn sequence_svg(s: &Sequence) -> String {
                     if *reply { " reply" } else { "" },
                     (x1 + x2) / 2.0,
                     y - 4.0,
-                    esc(text)
+                    markup(text)
                 );
             }
             Step::Note { over, text, alarm } => {
@@ -545,7 +537,7 @@ fn sequence_svg(s: &Sequence) -> String {
                     y - 15.0,
                     col * 1.8,
                     y,
-                    esc(text)
+                    markup(text)
                 );
             }
         }
@@ -585,23 +577,23 @@ pub fn page(outcome: &Outcome) -> String {
     let _ = writeln!(
         html,
         "<title>{} (seed {}): agentsim</title>\n<style>{STYLE}</style>\n</head>\n<body>",
-        esc(&outcome.name),
+        markup(&outcome.name),
         outcome.seed
     );
     let _ = writeln!(
         html,
         "<h1>{}</h1>\n<p>{} · seed {} · {} records · <span id=\"verdict\" class=\"verdict {class}\">{}</span></p>",
-        esc(&outcome.name),
-        esc(&outcome.path),
+        markup(&outcome.name),
+        markup(&outcome.path),
         outcome.seed,
         outcome.records.len(),
-        esc(&verdict)
+        markup(&verdict)
     );
     if outcome.failure.is_some() {
         let _ = writeln!(
             html,
             "<p>rerun: <code>{}</code></p>",
-            esc(&outcome.rerun_command())
+            markup(&outcome.rerun_command())
         );
     }
     let _ = writeln!(
@@ -613,12 +605,12 @@ pub fn page(outcome: &Outcome) -> String {
         html,
         "<h2>Sequence</h2>\n{}\n<details><summary>Mermaid source</summary>\n<pre id=\"mermaid\">{}</pre>\n</details>",
         sequence_svg(&sequence),
-        esc(&mermaid(outcome))
+        markup(&mermaid(outcome))
     );
     let _ = writeln!(
         html,
         "<h2>Transcript</h2>\n<pre id=\"transcript\">{}</pre>\n</body>\n</html>",
-        esc(&super::transcript::text(outcome))
+        markup(&super::transcript::text(outcome))
     );
     html
 }

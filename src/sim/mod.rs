@@ -660,16 +660,7 @@ fn flush_notes(
 
 /// A backend that cannot answer, as the reason the run stopped.
 fn backend_error(error: BackendError, rt: &Runtime) -> RunError {
-    match error {
-        BackendError::ScriptExhausted { agent, call } => RunError::ScriptExhausted {
-            agent,
-            call,
-            stack: describe(rt),
-        },
-        BackendError::ToolScriptExhausted { tool, call } => {
-            RunError::ToolScriptExhausted { tool, call }
-        }
-    }
+    error.into_run_error(|| describe(rt))
 }
 
 /// Schedules a model reply (or error, or stream) for `call`; a stall schedules nothing.
