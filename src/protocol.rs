@@ -39,6 +39,7 @@ use uuid::Uuid;
 
 use crate::agents::frame::StackFrame;
 use crate::agents::tools::{ToolError, ToolOutput};
+use crate::agents::tree::{Intervention, InterventionOutcome, Status};
 use crate::model::agent::{AgentDef, AgentKind, AgentResponse};
 use crate::model::ids::CallId;
 use crate::model::llm::{Chunk, LlmError, LlmErrorKind, LlmReply, Usage};
@@ -94,6 +95,14 @@ pub enum Input {
     Timer {
         /// The timer.
         timer: CallId,
+    },
+    /// A user intervenes on a live agent (seed 001's `userIntervention`); the runtime records
+    /// its answer as [`Event::Intervention`] ([`crate::runtime::Runtime::intervene`] returns it).
+    Intervene {
+        /// The agent.
+        agent_id: Uuid,
+        /// What the user asks.
+        intervention: Intervention,
     },
 }
 
@@ -193,6 +202,8 @@ pub enum PopReason {
     Error,
     /// The user cancelled.
     Cancelled,
+    /// The user deleted it (or a frame below it) with an intervention.
+    Deleted,
 }
 
 /// What happened, for observers and the transcript. Recorded in order.
@@ -409,6 +420,76 @@ pub enum Event {
         /// What happened.
         what: String,
     },
+    /// An agent's status changed (the same change is published as a
+    /// [`StreamEvent::AgentState`]).
+    AgentState {
+        /// Session key.
+        key: Arc<str>,
+        /// The agent.
+        agent_id: Uuid,
+        /// Its frame name.
+        frame: Arc<str>,
+        /// The status it left (`None` when it just started).
+        from: Option<Status>,
+        /// Its new status.
+        status: Status,
+        /// Its result, when it ended.
+        result: Option<Arc<str>>,
+    },
+    /// A user intervened on an agent.
+    Intervention {
+        /// Session key of the agent's conversation (`None` when no live agent has the id).
+        key: Option<Arc<str>>,
+        /// The agent.
+        agent_id: Uuid,
+        /// Its frame name, when it lives.
+        frame: Option<Arc<str>>,
+        /// The comment given, if any.
+        user_comment: Option<Arc<str>>,
+        /// The new content given, if any.
+        user_content: Option<Arc<str>>,
+        /// The status asked for, if any.
+        status: Option<Status>,
+        /// The answer.
+        outcome: InterventionOutcome,
+    },
+    /// A frame started a fork (seed 001's `fork`).
+    ForkStarted {
+        /// Session key.
+        key: Arc<str>,
+        /// The caller's frame name.
+        caller: Arc<str>,
+        /// The caller's agent id.
+        caller_id: Uuid,
+        /// The handle the caller got.
+        handle: u32,
+        /// The fork.
+        frame: FrameInfo,
+    },
+    /// A fork ended.
+    ForkEnded {
+        /// Session key.
+        key: Arc<str>,
+        /// The fork.
+        frame: FrameInfo,
+        /// How it ended: completed, error or deleted.
+        status: Status,
+        /// Its final text or failure.
+        result: Arc<str>,
+        /// Iterations it used.
+        iterations: u32,
+    },
+    /// A modification reached its agent before its model call, as a user text.
+    TaskChanged {
+        /// Session key.
+        key: Arc<str>,
+        /// The agent's frame name.
+        frame: Arc<str>,
+        /// The agent.
+        agent_id: Uuid,
+        /// The text added to its session.
+        text: Arc<str>,
+    },
     /// A cancel word unwound the stack.
     Cancelled {
         /// Session key.
@@ -459,5 +540,18 @@ pub enum StreamEvent {
         id: Arc<str>,
         /// Whether it failed.
         is_error: bool,
+    },
+    /// An agent's status changed (seed 001's `agent-state`; never with messages).
+    AgentState {
+        /// The agent.
+        agent_id: Uuid,
+        /// The agent that started it.
+        parent_id: Option<Uuid>,
+        /// Its frame name.
+        name: Arc<str>,
+        /// Its new status.
+        status: Status,
+        /// Its result, when it ended.
+        result: Option<Arc<str>>,
     },
 }

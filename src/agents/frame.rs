@@ -7,6 +7,7 @@ use smallvec::SmallVec;
 
 use uuid::Uuid;
 
+use crate::agents::tree::Status;
 use crate::model::agent::{AgentDef, AgentKind};
 use crate::model::ids::{CallId, FrameId};
 use crate::model::llm::Usage;
@@ -72,6 +73,62 @@ pub enum Phase {
         /// The `ask_user` tool use.
         tool_use_id: Arc<str>,
     },
+    /// The frame's `wait` tool waits for one of its forks to end.
+    AwaitFork {
+        /// The `wait` tool use.
+        at: BlockAt,
+        /// The fork's handle.
+        handle: u32,
+    },
+}
+
+/// A fork a frame started (seed 001's `fork(prompt)`), by handle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForkRecord {
+    /// Its handle: 1, 2, ... per frame.
+    pub handle: u32,
+    /// The fork's agent id.
+    pub agent_id: Uuid,
+    /// The fork's frame while it runs.
+    pub frame: Option<FrameId>,
+    /// Its final text and whether it failed, once it ended.
+    pub result: Option<(Arc<str>, bool)>,
+}
+
+/// What makes a frame a fork: its caller and its handle there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForkOf {
+    /// The frame that called `fork`.
+    pub caller: FrameId,
+    /// The handle the caller got.
+    pub handle: u32,
+}
+
+/// A frame's place in the agent tree (DESIGN §8): the node fields that are not the frame's own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeState {
+    /// Its status.
+    pub status: Status,
+    /// The agent that started it (`None` for a main frame).
+    pub parent_agent: Option<Uuid>,
+    /// The last comment a user gave it.
+    pub user_comment: Option<Arc<str>>,
+    /// The task it was started with, or the one a `modify` gave it.
+    pub user_content: Arc<str>,
+    /// The agents it started, in order.
+    pub subagents: Vec<Uuid>,
+    /// Free-form data.
+    pub metadata: std::collections::BTreeMap<String, serde_json::Value>,
+    /// When it started.
+    pub created_at: u64,
+    /// Its place in the order of creation (the tree lists nodes in it).
+    pub order: u64,
+    /// A modification's new task, delivered before its next model call.
+    pub pending_modify: Option<Arc<str>>,
+    /// Its forks, by handle.
+    pub forks: Vec<ForkRecord>,
+    /// Set when the frame is itself a fork.
+    pub fork_of: Option<ForkOf>,
 }
 
 /// Everything needed to pause and resume one agent (seed 000's `StackFrame`).
@@ -116,6 +173,8 @@ pub struct StackFrame {
     pub(crate) batch_sends: u32,
     /// Watchdog and interruption state (used only when interruptions are modelled).
     pub(crate) watch: crate::agents::watchdog::Watch,
+    /// Its node in the agent tree.
+    pub(crate) node: NodeState,
 }
 
 impl StackFrame {
@@ -148,6 +207,7 @@ impl StackFrame {
             resumed_from_child: false,
             batch_sends: 0,
             watch: Default::default(),
+            node: NodeState::default(),
         }
     }
 
@@ -216,9 +276,24 @@ impl StackFrame {
         self.agent.kind
     }
 
-    /// Whether this is the main agent's frame.
+    /// Whether this is the main agent's frame (a fork of the main agent is not).
     pub fn is_main(&self) -> bool {
-        self.agent.kind == AgentKind::Main
+        self.agent.kind == AgentKind::Main && self.node.fork_of.is_none()
+    }
+
+    /// Its status in the agent tree.
+    pub fn status(&self) -> Status {
+        self.node.status
+    }
+
+    /// Its node state in the agent tree.
+    pub fn node(&self) -> &NodeState {
+        &self.node
+    }
+
+    /// Whether it is a fork (it runs beside its caller, off every stack).
+    pub fn is_fork(&self) -> bool {
+        self.node.fork_of.is_some()
     }
 
     /// Whether the frame waits for the user (after sending text or asking a question).

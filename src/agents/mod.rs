@@ -6,4 +6,5 @@
 pub mod frame;
 pub mod stack;
 pub mod tools;
+pub mod tree;
 pub mod watchdog;

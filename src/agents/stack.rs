@@ -155,6 +155,8 @@ pub struct AgentStackManager {
     entries: Vec<StackEntry>,
     by_key: BTreeMap<Arc<str>, usize>,
     frames: Arena,
+    /// Frames that live in the arena on no stack (forks), counted.
+    detached: usize,
 }
 
 impl AgentStackManager {
@@ -229,12 +231,13 @@ impl AgentStackManager {
     /// its top frame waits for the user.
     #[inline]
     pub fn is_idle(&self) -> bool {
-        self.entries.iter().all(|e| {
-            e.inbox.is_empty()
-                && e.stack
-                    .top()
-                    .is_none_or(|id| self.frames.get(id).is_some_and(StackFrame::awaits_user))
-        })
+        self.detached == 0
+            && self.entries.iter().all(|e| {
+                e.inbox.is_empty()
+                    && e.stack
+                        .top()
+                        .is_none_or(|id| self.frames.get(id).is_some_and(StackFrame::awaits_user))
+            })
     }
 
     /// The stack in `slot` with its frames.
@@ -328,6 +331,37 @@ impl AgentStackManager {
     /// Drops every frame of `slot`'s stack.
     pub fn clear(&mut self, slot: usize) {
         while self.pop(slot).is_some() {}
+    }
+
+    /// Places `frame` in the arena for conversation `slot` on no stack (a fork), started by
+    /// `parent`.
+    pub fn insert_detached(
+        &mut self,
+        slot: usize,
+        mut frame: StackFrame,
+        parent: FrameId,
+    ) -> FrameId {
+        frame.conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
+        frame.parent = Some(parent);
+        self.detached += 1;
+        self.frames.insert(frame)
+    }
+
+    /// Takes a frame placed with [`AgentStackManager::insert_detached`] out of the arena.
+    pub fn remove_detached(&mut self, id: FrameId) -> Option<StackFrame> {
+        let frame = self.frames.remove(id)?;
+        self.detached -= 1;
+        Some(frame)
+    }
+
+    /// How many frames live on no stack (forks).
+    pub fn detached(&self) -> usize {
+        self.detached
+    }
+
+    /// Every live frame, stacked or not, in arena order.
+    pub fn live_frames(&self) -> impl Iterator<Item = &StackFrame> + '_ {
+        self.frames.places.iter().filter_map(|p| p.frame.as_ref())
     }
 }
 

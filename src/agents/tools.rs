@@ -26,10 +26,17 @@ pub mod builtin {
     pub const USE_AGENT: &str = "use_agent";
     /// Parks the frame and asks the user a question (DESIGN §3 item 8).
     pub const ASK_USER: &str = "ask_user";
+    /// Starts a fork of the calling agent (seed 001; agents declared `fork: true`).
+    pub const FORK: &str = "fork";
+    /// Waits for a fork to end (seed 001; agents declared `fork: true`).
+    pub const WAIT: &str = "wait";
 
     /// Whether `name` is a built-in.
     pub fn is_builtin(name: &str) -> bool {
-        matches!(name, COMPLETE | USE_SKILL | USE_AGENT | ASK_USER)
+        matches!(
+            name,
+            COMPLETE | USE_SKILL | USE_AGENT | ASK_USER | FORK | WAIT
+        )
     }
 }
 

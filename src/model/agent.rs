@@ -68,6 +68,8 @@ pub struct AgentDef {
     /// Batch delegation (DESIGN §3 item 12): the child runs to completion inside the tool call and
     /// its final text is the tool result; `None` for interactive delegation.
     pub batch: Option<EmptyAnswer>,
+    /// Offered seed 001's `fork` and `wait` (DESIGN §8).
+    pub fork: bool,
 }
 
 /// What a batch delegation does when the child's final answer is empty (seed 004's `AgentTool`).
@@ -109,6 +111,7 @@ impl AgentDef {
             parallel_tools: false,
             passthrough: false,
             batch: None,
+            fork: false,
         }
     }
 

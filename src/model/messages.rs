@@ -17,6 +17,25 @@ pub const CANCELLED_BY_USER: &str = "Cancelled by user.";
 pub const USER_MAX_STEPS: &str = "Agent reached maximum steps.";
 /// Sent to the user after a cancel word unwound the stack (display-only).
 pub const USER_CANCELLED: &str = "Cancelled.";
+/// Sent to the user when an intervention deleted the main agent during its turn (display-only).
+pub const USER_AGENT_DELETED: &str = "Stopped: the agent was deleted.";
+
+/// Result of every tool use a deleted agent leaves open, and the error result its parent gets
+/// (DESIGN §8); also the deleted node's result.
+pub const AGENT_DELETED: &str = "Agent deleted by user.";
+/// Result of a fork cancelled because its caller's frame ended (DESIGN §8).
+pub const FORK_CANCELLED: &str = "Cancelled: parent ended.";
+
+/// `Tool '<name>' is not available to a fork`: a fork never reaches the user, so it neither asks
+/// nor delegates interactively.
+pub fn not_available_to_fork(name: &str) -> String {
+    format!("Tool '{name}' is not available to a fork")
+}
+
+/// `No fork with handle <n>` (DESIGN §8).
+pub fn no_fork(handle: &str) -> String {
+    format!("No fork with handle {handle}")
+}
 
 /// `LLM error: <message>`: the result a parent receives when its child's LLM call fails, and, at
 /// the bottom of the stack, what the user is sent (as the Python original of seed 000 does).
@@ -86,7 +105,7 @@ pub fn display_only(content: &str) -> Option<&'static str> {
     if content.len() >= INTERRUPTED_SENTINEL.len() && content.contains(INTERRUPTED_SENTINEL) {
         return Some(INTERRUPTED_SENTINEL);
     }
-    [USER_MAX_STEPS, USER_CANCELLED]
+    [USER_MAX_STEPS, USER_CANCELLED, USER_AGENT_DELETED]
         .into_iter()
         .find(|d| content == *d)
 }

@@ -237,6 +237,17 @@ impl Session {
         self.messages.last().expect("a message was just added")
     }
 
+    /// Appends one block to the user side: it joins the last message if that is a user message.
+    pub fn push_user_block(&mut self, block: Block) {
+        match self.messages.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(block),
+            _ => self.push(Message {
+                role: Role::User,
+                content: smallvec::smallvec![block],
+            }),
+        }
+    }
+
     /// Appends an assistant message.
     pub fn add_assistant_message(&mut self, content: impl Into<Content>) -> &Message {
         let content = content.into();

@@ -171,7 +171,7 @@ impl RunCoverage {
                         PopReason::Answered | PopReason::Completed => 0,
                         PopReason::MaxIterations => 1,
                         PopReason::Error => 2,
-                        PopReason::Cancelled => 3,
+                        PopReason::Cancelled | PopReason::Deleted => 3,
                     };
                     self.hit(POP_MAIN + r);
                     return;
@@ -180,7 +180,7 @@ impl RunCoverage {
                     PopReason::Completed | PopReason::Answered => 0,
                     PopReason::MaxIterations => 1,
                     PopReason::Error => 2,
-                    PopReason::Cancelled => 3,
+                    PopReason::Cancelled | PopReason::Deleted => 3,
                 };
                 self.hit(POP_CHILD + r * 3 + band(depth + 1));
                 self.hit(pre(names::SINGLE_DELIVERY));

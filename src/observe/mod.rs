@@ -13,6 +13,7 @@
 
 pub mod coverage;
 mod semantic;
+mod tree;
 
 use std::fmt;
 use std::sync::Arc;
@@ -64,9 +65,15 @@ pub mod names {
     /// A run never waits in vain: when nothing is scheduled, every conversation is idle, unless
     /// a model call stalled or a tool hung (checked by the simulator, which knows).
     pub const PROGRESS: &str = "progress";
+    /// Every live frame is a live node of the agent tree, parents and subagents agree, no ended
+    /// agent is live and no agent runs on under an ended parent.
+    pub const TREE_CONSISTENCY: &str = "tree-consistency";
+    /// Every status change is one the status machine allows, from the status the agent had;
+    /// terminal statuses are absorbing.
+    pub const STATUS_TRANSITIONS: &str = "status-transitions";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 17] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -82,6 +89,8 @@ pub mod names {
         ITERATION_ACCOUNTING,
         JOURNAL_BEFORE_STATE,
         PROGRESS,
+        TREE_CONSISTENCY,
+        STATUS_TRANSITIONS,
     ];
 
     /// A request to `agentsim mock-llm` replays the assistant turns the server sent in its
@@ -225,6 +234,10 @@ pub struct Observer {
     pending_keys: Vec<usize>,
     /// A cancel word was sent in this step.
     cancel_sent: bool,
+    /// The agent an intervention of this step deletes.
+    delete_target: Option<Uuid>,
+    /// The observer's own model of the agent tree (`status-transitions`, `tree-consistency`).
+    tree: tree::TreeModel,
     /// The runtime persists (so the journal is checked).
     persist: bool,
     /// Unit tests feed made-up events with no runtime behind them: the comparison of the
@@ -241,6 +254,12 @@ impl Observer {
 
     /// Checks one step: its events in order, then the runtime's state at the end of the step.
     pub fn after_step(&mut self, rt: &Runtime, events: &[Event]) -> Result<(), Violation> {
+        let result = self.check_step(rt, events);
+        self.delete_target = None;
+        result
+    }
+
+    fn check_step(&mut self, rt: &Runtime, events: &[Event]) -> Result<(), Violation> {
         self.persist = rt.config().persist;
         self.take_stash(events);
         for event in events {
@@ -312,6 +331,13 @@ impl Observer {
     fn on_event(&mut self, rt: &Runtime, event: &Event) -> Result<(), Violation> {
         use names::*;
         match event {
+            Event::AgentState {
+                agent_id,
+                frame,
+                from,
+                status,
+                ..
+            } => self.tree.on_state(*agent_id, frame, *from, *status)?,
             Event::Push { key, frame, depth } => {
                 let k = self.touch(key);
                 let model = &mut self.keys[k].frames;
@@ -638,7 +664,10 @@ impl Observer {
     }
 
     fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
-        if let Err(v) = self.structural_end(rt) {
+        if let Err(v) = self
+            .structural_end(rt)
+            .and_then(|()| self.tree.end_of_step(rt))
+        {
             self.step = semantic::StepFacts::default();
             self.cancel_sent = false;
             return Err(v);

@@ -67,6 +67,8 @@ enum End {
     Limit,
     /// The user's cancel word unwound it.
     Cancel,
+    /// An intervention deleted it (or a frame below it).
+    Deleted,
     /// The watchdog interrupted it (seed 004): the interruption model decides.
     Interrupted,
     /// The main frame's reply had no tool use: it answered the user.
@@ -98,6 +100,8 @@ pub(super) struct StepFacts {
     answered: SmallVec<[Uuid; 2]>,
     /// Frames given "Cancelled by user." that the unwind must remove in this step.
     cancel_skips: SmallVec<[(Uuid, Arc<str>); 2]>,
+    /// Frames given "Agent deleted by user." that the deletion must remove in this step.
+    delete_skips: SmallVec<[(Uuid, Arc<str>); 2]>,
     /// Children whose `complete` succeeded: they must leave the stack in this step.
     completing: SmallVec<[(Uuid, Arc<str>); 1]>,
     /// Text sent to the user: conversation and text.
@@ -119,6 +123,7 @@ impl StepFacts {
             && self.delegated.is_empty()
             && self.answered.is_empty()
             && self.cancel_skips.is_empty()
+            && self.delete_skips.is_empty()
             && self.completing.is_empty()
             && self.sent.is_empty()
             && self.main_failure.is_empty()
@@ -133,6 +138,7 @@ impl StepFacts {
         self.delegated.clear();
         self.answered.clear();
         self.cancel_skips.clear();
+        self.delete_skips.clear();
         self.completing.clear();
         self.sent.clear();
         self.main_failure.clear();
@@ -197,6 +203,12 @@ impl Observer {
                         self.pending_keys.push(k);
                     }
                 }
+            }
+            Input::Intervene {
+                agent_id,
+                intervention,
+            } if intervention.deletes() => {
+                self.delete_target = Some(*agent_id);
             }
             Input::LlmReply { call, reply } if self.caller(*call).is_some() => {
                 let (uses, text) = uses_of(&reply.content);
@@ -465,6 +477,14 @@ impl Observer {
         } = r;
         let resumed = self.step.resumed.contains(&frame_id);
         let watched = self.step.watchdog.iter().any(|(wk, _)| *wk == k);
+        // Frames at or above the agent an intervention deletes in this step go with it.
+        let deleting = self.delete_target.is_some();
+        let being_deleted = self.delete_target.is_some_and(|target| {
+            let frames = &self.keys[k].frames;
+            let at = frames.iter().position(|f| f.info.frame_id == target);
+            let me = frames.iter().position(|f| f.info.frame_id == frame_id);
+            matches!((at, me), (Some(t), Some(m)) if m >= t)
+        });
         let Some(f) = find(&mut self.keys[k], frame_id) else {
             return;
         };
@@ -508,6 +528,19 @@ impl Observer {
                 "{tool_use_id} ({use_name}) of {name} was answered as interrupted, but nothing interrupted {name}"
             )),
             messages::TOOL_INTERRUPTED => None,
+            // A fork's final text answers `wait`, whatever it says.
+            _ if &*use_name == builtin::WAIT => None,
+            messages::AGENT_DELETED if !deleting => Some(format!(
+                "{tool_use_id} ({use_name}) of {name} was answered as deleted, but no intervention deleted anything"
+            )),
+            messages::AGENT_DELETED if being_deleted => {
+                self.step.delete_skips.push((frame_id, name.clone()));
+                None
+            }
+            messages::AGENT_DELETED if !delivery => Some(format!(
+                "{tool_use_id} ({use_name}) of {name} was answered as deleted, but {name} is not being deleted"
+            )),
+            messages::AGENT_DELETED => None,
             _ if completed => Some(format!(
                 "{tool_use_id} ({use_name}) of {name} ran after {name} called `complete`"
             )),
@@ -548,7 +581,7 @@ impl Observer {
         }
         // A child's result resumes its parent at the loop head: a pass of its own when tool uses
         // are left to run (DESIGN §3 item 6), unless the limit ends it there.
-        if delivery && &**content != messages::CANCELLED_BY_USER {
+        if delivery && &**content != messages::CANCELLED_BY_USER && !being_deleted {
             self.step.resumed.push(frame_id);
             resume(f);
         }
@@ -615,6 +648,15 @@ impl Observer {
             .any(|(wk, n)| *wk == k && n == name);
         let end = if reason == R::Cancelled {
             End::Cancel
+        } else if reason == R::Deleted {
+            if self.delete_target.is_none() {
+                self.defer(
+                    names::ERROR_PROPAGATION,
+                    format!("{name} left the stack as deleted, but no intervention deleted it"),
+                );
+                return Some(true);
+            }
+            End::Deleted
         } else if watched || popped.lenient {
             End::Interrupted
         } else if self.step.failed.contains(&id) {
@@ -637,6 +679,7 @@ impl Observer {
             End::Answered => reason == R::Answered,
             End::Error => reason == R::Error,
             End::Limit => reason == R::MaxIterations,
+            End::Deleted => reason == R::Deleted,
             End::Cancel | End::Interrupted => true,
         };
         if !agrees {
@@ -645,6 +688,7 @@ impl Observer {
                 End::Answered => "answered",
                 End::Error => "had its model call fail",
                 End::Limit => "reached its iteration limit",
+                End::Deleted => "was deleted",
                 End::Cancel | End::Interrupted => "was interrupted",
             };
             self.defer(
@@ -657,7 +701,7 @@ impl Observer {
         }
         match end {
             End::Success => Some(false),
-            End::Error | End::Limit | End::Cancel => Some(true),
+            End::Error | End::Limit | End::Cancel | End::Deleted => Some(true),
             End::Interrupted | End::Answered => None,
         }
     }
@@ -716,6 +760,12 @@ impl Observer {
             return Err(violation(
                 names::TOOL_EXECUTION,
                 format!("tool uses of {name} were answered as cancelled by the user, but no cancel unwound {name}"),
+            ));
+        }
+        if let Some((_, name)) = self.step.delete_skips.iter().find(|(id, _)| on_stack(id)) {
+            return Err(violation(
+                names::TOOL_EXECUTION,
+                format!("tool uses of {name} were answered as deleted, but {name} is still on the stack"),
             ));
         }
         if let Some((_, name)) = self.step.completing.iter().find(|(id, _)| on_stack(id)) {
@@ -855,6 +905,7 @@ fn is_skip(content: &str) -> bool {
             | messages::SKIPPED_AFTER_LIMIT
             | messages::CANCELLED_BY_USER
             | messages::TOOL_INTERRUPTED
+            | messages::AGENT_DELETED
     )
 }
 

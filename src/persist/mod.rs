@@ -114,6 +114,14 @@ pub enum Waiting {
         /// Each run of the batch.
         runs: Vec<BatchRun>,
     },
+    /// A `wait` for one of its forks (forks themselves are not persisted: such a state cannot
+    /// be restored, and says so).
+    Fork {
+        /// The `wait` tool use.
+        tool_use_id: Arc<str>,
+        /// The fork's handle.
+        handle: u32,
+    },
 }
 
 /// One run of a parallel batch in `state.json`.
@@ -160,6 +168,37 @@ pub struct FrameMeta {
     /// Sends made to it if it is a batch child (0 for interactive frames).
     #[serde(default)]
     pub batch_sends: u32,
+    /// Its node in the agent tree (absent in states written before the tree existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeMeta>,
+}
+
+/// A frame's node in the agent tree, as `state.json` keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeMeta {
+    /// Its status.
+    pub status: crate::agents::tree::Status,
+    /// The agent that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_agent: Option<Uuid>,
+    /// The last comment a user gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_comment: Option<Arc<str>>,
+    /// Its task.
+    pub user_content: Arc<str>,
+    /// The agents it started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subagents: Vec<Uuid>,
+    /// Free-form data.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, serde_json::Value>,
+    /// When it started.
+    pub created_at: u64,
+    /// Its place in the order of creation.
+    pub order: u64,
+    /// A modification not yet delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_modify: Option<Arc<str>>,
 }
 
 /// One conversation in `state.json`.
@@ -188,6 +227,14 @@ pub struct State {
     pub seq: u64,
     /// Every conversation.
     pub conversations: Vec<ConversationState>,
+    /// Forks running when the state was written. Forks are not persisted yet, so such a state
+    /// cannot be restored, and says so instead of losing them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forks_running: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Persisted state could not be restored.

@@ -65,6 +65,27 @@ pub(super) fn reason(r: PopReason) -> &'static str {
         PopReason::MaxIterations => "max iterations",
         PopReason::Error => "error",
         PopReason::Cancelled => "cancelled",
+        PopReason::Deleted => "deleted",
+    }
+}
+
+/// Whether the text transcript shows this record. A status change that a push, a pop or a send
+/// already shows (an agent starting, ending, waiting for the user and resuming) is left out;
+/// modifications, deletions and every change of a fork are shown.
+pub fn shown(entry: &Entry) -> bool {
+    use crate::agents::tree::Status;
+    match entry {
+        Entry::Runtime(Event::AgentState {
+            from,
+            status,
+            frame,
+            ..
+        }) => {
+            frame.starts_with("fork:") && from.is_some() && !status.is_terminal()
+                || matches!(status, Status::Modified)
+                || *from == Some(Status::Modified) && *status == Status::Running
+        }
+        _ => true,
     }
 }
 
@@ -183,7 +204,72 @@ pub fn line(entry: &Entry) -> String {
                 StreamEvent::ToolFinish { name, id, is_error } => {
                     format!("{frame} stream: tool finish {name} {id} error={is_error}")
                 }
+                StreamEvent::AgentState { status, .. } => {
+                    format!("{frame} stream: agent-state {status}")
+                }
             },
+            Event::AgentState {
+                frame,
+                from,
+                status,
+                result,
+                ..
+            } => match (from, result) {
+                (Some(from), Some(result)) => {
+                    format!("{frame}: {from} → {status}: {}", quote(result))
+                }
+                (Some(from), None) => format!("{frame}: {from} → {status}"),
+                (None, _) => format!("{frame}: {status}"),
+            },
+            Event::Intervention {
+                frame,
+                agent_id,
+                user_comment,
+                user_content,
+                status,
+                outcome,
+                ..
+            } => {
+                let mut asked = Vec::new();
+                if let Some(c) = user_comment {
+                    asked.push(format!("comment {}", quote(c)));
+                }
+                if let Some(c) = user_content {
+                    asked.push(format!("content {}", quote(c)));
+                }
+                if let Some(s) = status {
+                    asked.push(format!("status {s}"));
+                }
+                let target = frame.as_deref().map_or_else(|| agent_id.to_string(), str::to_owned);
+                let answer = match outcome {
+                    crate::agents::tree::InterventionOutcome::Accepted => "accepted".to_owned(),
+                    crate::agents::tree::InterventionOutcome::NotFound => "not found".to_owned(),
+                    crate::agents::tree::InterventionOutcome::Refused { reason } => {
+                        format!("refused: {reason}")
+                    }
+                };
+                format!("intervene {target} ({}): {answer}", asked.join(", "))
+            }
+            Event::TaskChanged { frame, text, .. } => {
+                format!("{frame} ← user (task changed): {}", quote(text))
+            }
+            Event::ForkStarted {
+                caller,
+                handle,
+                frame,
+                ..
+            } => format!("fork {} started by {caller} (handle {handle})", frame.name),
+            Event::ForkEnded {
+                frame,
+                status,
+                result,
+                iterations,
+                ..
+            } => format!(
+                "fork {} ended {status} ({iterations} iterations): {}",
+                frame.name,
+                quote(result)
+            ),
             Event::Response { response, .. } => {
                 let calls: Vec<&str> = response.tool_calls.iter().map(|c| &*c.name).collect();
                 format!(
@@ -243,7 +329,12 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::Response { key, .. }
         | Event::Delegation { key, .. }
         | Event::Watchdog { key, .. }
+        | Event::AgentState { key, .. }
+        | Event::TaskChanged { key, .. }
+        | Event::ForkStarted { key, .. }
+        | Event::ForkEnded { key, .. }
         | Event::Cancelled { key, .. } => key,
+        Event::Intervention { key, .. } => key.as_ref()?,
         Event::Stale { .. } => return None,
     })
 }
@@ -252,7 +343,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
 /// its key, so scenarios with several conversations stay readable.
 pub fn records_text(records: &[Record]) -> String {
     let mut out = String::new();
-    for r in records {
+    for r in records.iter().filter(|r| shown(&r.entry)) {
         match key_of(&r.entry) {
             Some(key) if key != crate::scenario::DEFAULT_KEY => {
                 let _ = writeln!(out, "{} <{key}> {}", time(r.t_ms), line(&r.entry));

@@ -41,6 +41,9 @@ pub struct RuntimeConfig {
     /// Whether a user is there to answer `ask_user` (DESIGN §8: with none, the origin's "no
     /// handler", a question is answered at once with `No answer from the user.`).
     pub query_user: QueryUser,
+    /// How many ended agents the tree keeps readable (`Runtime::agent`, expectations); the
+    /// oldest are forgotten first. 0 keeps none.
+    pub ended_nodes: usize,
 }
 
 /// Who answers `ask_user`.
@@ -79,6 +82,7 @@ impl Default for RuntimeConfig {
             persist: false,
             interruptions: None,
             query_user: QueryUser::Interactive,
+            ended_nodes: 4096,
         }
     }
 }

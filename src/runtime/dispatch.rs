@@ -33,6 +33,8 @@ enum Builtin {
     Complete,
     Spawner(&'static dyn Tool),
     AskUser,
+    Fork,
+    Wait,
     Refused(String),
 }
 
@@ -44,6 +46,11 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
             Dispatch::Builtin(Builtin::Refused(messages::tool_not_available(name)))
         }
         builtin::COMPLETE => Dispatch::Builtin(Builtin::Complete),
+        builtin::FORK if frame.agent.fork => Dispatch::Builtin(Builtin::Fork),
+        builtin::WAIT if frame.agent.fork => Dispatch::Builtin(Builtin::Wait),
+        builtin::USE_SKILL | builtin::USE_AGENT | builtin::ASK_USER if frame.is_fork() => {
+            Dispatch::Builtin(Builtin::Refused(messages::not_available_to_fork(name)))
+        }
         builtin::USE_SKILL => Dispatch::Builtin(Builtin::Spawner(&UseSkill)),
         builtin::USE_AGENT => Dispatch::Builtin(Builtin::Spawner(&UseAgent)),
         builtin::ASK_USER if frame.agent.batch.is_some() => {
@@ -120,6 +127,24 @@ pub(super) fn run_next_tool(
         Builtin::Refused(text) => {
             cx.finish_tool(frame, at, None, text.into(), true);
             None
+        }
+        Builtin::Fork => {
+            let Some(prompt) = input.get("prompt").and_then(|q| q.as_str()) else {
+                let text = messages::missing_field("prompt").into();
+                cx.finish_tool(frame, at, None, text, true);
+                return None;
+            };
+            let handle = super::fork::start_fork(frame, prompt, cx);
+            cx.finish_tool(frame, at, None, handle.to_string().into(), false);
+            None
+        }
+        Builtin::Wait => {
+            let Some(handle) = input.get("handle") else {
+                let text = messages::missing_field("handle").into();
+                cx.finish_tool(frame, at, None, text, true);
+                return None;
+            };
+            super::fork::wait_fork(frame, at, handle, cx)
         }
         Builtin::AskUser => {
             let Some(question) = input.get("question").and_then(|q| q.as_str()) else {

@@ -18,11 +18,13 @@
 
 mod config;
 mod dispatch;
+mod fork;
 mod interruptions;
 mod orchestrate;
 pub mod planted;
 mod restore;
 mod routing;
+mod tree;
 mod turn;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -39,6 +41,7 @@ use crate::model::transcript::Block;
 use crate::protocol::{Effect, Event, Input, StreamEvent, ToolRun};
 
 pub use config::{QueryUser, RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
+pub use fork::fork_name;
 use turn::TurnInput;
 
 /// The reference runtime.
@@ -55,6 +58,12 @@ pub struct Runtime {
     now: u64,
     /// Watchdog check timers: which frame each one belongs to.
     watch_timers: BTreeMap<CallId, FrameId>,
+    /// Agents that ended, oldest first (at most `config.ended_nodes`).
+    ended: VecDeque<crate::agents::tree::Node>,
+    /// Agents started so far (the order of the tree).
+    order: u64,
+    /// Forks started by the turn that just ran, placed and started once it is over.
+    new_forks: Vec<StackFrame>,
 }
 
 impl Runtime {
@@ -70,6 +79,9 @@ impl Runtime {
             events: Vec::new(),
             now: 0,
             watch_timers: BTreeMap::new(),
+            ended: VecDeque::new(),
+            order: 0,
+            new_forks: Vec::new(),
         }
     }
 
@@ -196,6 +208,11 @@ impl Runtime {
     /// Feeds one input and runs until every frame it woke waits again.
     pub fn handle(&mut self, input: Input) {
         self.handle_input(input);
+        self.end_input();
+    }
+
+    /// What ends every input: the watchdogs follow the frames, and the state is written.
+    fn end_input(&mut self) {
         if self.config.interruptions.is_some() {
             self.sync_watchdogs();
         }
@@ -268,6 +285,12 @@ impl Runtime {
                     waits,
                     TurnInput::ToolDone { call, output },
                 );
+            }
+            Input::Intervene {
+                agent_id,
+                intervention,
+            } => {
+                self.apply_intervention(agent_id, intervention);
             }
             Input::Timer { timer } if self.watch_timers.contains_key(&timer) => {
                 self.on_watch_timer(timer);

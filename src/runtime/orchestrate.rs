@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::agents::frame::{Phase, StackFrame};
+use crate::agents::tree::Status;
 use crate::model::agent::{AgentResponse, EmptyAnswer, ToolCallRecord};
 use crate::model::ids::FrameId;
 use crate::model::messages;
@@ -32,6 +33,7 @@ impl Runtime {
             ids,
             seq,
             now,
+            new_forks,
             ..
         } = self;
         let (frame, entry) = stacks.frame_and_entry_mut(id)?;
@@ -46,6 +48,7 @@ impl Runtime {
             seq,
             usage: &mut entry.usage,
             now: *now,
+            forks: new_forks,
         };
         Some(f(frame, &mut cx))
     }
@@ -92,7 +95,12 @@ impl Runtime {
                     continue;
                 }
             }
-            let result = match self.with_frame(id, |frame, cx| execute_turn(frame, input, cx)) {
+            let result = self.with_frame(id, |frame, cx| execute_turn(frame, input, cx));
+            if !self.new_forks.is_empty() {
+                // Forks start once the turn that forked them has stepped.
+                self.start_new_forks();
+            }
+            let result = match result {
                 None => {
                     tracing::warn!(?id, "the frame to run is gone");
                     return;
@@ -100,6 +108,10 @@ impl Runtime {
                 Some(None) => return,
                 Some(Some(result)) => result,
             };
+            if self.stacks.frame(id).is_some_and(StackFrame::is_fork) {
+                self.act_fork(id, result);
+                return;
+            }
             match self.act(id, result) {
                 Some((next, next_input)) => (id, input) = (next, next_input),
                 None => return,
@@ -132,6 +144,8 @@ impl Runtime {
                             PopReason::Error,
                             messages::INTERRUPTED_SENTINEL.into(),
                         );
+                    } else {
+                        self.set_status(id, Status::AwaitingUser);
                     }
                     return None;
                 }
@@ -146,11 +160,14 @@ impl Runtime {
                 self.send(slot, name, result.text.clone());
                 if is_main {
                     self.finish_main(slot, PopReason::Answered, result.text);
+                } else {
+                    self.set_status(id, Status::AwaitingUser);
                 }
                 return None;
             }
             TurnAction::Interrupt => {
                 self.send(slot, name, result.text);
+                self.set_status(id, Status::AwaitingUser);
                 return None;
             }
             TurnAction::ChildActivated => {
@@ -168,7 +185,7 @@ impl Runtime {
             TurnAction::Complete => {
                 // `complete` is never dispatched for the main frame, so there is a parent
                 // (unless the main-complete-accepted bug is planted).
-                let child = self.pop(slot, PopReason::Completed);
+                let child = self.pop(slot, PopReason::Completed, &result.text);
                 self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
                     agent_session_id: child.agent_session_id,
                     result: result.text.clone(),
@@ -239,7 +256,7 @@ impl Runtime {
         content: Arc<str>,
         is_error: bool,
     ) -> (FrameId, TurnInput) {
-        let child = self.pop(slot, reason);
+        let child = self.pop(slot, reason, &content);
         self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
             agent_session_id: child.agent_session_id,
             result: content.clone(),
@@ -347,7 +364,13 @@ impl Runtime {
     /// Pops the main frame after it answered (or failed), keeps its session for the next turn and
     /// clears the stack (seed 000: "pop main frame, ..., clear stack").
     pub(super) fn finish_main(&mut self, slot: usize, reason: PopReason, text: Arc<str>) {
-        let main = self.pop(slot, reason);
+        let main = self.pop(slot, reason, &text);
+        self.end_main_turn(slot, main, text);
+    }
+
+    /// The main frame left the stack with `text` for the user: its turn's response is recorded,
+    /// its session kept for the next turn, the stack cleared.
+    pub(super) fn end_main_turn(&mut self, slot: usize, main: StackFrame, text: Arc<str>) {
         if self.config.record_events {
             let tool_calls = if self.config.detailed_events {
                 tool_calls_since(&main.session, main.turn_start)

@@ -47,6 +47,17 @@ impl Runtime {
                         turn_start: f.turn_start,
                         usage: f.usage,
                         batch_sends: f.batch_sends,
+                        node: Some(crate::persist::NodeMeta {
+                            status: f.node.status,
+                            parent_agent: f.node.parent_agent,
+                            user_comment: f.node.user_comment.clone(),
+                            user_content: f.node.user_content.clone(),
+                            subagents: f.node.subagents.clone(),
+                            metadata: f.node.metadata.clone(),
+                            created_at: f.node.created_at,
+                            order: f.node.order,
+                            pending_modify: f.node.pending_modify.clone(),
+                        }),
                     })
                     .collect(),
             })
@@ -56,6 +67,7 @@ impl Runtime {
             ids: self.ids.counter(),
             seq: self.seq,
             conversations,
+            forks_running: self.stacks.detached(),
         }
     }
 
@@ -73,6 +85,12 @@ impl Runtime {
     ) -> Result<Runtime, crate::persist::RestoreError> {
         use crate::persist::{parse_state, replay_context, RestoreError, Waiting};
         let state = parse_state(state)?;
+        if state.forks_running > 0 {
+            return Err(RestoreError::State(format!(
+                "{} fork(s) were running when the state was written, and forks are not persisted: this state cannot be restored",
+                state.forks_running
+            )));
+        }
         let skip = config.has_bug(PlantedBug::RestoreForgetsFirstMessage);
         let mut sessions = replay_context(context, skip)?.sessions;
         let mut rt = Runtime::new(catalog, config);
@@ -104,6 +122,12 @@ impl Runtime {
                         },
                         None,
                     ),
+                    Waiting::Fork { handle, .. } => {
+                        return Err(RestoreError::State(format!(
+                            "frame {} waits for its fork {handle}, and forks are not persisted: a state written while a fork runs cannot be restored",
+                            meta.frame_id
+                        )))
+                    }
                     other => (Phase::Loop, Some(other)),
                 };
                 let mut frame = StackFrame::new(
@@ -123,6 +147,18 @@ impl Runtime {
                 frame.phase = phase;
                 frame.turn_start = meta.turn_start;
                 frame.batch_sends = meta.batch_sends;
+                if let Some(node) = meta.node {
+                    rt.order = rt.order.max(node.order);
+                    frame.node.status = node.status;
+                    frame.node.parent_agent = node.parent_agent;
+                    frame.node.user_comment = node.user_comment;
+                    frame.node.user_content = node.user_content;
+                    frame.node.subagents = node.subagents;
+                    frame.node.metadata = node.metadata;
+                    frame.node.created_at = node.created_at;
+                    frame.node.order = node.order;
+                    frame.node.pending_modify = node.pending_modify;
+                }
                 frames.push((frame, reissue));
             }
             let entry = rt.stacks.entry_mut(slot);
@@ -240,7 +276,7 @@ impl Runtime {
                 }
                 Phase::AwaitTools { batch }
             }
-            Waiting::User | Waiting::Answer { .. } | Waiting::Child => {
+            Waiting::User | Waiting::Answer { .. } | Waiting::Child | Waiting::Fork { .. } => {
                 unreachable!("only calls in flight are issued again")
             }
         };
@@ -295,6 +331,15 @@ fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
         },
         // Between inputs a frame is never at the loop head or running its tools.
         Phase::AwaitUser | Phase::Loop | Phase::RunTools => Waiting::User,
+        // Forks are not persisted: a restored caller finds its `wait` answered as lost (see
+        // `Runtime::restore`).
+        Phase::AwaitFork { at, handle } => match frame.session.tool_use_at(*at) {
+            Some(u) => Waiting::Fork {
+                tool_use_id: u.id.clone(),
+                handle: *handle,
+            },
+            None => Waiting::User,
+        },
     }
 }
 

@@ -80,6 +80,7 @@ impl Runtime {
                 StackFrame::new(self.ids.next_uuid(), agent, session, main_session_id, None);
             frame.turn_start = turn_start;
             frame.phase = Phase::AwaitUser;
+            frame.node.user_content = text.clone();
             self.push(slot, frame);
         }
         let depth = self.stacks.entry(slot).stack.depth();
@@ -110,6 +111,7 @@ impl Runtime {
         }
         let top = self.stacks.top(slot).expect("a frame was just ensured");
         let id = top.id;
+        let waited = top.node.status == crate::agents::tree::Status::AwaitingUser;
         if record {
             self.events.push(Event::UserMessage {
                 key: self.stacks.entry(slot).key.clone(),
@@ -117,6 +119,9 @@ impl Runtime {
                 frame_id: top.frame_id,
                 text: text.clone(),
             });
+        }
+        if waited {
+            self.set_status(id, crate::agents::tree::Status::Running);
         }
         self.drive(id, TurnInput::User(text));
     }
@@ -134,16 +139,26 @@ impl Runtime {
                 depth,
             });
         }
-        self.stacks.push(slot, frame)
+        let parent = self.stacks.top_id(slot);
+        let id = self.stacks.push(slot, frame);
+        self.node_started(id, parent);
+        id
     }
 
     /// Pops the frame on top of `slot`'s stack and records why.
     #[inline(always)]
-    pub(super) fn pop(&mut self, slot: usize, reason: PopReason) -> StackFrame {
+    pub(super) fn pop(&mut self, slot: usize, reason: PopReason, result: &Arc<str>) -> StackFrame {
+        if let Some(top) = self.stacks.top(slot) {
+            if top.node.forks.iter().any(|r| r.frame.is_some()) {
+                let id = top.id;
+                self.cancel_forks_of(id);
+            }
+        }
         let frame = self
             .stacks
             .pop(slot)
             .expect("the orchestration loop pops only a frame it ran");
+        self.node_ended(slot, &frame, reason, result);
         let entry = self.stacks.entry(slot);
         let depth = entry.stack.depth();
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");
@@ -190,7 +205,11 @@ impl Runtime {
                 cx.resolve_all(frame, messages::CANCELLED_BY_USER);
                 frame.phase = Phase::AwaitUser;
             });
-            let frame = self.pop(slot, PopReason::Cancelled);
+            let frame = self.pop(
+                slot,
+                PopReason::Cancelled,
+                &messages::CANCELLED_BY_USER.into(),
+            );
             if !frame.is_main() {
                 self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
                     agent_session_id: frame.agent_session_id,

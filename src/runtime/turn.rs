@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::agents::frame::{Phase, StackFrame};
 use crate::agents::tools::ToolOutput;
+use crate::agents::tree::Status;
 use crate::model::agent::Catalog;
 use crate::model::ids::{call_id, CallId, IdSource};
 use crate::model::llm::{LlmError, LlmReply, Usage};
@@ -59,6 +60,15 @@ pub enum TurnInput {
         /// The timer.
         timer: CallId,
     },
+    /// The fork a `wait` waited for ended.
+    ForkDone {
+        /// The `wait` tool use.
+        at: BlockAt,
+        /// The fork's final text (or failure).
+        content: Arc<str>,
+        /// Whether the fork failed.
+        is_error: bool,
+    },
 }
 
 /// What a turn may touch besides its frame: the effect and event queues, ids, the catalog.
@@ -83,6 +93,8 @@ pub struct TurnCx<'a> {
     pub usage: &'a mut Usage,
     /// Virtual time now, as the driver last set it.
     pub now: u64,
+    /// Forks started in this turn, placed and started by the runtime once the turn has stepped.
+    pub forks: &'a mut Vec<StackFrame>,
 }
 
 impl TurnCx<'_> {
@@ -275,6 +287,17 @@ pub fn execute_turn(
                 return None;
             }
         }
+        TurnInput::ForkDone {
+            at,
+            content,
+            is_error,
+        } => {
+            if !matches!(frame.phase, Phase::AwaitFork { .. }) {
+                return None;
+            }
+            cx.finish_tool(frame, at, None, content, is_error);
+            frame.phase = Phase::RunTools;
+        }
     }
     run(frame, cx)
 }
@@ -306,6 +329,9 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                     frame.phase = Phase::RunTools;
                     continue;
                 }
+                if frame.node.pending_modify.is_some() || frame.node.status != Status::Running {
+                    task_checkpoint(frame, cx);
+                }
                 let call = cx.next_call();
                 tracing::debug!(frame = %frame.agent.frame_name, iteration = frame.iteration, "model call");
                 cx.record(|| Event::LlmRequest {
@@ -334,6 +360,26 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
             _ => return None,
         }
     }
+}
+
+/// The checkpoint before a model call: a modification's new task reaches the agent as a user
+/// text, and the agent runs again.
+fn task_checkpoint(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
+    if let Some(content) = frame.node.pending_modify.take() {
+        let text: Arc<str> = crate::agents::tree::task_changed(&content).into();
+        cx.record(|| Event::TaskChanged {
+            key: cx.key.clone(),
+            frame: frame.agent.frame_name.clone(),
+            agent_id: frame.frame_id,
+            text: text.clone(),
+        });
+        cx.journal(|| ContextEntry::User {
+            agent_session_id: frame.agent_session_id,
+            text: text.clone(),
+        });
+        frame.session.add_user_message(text);
+    }
+    cx.set_status(frame, Status::Running);
 }
 
 fn on_reply(

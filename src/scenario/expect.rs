@@ -48,6 +48,8 @@ fn show_list(items: &[String]) -> String {
 /// Checks `e` against the simulation now and the records since the previous `expect` (`window`).
 pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
     let mut out = Vec::new();
+    // The tree's checks name their own fields.
+    let mut extra = Vec::new();
     let mut expect = |what: &str, expected: String, actual: String| {
         if expected != actual {
             out.push(Mismatch {
@@ -263,11 +265,28 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
                         ..
                     } => format!("tool_finish: {name}"),
                     StreamEvent::ToolFinish { name, .. } => format!("tool_error: {name}"),
+                    StreamEvent::AgentState { name, status, .. } => {
+                        format!("agent_state: {name} {status}")
+                    }
                 }),
                 _ => None,
             })
             .collect();
         expect("stream", show_list(stream), show_list(&actual));
+    }
+    if let Some(want) = &e.tree {
+        super::tree::check_tree(rt, want, &mut extra);
+    }
+    if let Some(want) = &e.agents {
+        super::tree::check_agents(rt, want, &mut extra);
+    }
+    if let Some(want) = &e.agent_states {
+        let actual = super::tree::agent_states(events(window), key);
+        expect("agent_states", show_list(want), show_list(&actual));
+    }
+    if let Some(want) = &e.interventions {
+        let actual = super::tree::interventions(events(window));
+        expect("interventions", show_list(want), show_list(&actual));
     }
     if let Some(idle) = e.idle {
         expect("idle", idle.to_string(), rt.is_idle().to_string());

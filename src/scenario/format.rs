@@ -379,6 +379,10 @@ pub struct AgentSpec {
     #[serde(default, rename = "match")]
     #[schemars(with = "Option<MatchSpec>")]
     pub route: Option<Spanned<MatchSpec>>,
+    /// Offer seed 001's `fork({prompt})` and `wait({handle})`: a fork runs beside its caller with
+    /// the caller's definition; its script is `<agent>#<handle>` (`main#1`, `research#2`).
+    #[serde(default)]
+    pub fork: bool,
     /// For `agentsim mock-llm`: `shared` (default: the agent's conversations share one script,
     /// handed out turn by turn) or `per_conversation` (each conversation gets the whole script
     /// from its first entry; for load tests and runtimes that start many alike conversations).
@@ -855,6 +859,29 @@ pub struct StepSpec {
     /// Restart the runtime from its persisted `state.json` and `context.jsonl` (`restart: true`).
     #[serde(default)]
     pub restart: Option<bool>,
+    /// A user intervenes on a live agent (seed 001): delete it, modify its task, comment. Runs
+    /// until idle afterwards unless `wait: false`.
+    #[serde(default)]
+    pub intervene: Option<InterveneSpec>,
+}
+
+/// An intervention step.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InterveneSpec {
+    /// The agent: a frame name (`agent:research`, `fork:main#1`: the latest live one of that
+    /// name), a path of names from a main frame (`main/skill:plan/agent:research`), or an agent
+    /// id.
+    pub agent: String,
+    /// `delete`, `modify`, or any other comment (stored, changes nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// The new task (reaches the agent with `modify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// A status to set: `deleted` or `modified` (any other is refused by the runtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 /// What must hold at an `expect` step. Every key is optional; each one given is checked.
@@ -905,6 +932,48 @@ pub struct ExpectSpec {
     /// Token usage of the conversation so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageSpec>,
+    /// The live agent tree now (every conversation), in the order the agents started; each
+    /// entry checks the keys it gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<Vec<NodeExpect>>,
+    /// Agents by name (the latest of that name, live or ended) or path: what each must be now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<BTreeMap<String, NodeExpect>>,
+    /// `agent-state` events of the conversation since the previous `expect`, as
+    /// `<frame name>: <status>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_states: Option<Vec<String>>,
+    /// How the runtime answered the interventions since the previous `expect`: `accepted`,
+    /// `not_found`, or `refused: <reason>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interventions: Option<Vec<String>>,
+}
+
+/// What one agent of the tree must be; every key is optional.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeExpect {
+    /// Frame name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Status: `running`, `awaiting_user`, `completed`, `error`, `deleted`, `modified`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The parent's frame name (`none` for a main frame).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Exact result (`none` for no result yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// The last comment (`unchanged` when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_comment: Option<String>,
+    /// Its task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_content: Option<String>,
+    /// Frame names of the agents it started, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagents: Option<Vec<String>>,
 }
 
 /// Expected `tool_result`.

@@ -439,9 +439,31 @@ impl Builder<'_> {
 
         let mut scripts = BTreeMap::new();
         for (agent, entries) in &llm {
-            let known = agent == "main"
-                || catalog.skills.contains_key(agent)
-                || catalog.agents.contains_key(agent);
+            let known = |agent: &str| {
+                agent == "main"
+                    || catalog.skills.contains_key(agent)
+                    || catalog.agents.contains_key(agent)
+            };
+            // A fork's script: `<agent>#<handle>`, handles counted from 1, nested forks too.
+            let fork_of = |agent: &str| -> Option<String> {
+                let (base, handles) = agent.split_once('#')?;
+                let numbered = handles.split('#').all(|h| {
+                    !h.is_empty() && h.bytes().all(|b| b.is_ascii_digit()) && !h.starts_with('0')
+                });
+                numbered.then(|| base.to_owned())
+            };
+            if let Some(base) = fork_of(agent) {
+                let forks = catalog.get(&base).is_some_and(|d| d.fork);
+                if !known(&base) || !forks {
+                    return Err(self.error(
+                        entries.referenced,
+                        format!(
+                            "llm script for '{agent}', a fork of '{base}', but '{base}' is not a declared agent with `fork: true`"
+                        ),
+                    ));
+                }
+            }
+            let known = known(agent) || fork_of(agent).is_some();
             if !known {
                 let mut declared: Vec<&str> = vec!["main"];
                 declared.extend(catalog.skills.keys().map(String::as_str));
@@ -616,6 +638,7 @@ impl Builder<'_> {
         def.parallel_tools = s.parallel_tools;
         def.passthrough = s.passthrough.is_some();
         def.batch = s.batch;
+        def.fork = s.fork;
         Ok(def)
     }
 
@@ -867,18 +890,22 @@ impl Builder<'_> {
             s.advance.is_some(),
             s.run.is_some(),
             s.restart.is_some(),
+            s.intervene.is_some(),
         ];
         if actions.iter().filter(|a| **a).count() != 1 {
             return Err(self.error(
                 at,
-                "a step has exactly one of `user`, `expect`, `advance`, `run` or `restart`",
+                "a step has exactly one of `user`, `expect`, `advance`, `run`, `restart` or `intervene`",
             ));
         }
-        if user.is_none() && (s.key.is_some() || s.wait.is_some()) {
+        if user.is_none() && s.intervene.is_none() && (s.key.is_some() || s.wait.is_some()) {
             return Err(self.error(
                 at,
                 "`key` and `wait` go with a `user` step (an `expect` takes its own `key`)",
             ));
+        }
+        if s.intervene.is_some() && s.key.is_some() {
+            return Err(self.error(at, "an `intervene` step names its agent, not a `key`"));
         }
         if user.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(self.error(at, "a user message cannot be empty"));
@@ -893,6 +920,8 @@ impl Builder<'_> {
             StepKind::Advance(ms.0)
         } else if let Some(n) = s.run {
             StepKind::Run(n)
+        } else if let Some(iv) = s.intervene.take() {
+            self.intervention(iv, s.wait.unwrap_or(true), at)?
         } else if let Some(on) = s.restart {
             if !on {
                 return Err(self.error(at, "write `restart: true` (or leave the step out)"));
@@ -905,6 +934,44 @@ impl Builder<'_> {
             line: clamp(at.line()),
             column: clamp(at.column()),
             kind,
+        })
+    }
+}
+
+impl Builder<'_> {
+    fn intervention(
+        &self,
+        iv: super::format::InterveneSpec,
+        wait: bool,
+        at: Location,
+    ) -> Result<StepKind, ScenarioError> {
+        use crate::agents::tree::{Intervention, Status};
+        if iv.agent.trim().is_empty() {
+            return Err(self.error(at, "`intervene.agent` names the agent: a frame name such as `agent:research`, a path such as `main/agent:research`, or an agent id"));
+        }
+        let status = match iv.status.as_deref() {
+            None => None,
+            Some(s) => Some(Status::parse(s).ok_or_else(|| {
+                self.error(
+                    at,
+                    format!("`intervene.status: {s}` is not a status (running, awaiting_user, completed, error, deleted, modified)"),
+                )
+            })?),
+        };
+        if iv.comment.is_none() && iv.content.is_none() && status.is_none() {
+            return Err(self.error(
+                at,
+                "an intervention gives at least one of `comment`, `content` or `status`",
+            ));
+        }
+        Ok(StepKind::Intervene {
+            agent: iv.agent,
+            intervention: Intervention {
+                user_comment: iv.comment.map(Into::into),
+                user_content: iv.content.map(Into::into),
+                status,
+            },
+            wait,
         })
     }
 }

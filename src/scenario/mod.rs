@@ -8,6 +8,7 @@ pub mod free;
 pub mod load;
 pub mod play;
 pub mod run;
+pub mod tree;
 pub mod write;
 
 use std::collections::BTreeMap;
@@ -134,6 +135,15 @@ pub enum StepKind {
     Restart,
     /// Check expectations.
     Expect(Box<format::ExpectSpec>),
+    /// A user intervenes on an agent; with `wait`, run until idle afterwards.
+    Intervene {
+        /// The agent, as the step names it.
+        agent: String,
+        /// What the user asks.
+        intervention: crate::agents::tree::Intervention,
+        /// Run until idle.
+        wait: bool,
+    },
 }
 
 impl Scenario {

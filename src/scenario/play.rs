@@ -113,6 +113,11 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
                 hooks.on_restart();
                 sim.restart()
             }
+            StepKind::Intervene {
+                agent,
+                intervention,
+                wait,
+            } => intervene(sim, hooks, agent, intervention, *wait),
             StepKind::Expect(spec) => {
                 if let Err(mismatches) = hooks.expect(spec, sim) {
                     return Err(stopped(Stop::Expectation(mismatches)));
@@ -150,6 +155,28 @@ fn user(
     if hooks.restart_when_idle(sim) {
         hooks.on_restart();
         sim.restart()?;
+    }
+    Ok(())
+}
+
+/// An `intervene` step: find the agent the step names (an id no live agent has when none), feed
+/// the intervention, then (if it waits) step until idle.
+fn intervene(
+    sim: &mut Sim,
+    hooks: &mut impl Hooks,
+    agent: &str,
+    intervention: &crate::agents::tree::Intervention,
+    wait: bool,
+) -> Result<(), RunError> {
+    let id = super::tree::resolve(sim.runtime(), agent).unwrap_or_default();
+    sim.intervene(id, intervention.clone())?;
+    if !wait {
+        return Ok(());
+    }
+    while !sim.runtime().is_idle() {
+        if !one_step(sim, hooks, super::DEFAULT_KEY)? {
+            return Err(sim.stuck());
+        }
     }
     Ok(())
 }

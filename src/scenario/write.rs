@@ -354,6 +354,29 @@ pub fn to_yaml(s: &Scenario) -> String {
             StepKind::Advance(ms) => json!({ "advance": ms }),
             StepKind::Run(n) => json!({ "run": n }),
             StepKind::Restart => json!({ "restart": true }),
+            StepKind::Intervene {
+                agent,
+                intervention,
+                wait,
+            } => {
+                let mut iv = Map::new();
+                iv.insert("agent".into(), json!(agent));
+                if let Some(c) = &intervention.user_comment {
+                    iv.insert("comment".into(), json!(c));
+                }
+                if let Some(c) = &intervention.user_content {
+                    iv.insert("content".into(), json!(c));
+                }
+                if let Some(st) = intervention.status {
+                    iv.insert("status".into(), json!(st.as_str()));
+                }
+                let mut m = Map::new();
+                m.insert("intervene".into(), Value::Object(iv));
+                if !wait {
+                    m.insert("wait".into(), json!(false));
+                }
+                Value::Object(m)
+            }
             StepKind::Expect(e) => {
                 json!({ "expect": serde_json::to_value(e).expect("expectations serialise") })
             }

@@ -311,6 +311,19 @@ impl Sim {
         })
     }
 
+    /// A user intervenes on agent `agent_id` (seed 001); the runtime's answer is recorded as an
+    /// [`crate::protocol::Event::Intervention`].
+    pub fn intervene(
+        &mut self,
+        agent_id: uuid::Uuid,
+        intervention: crate::agents::tree::Intervention,
+    ) -> Result<(), RunError> {
+        self.feed(Input::Intervene {
+            agent_id,
+            intervention,
+        })
+    }
+
     /// Feeds the next item due on the clock. `Ok(false)` when nothing is scheduled.
     pub fn step(&mut self) -> Result<bool, RunError> {
         match self.clock.pop_due(u64::MAX) {

@@ -1,0 +1,220 @@
+//! The agent tree's invariants (DESIGN §8): `status-transitions` from the `agent-state` events
+//! alone, and `tree-consistency` from the observer's own model of which agents live compared with
+//! the runtime's frames at the end of a step that changed the tree.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::agents::tree::Status;
+use crate::model::hash::{FxHashMap, FxHashSet};
+use crate::runtime::Runtime;
+
+use super::{names, violation, Violation};
+
+/// What the observer knows of the tree, from the events only.
+#[derive(Clone, Debug, Default)]
+pub(super) struct TreeModel {
+    /// Live agents and their status as the events told it.
+    live: FxHashMap<Uuid, (Status, Arc<str>)>,
+    /// Agents that ended (looked up, never iterated into output).
+    ended: FxHashSet<Uuid>,
+    /// The tree changed in this step.
+    touched: bool,
+}
+
+impl TreeModel {
+    /// An `agent-state` event: the move must start from the status the agent had, be one the
+    /// machine allows, and never leave an end.
+    pub(super) fn on_state(
+        &mut self,
+        agent_id: Uuid,
+        frame: &Arc<str>,
+        from: Option<Status>,
+        to: Status,
+    ) -> Result<(), Violation> {
+        self.touched = true;
+        if self.ended.contains(&agent_id) {
+            return Err(violation(
+                names::STATUS_TRANSITIONS,
+                format!("{frame} ({agent_id}) moved to {to} after it had ended"),
+            ));
+        }
+        let known = self.live.get(&agent_id).map(|(s, _)| *s);
+        match (known, from) {
+            (None, None) if to != Status::Running => {
+                return Err(violation(
+                    names::STATUS_TRANSITIONS,
+                    format!("{frame} ({agent_id}) started as {to}, not running"),
+                ));
+            }
+            (None, Some(from)) => {
+                return Err(violation(
+                    names::STATUS_TRANSITIONS,
+                    format!("{frame} ({agent_id}) moved from {from} to {to}, but it never started"),
+                ));
+            }
+            (Some(had), None) => {
+                return Err(violation(
+                    names::STATUS_TRANSITIONS,
+                    format!("{frame} ({agent_id}) started again as {to} while it was {had}"),
+                ));
+            }
+            (Some(had), Some(from)) if had != from => {
+                return Err(violation(
+                    names::STATUS_TRANSITIONS,
+                    format!("{frame} ({agent_id}) moved from {from} to {to}, but it was {had}"),
+                ));
+            }
+            (Some(_), Some(from)) if !from.can_become(to) => {
+                return Err(violation(
+                    names::STATUS_TRANSITIONS,
+                    format!("{frame} ({agent_id}) moved from {from} to {to}, which the status machine does not allow"),
+                ));
+            }
+            _ => {}
+        }
+        if to.is_terminal() {
+            self.live.remove(&agent_id);
+            self.ended.insert(agent_id);
+        } else {
+            self.live.insert(agent_id, (to, frame.clone()));
+        }
+        Ok(())
+    }
+
+    /// At the end of a step that changed the tree: the runtime's live frames are exactly the
+    /// agents the events left alive, each with the status they told, under a live parent that
+    /// lists it.
+    pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if !std::mem::take(&mut self.touched) {
+            return Ok(());
+        }
+        let mut count = 0;
+        for frame in rt.stacks().live_frames() {
+            count += 1;
+            let id = frame.frame_id();
+            let name = frame.agent_name();
+            if self.ended.contains(&id) {
+                return Err(violation(
+                    names::TREE_CONSISTENCY,
+                    format!("{name} ({id}) ended, but its frame still lives"),
+                ));
+            }
+            let Some((status, _)) = self.live.get(&id) else {
+                return Err(violation(
+                    names::TREE_CONSISTENCY,
+                    format!("{name} ({id}) lives, but no agent-state event started it"),
+                ));
+            };
+            if *status != frame.status() {
+                return Err(violation(
+                    names::TREE_CONSISTENCY,
+                    format!(
+                        "{name} ({id}) is {}, but its agent-state events left it {status}",
+                        frame.status()
+                    ),
+                ));
+            }
+            let node = frame.node();
+            if let Some(parent) = node.parent_agent {
+                if self.ended.contains(&parent) {
+                    return Err(violation(
+                        names::TREE_CONSISTENCY,
+                        format!("{name} ({id}) runs on, but its parent {parent} ended: an orphan"),
+                    ));
+                }
+                let listed = rt
+                    .find_agent(parent)
+                    .and_then(|p| rt.frame(p))
+                    .is_some_and(|p| p.node().subagents.contains(&id));
+                if !listed {
+                    return Err(violation(
+                        names::TREE_CONSISTENCY,
+                        format!("{name} ({id}) names {parent} as its parent, which does not list it among its live subagents"),
+                    ));
+                }
+            }
+        }
+        if count != self.live.len() {
+            let missing = self
+                .live
+                .iter()
+                .filter(|(id, _)| rt.find_agent(**id).is_none())
+                .map(|(_, (_, name))| name.to_string())
+                .min()
+                .unwrap_or_default();
+            return Err(violation(
+                names::TREE_CONSISTENCY,
+                format!(
+                    "{} agents live by their agent-state events, but the runtime has {count} frames (gone without ending: {missing})",
+                    self.live.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    #[test]
+    fn a_status_changed_after_an_end_breaks_status_transitions() {
+        let mut m = TreeModel::default();
+        let f: Arc<str> = "agent:a".into();
+        m.on_state(id(1), &f, None, Status::Running).unwrap();
+        m.on_state(id(1), &f, Some(Status::Running), Status::Completed)
+            .unwrap();
+        let v = m
+            .on_state(id(1), &f, Some(Status::Completed), Status::Running)
+            .unwrap_err();
+        assert_eq!(v.invariant, names::STATUS_TRANSITIONS);
+        assert!(v.message.contains("after it had ended"), "{v}");
+    }
+
+    #[test]
+    fn a_move_the_machine_forbids_or_from_a_wrong_status_breaks_status_transitions() {
+        let mut m = TreeModel::default();
+        let f: Arc<str> = "agent:a".into();
+        m.on_state(id(1), &f, None, Status::Running).unwrap();
+        m.on_state(id(1), &f, Some(Status::Running), Status::AwaitingUser)
+            .unwrap();
+        let v = m
+            .on_state(id(1), &f, Some(Status::AwaitingUser), Status::Completed)
+            .unwrap_err();
+        assert!(v.message.contains("does not allow"), "{v}");
+        let v = m
+            .on_state(id(1), &f, Some(Status::Running), Status::Error)
+            .unwrap_err();
+        assert!(v.message.contains("but it was awaiting_user"), "{v}");
+        let v = m
+            .on_state(id(2), &f, None, Status::AwaitingUser)
+            .unwrap_err();
+        assert!(v.message.contains("started as awaiting_user"), "{v}");
+        let v = m
+            .on_state(id(3), &f, Some(Status::Running), Status::Error)
+            .unwrap_err();
+        assert!(v.message.contains("never started"), "{v}");
+    }
+
+    #[test]
+    fn an_agent_left_live_in_the_model_without_a_frame_breaks_tree_consistency() {
+        use crate::model::agent::Catalog;
+        use crate::runtime::RuntimeConfig;
+        let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
+        let mut m = TreeModel::default();
+        let f: Arc<str> = "agent:a".into();
+        m.on_state(id(1), &f, None, Status::Running).unwrap();
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert_eq!(v.invariant, names::TREE_CONSISTENCY);
+        assert!(v.message.contains("gone without ending: agent:a"), "{v}");
+        // Nothing changed since: nothing is checked again.
+        assert!(m.end_of_step(&rt).is_ok());
+    }
+}

@@ -1,0 +1,290 @@
+//! Seed 001's `fork` and `wait` (DESIGN §8): a fork is a batch child of the caller's own
+//! definition that runs beside its caller, off every stack, in its own frame; `wait` parks the
+//! caller's tool until the fork ends.
+//!
+//! A fork's frame sits in the arena like any other and answers its calls by [`FrameId`]; only the
+//! orchestration differs: it never reaches the user, and when it ends, its result goes to its
+//! caller's record of it (and to the caller's `wait`, if one is parked on it) instead of a stack.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::agents::frame::{ForkOf, ForkRecord, Phase, StackFrame};
+use crate::agents::tree::Status;
+use crate::model::agent::AgentDef;
+use crate::model::ids::FrameId;
+use crate::model::messages;
+use crate::model::transcript::{BlockAt, Role, Session};
+use crate::protocol::{Effect, Event, FrameInfo};
+
+use super::turn::{TurnAction, TurnCx, TurnInput, TurnResult};
+use super::{frame_timers, Runtime};
+
+/// The script name of a fork: `<caller>#<handle>` (`main#1`, `research#2`, `main#1#1`).
+pub fn fork_name(caller: &str, handle: u32) -> String {
+    format!("{caller}#{handle}")
+}
+
+/// Starts fork `handle` of `frame` with `prompt`: its frame waits in the turn context until the
+/// orchestration places and starts it, once the caller's step is over.
+pub(super) fn start_fork(frame: &mut StackFrame, prompt: &str, cx: &mut TurnCx<'_>) -> u32 {
+    let handle = u32::try_from(frame.node.forks.len() + 1).unwrap_or(u32::MAX);
+    let caller = &frame.agent;
+    let name = fork_name(&caller.name, handle);
+    let agent = Arc::new(AgentDef {
+        frame_name: format!("fork:{name}").into(),
+        name,
+        ..AgentDef::clone(caller)
+    });
+    let agent_session_id = cx.ids.next_uuid();
+    let frame_id = cx.ids.next_uuid();
+    // The caller's conversation up to its last complete exchange (the reply that forks is still
+    // open), then the prompt.
+    let messages = &frame.session.messages;
+    let cut = frame
+        .session
+        .next_unresolved()
+        .map_or(messages.len(), |(at, _)| at.message as usize);
+    let mut session = Session::with_id(agent_session_id);
+    for message in &messages[..cut] {
+        match message.role {
+            Role::Assistant => {
+                session.add_assistant_message(message.content.clone());
+            }
+            Role::User => {
+                for block in &message.content {
+                    session.push_user_block(block.clone());
+                }
+            }
+        }
+    }
+    session.add_user_message(prompt);
+    let mut fork = StackFrame::new(frame_id, agent, session, agent_session_id, None);
+    fork.node.user_content = prompt.into();
+    fork.node.fork_of = Some(ForkOf {
+        caller: frame.id,
+        handle,
+    });
+    frame.node.forks.push(ForkRecord {
+        handle,
+        agent_id: frame_id,
+        frame: None,
+        result: None,
+    });
+    cx.forks.push(fork);
+    handle
+}
+
+/// The caller's `wait({handle})`: answered at once when the fork ended (or never was), parked
+/// otherwise. `Some(None)` parks the turn.
+pub(super) fn wait_fork(
+    frame: &mut StackFrame,
+    at: BlockAt,
+    handle: &serde_json::Value,
+    cx: &mut TurnCx<'_>,
+) -> Option<Option<TurnResult>> {
+    let n = match handle {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    let shown = match handle {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let record = n.and_then(|n| frame.node.forks.iter().find(|r| u64::from(r.handle) == n));
+    match record {
+        None => {
+            cx.finish_tool(frame, at, None, messages::no_fork(&shown).into(), true);
+            None
+        }
+        Some(ForkRecord {
+            result: Some((text, is_error)),
+            ..
+        }) => {
+            let (text, is_error) = (text.clone(), *is_error);
+            cx.finish_tool(frame, at, None, text, is_error);
+            None
+        }
+        Some(r) => {
+            frame.phase = Phase::AwaitFork {
+                at,
+                handle: r.handle,
+            };
+            Some(None)
+        }
+    }
+}
+
+impl Runtime {
+    /// Places the forks the last turn started and starts each one.
+    pub(super) fn start_new_forks(&mut self) {
+        while !self.new_forks.is_empty() {
+            let forks = std::mem::take(&mut self.new_forks);
+            for fork in forks {
+                let Some(of) = fork.node.fork_of else {
+                    continue;
+                };
+                let Some(slot) = self
+                    .stacks
+                    .frame(of.caller)
+                    .map(|c| c.conversation as usize)
+                else {
+                    continue; // The caller ended in the same step: the fork never starts.
+                };
+                let info = FrameInfo::of(&fork);
+                let agent_id = fork.frame_id;
+                let id = self.stacks.insert_detached(slot, fork, of.caller);
+                if let Some(caller) = self.stacks.frame_mut(of.caller) {
+                    if let Some(r) = caller
+                        .node
+                        .forks
+                        .iter_mut()
+                        .find(|r| r.agent_id == agent_id)
+                    {
+                        r.frame = Some(id);
+                    }
+                }
+                if self.config.record_events {
+                    let caller = self.stacks.frame(of.caller).expect("checked above");
+                    self.events.push(Event::ForkStarted {
+                        key: self.stacks.entry(slot).key.clone(),
+                        caller: caller.agent.frame_name.clone(),
+                        caller_id: caller.frame_id,
+                        handle: of.handle,
+                        frame: info,
+                    });
+                }
+                self.node_started(id, Some(of.caller));
+                self.drive(id, TurnInput::Start);
+            }
+        }
+    }
+
+    /// How a turn of fork `id` ended: a fork ends with its final text (or its `complete`), or
+    /// fails; nothing of it reaches the user.
+    pub(super) fn act_fork(&mut self, id: FrameId, result: TurnResult) {
+        let (status, text, is_error) = match result.action {
+            TurnAction::SendText | TurnAction::Complete => (Status::Completed, result.text, false),
+            TurnAction::MaxIterations => (
+                Status::Error,
+                Arc::from(messages::CHILD_MAX_ITERATIONS),
+                true,
+            ),
+            TurnAction::Error => (
+                Status::Error,
+                messages::llm_error(&result.text).into(),
+                true,
+            ),
+            TurnAction::Interrupted | TurnAction::Interrupt | TurnAction::ChildActivated => (
+                Status::Error,
+                Arc::from(messages::agent_interrupted("a fork cannot reach the user")),
+                true,
+            ),
+        };
+        self.end_fork(id, status, text, is_error);
+    }
+
+    /// Ends fork `id` with `status` and `text`: its own forks are cancelled, its open tool uses
+    /// answered, its node ends, and its caller learns the result (resuming a `wait` parked on
+    /// it).
+    pub(super) fn end_fork(&mut self, id: FrameId, status: Status, text: Arc<str>, is_error: bool) {
+        self.cancel_forks_of(id);
+        let skip: &str = match status {
+            Status::Deleted => messages::AGENT_DELETED,
+            _ => messages::FORK_CANCELLED,
+        };
+        self.with_frame(id, |frame, cx| {
+            for timer in frame_timers(&frame.phase) {
+                cx.effects.push_back(Effect::CancelTimer { timer });
+            }
+            cx.resolve_all(frame, skip);
+            frame.phase = Phase::AwaitUser;
+        });
+        let Some(fork) = self.stacks.remove_detached(id) else {
+            return;
+        };
+        let slot = fork.conversation as usize;
+        if self.config.record_events {
+            self.events.push(Event::ForkEnded {
+                key: self.stacks.entry(slot).key.clone(),
+                frame: FrameInfo::of(&fork),
+                status,
+                result: text.clone(),
+                iterations: fork.iteration,
+            });
+        }
+        self.node_ended_as(slot, &fork, status, &text);
+        let Some(of) = fork.node.fork_of else {
+            return;
+        };
+        let Some(caller) = self.stacks.frame_mut(of.caller) else {
+            return;
+        };
+        if let Some(r) = caller.node.forks.iter_mut().find(|r| r.handle == of.handle) {
+            r.frame = None;
+            r.result = Some((text.clone(), is_error));
+        }
+        if let Phase::AwaitFork { at, handle } = caller.phase {
+            if handle == of.handle {
+                let caller_slot = caller.conversation as usize;
+                self.drive(
+                    of.caller,
+                    TurnInput::ForkDone {
+                        at,
+                        content: text,
+                        is_error,
+                    },
+                );
+                self.pump(caller_slot);
+            }
+        }
+    }
+
+    /// Cancels every fork of frame `id` still running (its caller's frame ends).
+    pub(super) fn cancel_forks_of(&mut self, id: FrameId) {
+        let running: Vec<FrameId> = match self.stacks.frame(id) {
+            Some(f) => f.node.forks.iter().filter_map(|r| r.frame).collect(),
+            None => return,
+        };
+        for fork in running {
+            if let Some(caller) = self.stacks.frame_mut(id) {
+                // Forget the fork first, so that its end resumes nothing.
+                if let Some(r) = caller.node.forks.iter_mut().find(|r| r.frame == Some(fork)) {
+                    r.frame = None;
+                    r.result = Some((messages::FORK_CANCELLED.into(), true));
+                }
+                if let Phase::AwaitFork { .. } = caller.phase {
+                    caller.phase = Phase::AwaitUser;
+                }
+            }
+            self.end_fork_quietly(fork);
+        }
+    }
+
+    fn end_fork_quietly(&mut self, fork: FrameId) {
+        // Detach it from its caller so that `end_fork` resumes nothing.
+        if let Some(f) = self.stacks.frame_mut(fork) {
+            if let Some(of) = &mut f.node.fork_of {
+                of.caller = FrameId::new(u32::MAX, u32::MAX);
+            }
+        }
+        self.end_fork(fork, Status::Error, messages::FORK_CANCELLED.into(), true);
+    }
+
+    /// The agent ids of the forks of frame `id` that still run.
+    pub fn running_forks(&self, id: FrameId) -> Vec<Uuid> {
+        self.stacks
+            .frame(id)
+            .map(|f| {
+                f.node
+                    .forks
+                    .iter()
+                    .filter(|r| r.frame.is_some())
+                    .map(|r| r.agent_id)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}

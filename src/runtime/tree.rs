@@ -1,0 +1,387 @@
+//! Seed 001's agent tree in the runtime (DESIGN §8): nodes as frames start and end, statuses and
+//! their `agent-state` events, reading the tree, and the user's interventions.
+//!
+//! Every agent is waiting between two inputs (for its model, a tool, a child, the user), so an
+//! intervention acts at once: a deletion ends the agent and every frame stacked above it there and
+//! then (a model call or tool run in flight becomes stale), and a modification waits in the frame
+//! until its next model call, where it becomes a user text.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::agents::frame::{Phase, StackFrame};
+use crate::agents::tree::{self, Intervention, InterventionOutcome, Node, Status};
+use crate::model::ids::FrameId;
+use crate::model::messages;
+use crate::persist::ContextEntry;
+use crate::protocol::{Effect, Event, PopReason, StreamEvent};
+
+use super::turn::{TurnCx, TurnInput};
+use super::{frame_timers, Runtime};
+
+impl TurnCx<'_> {
+    /// Moves `frame` to status `to` and publishes the change (an `agent-state` stream event and
+    /// its [`Event::AgentState`]). A move to the status it has is no change and publishes
+    /// nothing.
+    pub fn set_status(&mut self, frame: &mut StackFrame, to: Status) {
+        let from = frame.node.status;
+        if from == to {
+            return;
+        }
+        debug_assert!(
+            from.can_become(to) || self.config.planted.is_some(),
+            "{} moved from {from} to {to}",
+            frame.agent.frame_name
+        );
+        frame.node.status = to;
+        publish(
+            self.key,
+            frame,
+            Some(from),
+            to,
+            None,
+            self.effects,
+            self.events,
+            self.config.record_events,
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn publish(
+    key: &Arc<str>,
+    frame: &StackFrame,
+    from: Option<Status>,
+    status: Status,
+    result: Option<Arc<str>>,
+    effects: &mut std::collections::VecDeque<Effect>,
+    events: &mut Vec<Event>,
+    record: bool,
+) {
+    if record {
+        events.push(Event::AgentState {
+            key: key.clone(),
+            agent_id: frame.frame_id,
+            frame: frame.agent.frame_name.clone(),
+            from,
+            status,
+            result: result.clone(),
+        });
+    }
+    effects.push_back(Effect::Stream {
+        key: key.clone(),
+        event: StreamEvent::AgentState {
+            agent_id: frame.frame_id,
+            parent_id: frame.node.parent_agent,
+            name: frame.agent.frame_name.clone(),
+            status,
+            result,
+        },
+    });
+}
+
+impl Runtime {
+    /// The live agents, in the order they started, without their messages (seed 001's
+    /// `getAgentTree`).
+    pub fn tree(&self) -> Vec<Node> {
+        let mut frames: Vec<&StackFrame> = self.stacks.live_frames().collect();
+        frames.sort_by_key(|f| f.node.order);
+        frames.into_iter().map(|f| self.node_of(f, false)).collect()
+    }
+
+    /// One agent (seed 001's `getAgent`): a live one with its messages, or one that ended (kept
+    /// without its messages); `None` for an id never seen or ended too long ago (see
+    /// [`super::RuntimeConfig::ended_nodes`]).
+    pub fn agent(&self, agent_id: Uuid) -> Option<Node> {
+        match self.find_agent(agent_id) {
+            Some(id) => self.stacks.frame(id).map(|f| self.node_of(f, true)),
+            None => self
+                .ended
+                .iter()
+                .rev()
+                .find(|n| n.agent_id == agent_id)
+                .cloned(),
+        }
+    }
+
+    /// The agents that ended, oldest first (at most [`super::RuntimeConfig::ended_nodes`]).
+    pub fn ended_agents(&self) -> impl DoubleEndedIterator<Item = &Node> + '_ {
+        self.ended.iter()
+    }
+
+    /// The live frame of an agent.
+    pub fn find_agent(&self, agent_id: Uuid) -> Option<FrameId> {
+        self.stacks
+            .live_frames()
+            .find(|f| f.frame_id == agent_id)
+            .map(|f| f.id)
+    }
+
+    fn node_of(&self, f: &StackFrame, messages: bool) -> Node {
+        let key = self.stacks.entry(f.conversation as usize).key.clone();
+        Node {
+            agent_id: f.frame_id,
+            parent_id: f.node.parent_agent,
+            key,
+            name: f.agent.frame_name.clone(),
+            status: f.node.status,
+            user_comment: f
+                .node
+                .user_comment
+                .clone()
+                .unwrap_or_else(|| tree::UNCHANGED.into()),
+            user_content: f.node.user_content.clone(),
+            subagents: f.node.subagents.clone(),
+            result: None,
+            metadata: f.node.metadata.clone(),
+            created_at: f.node.created_at,
+            messages: messages.then(|| f.session.messages.clone()),
+        }
+    }
+
+    /// A frame was just placed in the arena: it becomes a running node, listed among its
+    /// parent's subagents, and its start is published.
+    pub(super) fn node_started(&mut self, id: FrameId, parent: Option<FrameId>) {
+        self.order += 1;
+        let (order, now) = (self.order, self.now);
+        let parent_agent = parent.and_then(|p| {
+            let parent = self.stacks.frame_mut(p)?;
+            Some(parent.frame_id)
+        });
+        let Some((frame, entry)) = self.stacks.frame_and_entry_mut(id) else {
+            return;
+        };
+        frame.node.order = order;
+        frame.node.created_at = now;
+        frame.node.status = Status::Running;
+        frame.node.parent_agent = parent_agent;
+        if frame.node.user_content.is_empty() {
+            if let Some(first) = frame.session.messages.first() {
+                frame.node.user_content = first.text().into();
+            }
+        }
+        let agent_id = frame.frame_id;
+        publish(
+            &entry.key,
+            frame,
+            None,
+            Status::Running,
+            None,
+            &mut self.effects,
+            &mut self.events,
+            self.config.record_events,
+        );
+        if let Some(parent) = parent.and_then(|p| self.stacks.frame_mut(p)) {
+            parent.node.subagents.push(agent_id);
+        }
+    }
+
+    /// A frame left the arena: it ends with the status its reason gives and its result, and
+    /// joins the ended nodes.
+    pub(super) fn node_ended(
+        &mut self,
+        slot: usize,
+        frame: &StackFrame,
+        reason: PopReason,
+        result: &Arc<str>,
+    ) {
+        let status = match reason {
+            PopReason::Answered | PopReason::Completed => Status::Completed,
+            PopReason::MaxIterations | PopReason::Error | PopReason::Cancelled => Status::Error,
+            PopReason::Deleted => Status::Deleted,
+        };
+        self.node_ended_as(slot, frame, status, result);
+    }
+
+    pub(super) fn node_ended_as(
+        &mut self,
+        slot: usize,
+        frame: &StackFrame,
+        status: Status,
+        result: &Arc<str>,
+    ) {
+        let key = self.stacks.entry(slot).key.clone();
+        let from = frame.node.status;
+        debug_assert!(
+            from.can_become(status) || self.config.planted.is_some(),
+            "{} ended from {from} as {status}",
+            frame.agent.frame_name
+        );
+        publish(
+            &key,
+            frame,
+            Some(from),
+            status,
+            Some(result.clone()),
+            &mut self.effects,
+            &mut self.events,
+            self.config.record_events,
+        );
+        if self.config.ended_nodes == 0 {
+            return;
+        }
+        if self.ended.len() >= self.config.ended_nodes {
+            self.ended.pop_front();
+        }
+        let mut node = self.node_of_detached(&key, frame);
+        node.status = status;
+        node.result = Some(result.clone());
+        self.ended.push_back(node);
+    }
+
+    fn node_of_detached(&self, key: &Arc<str>, f: &StackFrame) -> Node {
+        Node {
+            agent_id: f.frame_id,
+            parent_id: f.node.parent_agent,
+            key: key.clone(),
+            name: f.agent.frame_name.clone(),
+            status: f.node.status,
+            user_comment: f
+                .node
+                .user_comment
+                .clone()
+                .unwrap_or_else(|| tree::UNCHANGED.into()),
+            user_content: f.node.user_content.clone(),
+            subagents: f.node.subagents.clone(),
+            result: None,
+            metadata: f.node.metadata.clone(),
+            created_at: f.node.created_at,
+            messages: None,
+        }
+    }
+
+    /// Moves frame `id` to status `to` (see [`TurnCx::set_status`]).
+    pub(super) fn set_status(&mut self, id: FrameId, to: Status) {
+        self.with_frame(id, |frame, cx| cx.set_status(frame, to));
+    }
+
+    /// A user intervenes on agent `agent_id` (seed 001's `userIntervention`, DESIGN §8): the
+    /// answer says whether it was applied. Like [`Runtime::handle`], it ends with the state
+    /// written when the runtime persists.
+    pub fn intervene(&mut self, agent_id: Uuid, intervention: Intervention) -> InterventionOutcome {
+        let outcome = self.apply_intervention(agent_id, intervention);
+        self.end_input();
+        outcome
+    }
+
+    pub(super) fn apply_intervention(
+        &mut self,
+        agent_id: Uuid,
+        iv: Intervention,
+    ) -> InterventionOutcome {
+        let found = self.find_agent(agent_id);
+        let (key, frame_name, outcome) = match found.and_then(|id| self.stacks.frame(id)) {
+            None => (None, None, InterventionOutcome::NotFound),
+            Some(f) => {
+                let key = self.stacks.entry(f.conversation as usize).key.clone();
+                let outcome = match iv.check(f.node.status) {
+                    Ok(()) => InterventionOutcome::Accepted,
+                    Err(reason) => InterventionOutcome::Refused { reason },
+                };
+                (Some(key), Some(f.agent.frame_name.clone()), outcome)
+            }
+        };
+        if self.config.record_events {
+            self.events.push(Event::Intervention {
+                key,
+                agent_id,
+                frame: frame_name,
+                user_comment: iv.user_comment.clone(),
+                user_content: iv.user_content.clone(),
+                status: iv.status,
+                outcome: outcome.clone(),
+            });
+        }
+        let (InterventionOutcome::Accepted, Some(id)) = (&outcome, found) else {
+            return outcome;
+        };
+        let deletes = iv.deletes();
+        let modifies = iv.modifies();
+        if let Some(frame) = self.stacks.frame_mut(id) {
+            if let Some(comment) = iv.user_comment {
+                frame.node.user_comment = Some(comment);
+            }
+            if let Some(content) = iv.user_content.clone() {
+                frame.node.user_content = content;
+            }
+            if modifies {
+                frame.node.pending_modify = Some(
+                    iv.user_content
+                        .unwrap_or_else(|| frame.node.user_content.clone()),
+                );
+            }
+        }
+        if deletes {
+            self.delete(id);
+        } else if modifies {
+            self.set_status(id, Status::Modified);
+        }
+        outcome
+    }
+
+    /// Ends frame `id` as deleted (DESIGN §8): with every frame stacked above it, each leaving
+    /// its open tool uses answered with `Agent deleted by user.`; its parent resumes with that
+    /// text as the error result of the spawning tool use; a deleted main frame ends its turn.
+    pub(super) fn delete(&mut self, id: FrameId) {
+        let Some(frame) = self.stacks.frame(id) else {
+            return;
+        };
+        let slot = frame.conversation as usize;
+        let text: Arc<str> = messages::AGENT_DELETED.into();
+        if frame.is_fork() {
+            self.end_fork(id, Status::Deleted, text, true);
+            return;
+        }
+        let Some(depth) = self
+            .stacks
+            .entry(slot)
+            .stack
+            .ids()
+            .iter()
+            .position(|&f| f == id)
+        else {
+            return;
+        };
+        let mut parent = None;
+        while self.stacks.entry(slot).stack.depth() > depth {
+            let top = self
+                .stacks
+                .top_id(slot)
+                .expect("deeper than the deleted frame");
+            self.cancel_forks_of(top);
+            self.with_frame(top, |frame, cx| {
+                for timer in frame_timers(&frame.phase) {
+                    cx.effects.push_back(Effect::CancelTimer { timer });
+                }
+                cx.resolve_all(frame, messages::AGENT_DELETED);
+                frame.phase = Phase::AwaitUser;
+            });
+            let popped = self.pop(slot, PopReason::Deleted, &text);
+            if !popped.is_main() {
+                self.journal(|| ContextEntry::AgentSessionComplete {
+                    agent_session_id: popped.agent_session_id,
+                    result: text.clone(),
+                    is_error: true,
+                });
+            }
+            if top == id {
+                parent = popped.parent.zip(popped.parent_tool_use_id.clone());
+                if popped.is_main() {
+                    let notice: Arc<str> = messages::USER_AGENT_DELETED.into();
+                    self.send(slot, popped.agent.frame_name.clone(), notice.clone());
+                    self.end_main_turn(slot, popped, notice);
+                }
+            }
+        }
+        if let Some((parent, tool_use_id)) = parent {
+            let input = TurnInput::ChildResult {
+                tool_use_id,
+                content: text,
+                is_error: true,
+            };
+            self.drive(parent, input);
+        }
+        self.pump(slot);
+    }
+}
