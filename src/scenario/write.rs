@@ -196,6 +196,9 @@ fn agent_value(
     if def.stream {
         m.insert("stream".into(), json!(true));
     }
+    if def.fork {
+        m.insert("fork".into(), json!(true));
+    }
     if def.parallel_tools {
         m.insert("parallel_tools".into(), json!(true));
     }
