@@ -119,25 +119,10 @@ impl Runtime {
     }
 
     fn node_of(&self, f: &StackFrame, messages: bool) -> Node {
-        let key = self.stacks.entry(f.conversation as usize).key.clone();
-        Node {
-            agent_id: f.frame_id,
-            parent_id: f.node.parent_agent,
-            key,
-            name: f.agent.frame_name.clone(),
-            status: f.node.status,
-            user_comment: f
-                .node
-                .user_comment
-                .clone()
-                .unwrap_or_else(|| tree::UNCHANGED.into()),
-            user_content: f.node.user_content.clone(),
-            subagents: f.node.subagents.clone(),
-            result: None,
-            metadata: f.node.metadata.clone(),
-            created_at: f.node.created_at,
-            messages: messages.then(|| f.session.messages.clone()),
-        }
+        let key = &self.stacks.entry(f.conversation as usize).key;
+        let mut node = node_of_detached(key, f);
+        node.messages = messages.then(|| f.session.messages.clone());
+        node
     }
 
     /// A frame was just placed in the arena: it becomes a running node, listed among its
@@ -224,31 +209,10 @@ impl Runtime {
         if self.ended.len() >= self.config.ended_nodes {
             self.ended.pop_front();
         }
-        let mut node = self.node_of_detached(&key, frame);
+        let mut node = node_of_detached(&key, frame);
         node.status = status;
         node.result = Some(result.clone());
         self.ended.push_back(node);
-    }
-
-    fn node_of_detached(&self, key: &Arc<str>, f: &StackFrame) -> Node {
-        Node {
-            agent_id: f.frame_id,
-            parent_id: f.node.parent_agent,
-            key: key.clone(),
-            name: f.agent.frame_name.clone(),
-            status: f.node.status,
-            user_comment: f
-                .node
-                .user_comment
-                .clone()
-                .unwrap_or_else(|| tree::UNCHANGED.into()),
-            user_content: f.node.user_content.clone(),
-            subagents: f.node.subagents.clone(),
-            result: None,
-            metadata: f.node.metadata.clone(),
-            created_at: f.node.created_at,
-            messages: None,
-        }
     }
 
     /// Moves frame `id` to status `to` (see [`TurnCx::set_status`]).
@@ -383,5 +347,27 @@ impl Runtime {
             self.drive(parent, input);
         }
         self.pump(slot);
+    }
+}
+
+/// Frame `f` of conversation `key` as a node, without its messages.
+fn node_of_detached(key: &Arc<str>, f: &StackFrame) -> Node {
+    Node {
+        agent_id: f.frame_id,
+        parent_id: f.node.parent_agent,
+        key: key.clone(),
+        name: f.agent.frame_name.clone(),
+        status: f.node.status,
+        user_comment: f
+            .node
+            .user_comment
+            .clone()
+            .unwrap_or_else(|| tree::UNCHANGED.into()),
+        user_content: f.node.user_content.clone(),
+        subagents: f.node.subagents.clone(),
+        result: None,
+        metadata: f.node.metadata.clone(),
+        created_at: f.node.created_at,
+        messages: None,
     }
 }
