@@ -124,10 +124,11 @@ impl TreeModel {
                         format!("{name} ({id}) runs on, but its parent {parent} ended: an orphan"),
                     ));
                 }
-                let listed = rt
-                    .find_agent(parent)
+                // The frame below on a stack, or a fork's caller.
+                let listed = frame
+                    .parent()
                     .and_then(|p| rt.frame(p))
-                    .is_some_and(|p| p.node().subagents.contains(&id));
+                    .is_some_and(|p| p.frame_id() == parent && p.node().subagents.contains(&id));
                 if !listed {
                     return Err(violation(
                         names::TREE_CONSISTENCY,
@@ -137,6 +138,7 @@ impl TreeModel {
             }
         }
         if count != self.live.len() {
+            // The least name, whatever order the map holds them in.
             let missing = self
                 .live
                 .iter()

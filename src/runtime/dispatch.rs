@@ -73,7 +73,7 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
     let agent_session_id = ids.next_uuid();
     let frame_id = ids.next_uuid();
     let mut session = Session::with_id(agent_session_id);
-    session.add_user_message(req.message);
+    session.add_user_message(req.message.clone());
     let mut frame = StackFrame::new(
         frame_id,
         req.agent,
@@ -82,6 +82,7 @@ fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSour
         Some(parent_tool_use_id),
     );
     frame.batch_sends = u32::from(req_batch);
+    frame.node.user_content = req.message;
     frame
 }
 

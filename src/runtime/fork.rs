@@ -8,8 +8,6 @@
 
 use std::sync::Arc;
 
-use uuid::Uuid;
-
 use crate::agents::frame::{ForkOf, ForkRecord, Phase, StackFrame};
 use crate::agents::tree::Status;
 use crate::model::agent::AgentDef;
@@ -183,13 +181,20 @@ impl Runtime {
                 true,
             ),
         };
-        self.end_fork(id, status, text, is_error);
+        self.end_fork(id, status, text, is_error, true);
     }
 
     /// Ends fork `id` with `status` and `text`: its own forks are cancelled, its open tool uses
-    /// answered, its node ends, and its caller learns the result (resuming a `wait` parked on
-    /// it).
-    pub(super) fn end_fork(&mut self, id: FrameId, status: Status, text: Arc<str>, is_error: bool) {
+    /// answered, its node ends, and (with `tell_caller`) its caller learns the result, resuming a
+    /// `wait` parked on it. A caller that is itself ending is not told.
+    pub(super) fn end_fork(
+        &mut self,
+        id: FrameId,
+        status: Status,
+        text: Arc<str>,
+        is_error: bool,
+        tell_caller: bool,
+    ) {
         self.cancel_forks_of(id);
         let skip: &str = match status {
             Status::Deleted => messages::AGENT_DELETED,
@@ -216,7 +221,7 @@ impl Runtime {
             });
         }
         self.node_ended_as(slot, &fork, status, &text);
-        let Some(of) = fork.node.fork_of else {
+        let Some(of) = fork.node.fork_of.filter(|_| tell_caller) else {
             return;
         };
         let Some(caller) = self.stacks.frame_mut(of.caller) else {
@@ -242,49 +247,22 @@ impl Runtime {
         }
     }
 
-    /// Cancels every fork of frame `id` still running (its caller's frame ends).
+    /// Cancels every fork of frame `id` still running (its caller's frame ends, so nothing is
+    /// resumed).
     pub(super) fn cancel_forks_of(&mut self, id: FrameId) {
-        let running: Vec<FrameId> = match self.stacks.frame(id) {
-            Some(f) => f.node.forks.iter().filter_map(|r| r.frame).collect(),
-            None => return,
+        let Some(caller) = self.stacks.frame_mut(id) else {
+            return;
         };
+        let mut running = Vec::new();
+        for r in caller.node.forks.iter_mut() {
+            if let Some(fork) = r.frame.take() {
+                r.result = Some((messages::FORK_CANCELLED.into(), true));
+                running.push(fork);
+            }
+        }
         for fork in running {
-            if let Some(caller) = self.stacks.frame_mut(id) {
-                // Forget the fork first, so that its end resumes nothing.
-                if let Some(r) = caller.node.forks.iter_mut().find(|r| r.frame == Some(fork)) {
-                    r.frame = None;
-                    r.result = Some((messages::FORK_CANCELLED.into(), true));
-                }
-                if let Phase::AwaitFork { .. } = caller.phase {
-                    caller.phase = Phase::AwaitUser;
-                }
-            }
-            self.end_fork_quietly(fork);
+            let text = messages::FORK_CANCELLED.into();
+            self.end_fork(fork, Status::Error, text, true, false);
         }
-    }
-
-    fn end_fork_quietly(&mut self, fork: FrameId) {
-        // Detach it from its caller so that `end_fork` resumes nothing.
-        if let Some(f) = self.stacks.frame_mut(fork) {
-            if let Some(of) = &mut f.node.fork_of {
-                of.caller = FrameId::new(u32::MAX, u32::MAX);
-            }
-        }
-        self.end_fork(fork, Status::Error, messages::FORK_CANCELLED.into(), true);
-    }
-
-    /// The agent ids of the forks of frame `id` that still run.
-    pub fn running_forks(&self, id: FrameId) -> Vec<Uuid> {
-        self.stacks
-            .frame(id)
-            .map(|f| {
-                f.node
-                    .forks
-                    .iter()
-                    .filter(|r| r.frame.is_some())
-                    .map(|r| r.agent_id)
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 }

@@ -141,11 +141,6 @@ impl Runtime {
         frame.node.created_at = now;
         frame.node.status = Status::Running;
         frame.node.parent_agent = parent_agent;
-        if frame.node.user_content.is_empty() {
-            if let Some(first) = frame.session.messages.first() {
-                frame.node.user_content = first.text().into();
-            }
-        }
         let agent_id = frame.frame_id;
         publish(
             &entry.key,
@@ -294,7 +289,7 @@ impl Runtime {
         let slot = frame.conversation as usize;
         let text: Arc<str> = messages::AGENT_DELETED.into();
         if frame.is_fork() {
-            self.end_fork(id, Status::Deleted, text, true);
+            self.end_fork(id, Status::Deleted, text, true, true);
             return;
         }
         let Some(depth) = self
