@@ -269,3 +269,54 @@ fn restarting_without_persistence_is_a_clear_error() {
     let err = sim.restart().unwrap_err();
     assert!(err.to_string().contains("persistence is off"), "{err}");
 }
+
+#[test]
+fn forks_persist_and_a_broken_fork_record_is_an_error_naming_what_is_wrong() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/spec/fork-restart-while-forks-run-restores-them-running.yaml");
+    let s = scenario::load(&path).unwrap();
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "look it up").unwrap();
+    sim.advance(1000).unwrap();
+    assert_eq!(sim.runtime().stacks().detached(), 2);
+    let (state, context) = sim.persisted();
+    let (state, context) = (state.unwrap().to_owned(), context.to_owned());
+    // Both forks restore, running, with their caller waiting.
+    let rt = restore(&s, &state, &context).unwrap();
+    assert_eq!(rt.stacks().detached(), 2);
+    assert!(!rt.is_idle());
+    // A fork whose journal line claims more of its caller than the caller had.
+    let bad: String = context
+        .lines()
+        .map(|l| {
+            if l.contains("\"fork_session\"") {
+                l.replacen("\"messages\":1", "\"messages\":9", 1)
+            } else {
+                l.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert_ne!(bad, context, "the journal has a fork_session line");
+    match restore(&s, &state, &bad) {
+        Err(RestoreError::Context { message, .. }) => {
+            assert!(message.contains("starts with 9 messages"), "{message}")
+        }
+        other => panic!("expected a journal error, got {:?}", other.map(|_| ())),
+    }
+    // A fork whose caller is not in the state.
+    let json: serde_json::Value = serde_json::from_str(&state).unwrap();
+    let caller = json["conversations"][0]["active_stack"][0]["frame_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let orphan = state.replace(
+        &format!("\"caller\":\"{caller}\""),
+        "\"caller\":\"00000000-0000-0000-0000-000000000000\"",
+    );
+    assert_ne!(orphan, state);
+    match restore(&s, &orphan, &context) {
+        Err(RestoreError::State(m)) => assert!(m.contains("which is not running"), "{m}"),
+        other => panic!("expected a state error, got {:?}", other.map(|_| ())),
+    }
+}

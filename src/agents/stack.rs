@@ -359,6 +359,20 @@ impl AgentStackManager {
         self.detached
     }
 
+    /// The forks running in conversation `slot`, in the order they started (a fork's caller
+    /// before it).
+    pub fn forks(&self, slot: usize) -> Vec<&StackFrame> {
+        if self.detached == 0 {
+            return Vec::new();
+        }
+        let mut forks: Vec<&StackFrame> = self
+            .live_frames()
+            .filter(|f| f.is_fork() && f.conversation as usize == slot)
+            .collect();
+        forks.sort_by_key(|f| f.node.order);
+        forks
+    }
+
     /// Every live frame, stacked or not, in arena order.
     pub fn live_frames(&self) -> impl Iterator<Item = &StackFrame> + '_ {
         self.frames.places.iter().filter_map(|p| p.frame.as_ref())

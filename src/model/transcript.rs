@@ -223,6 +223,27 @@ impl Session {
         Session::new(crate::model::ids::uuid_string(id))
     }
 
+    /// A fork's session (seed 001): `source`'s first `cut` messages, then `prompt` as user text.
+    /// The runtime builds a fork's session this way, and a restore rebuilds it the same way from
+    /// the journal.
+    pub fn forked(id: uuid::Uuid, source: &Session, cut: usize, prompt: &str) -> Session {
+        let mut session = Session::with_id(id);
+        for message in &source.messages[..cut.min(source.messages.len())] {
+            match message.role {
+                Role::Assistant => {
+                    session.add_assistant_message(message.content.clone());
+                }
+                Role::User => {
+                    for block in &message.content {
+                        session.push_user_block(block.clone());
+                    }
+                }
+            }
+        }
+        session.add_user_message(prompt);
+        session
+    }
+
     /// Appends user text. If the last message is already a user message (a tool result, or a user
     /// message the model never answered), the text joins it so that roles keep alternating.
     pub fn add_user_message(&mut self, content: impl Into<Arc<str>>) -> &Message {

@@ -65,6 +65,18 @@ pub enum ContextEntry {
         /// Whether it is an error.
         is_error: bool,
     },
+    /// A fork's session starts (seed 001): a copy of its caller's first `messages` messages, then
+    /// the prompt as user text.
+    ForkSession {
+        /// The fork's session.
+        agent_session_id: Uuid,
+        /// Its caller's session, as the journal has it at this line.
+        caller_session_id: Uuid,
+        /// How many of the caller's messages it starts with.
+        messages: usize,
+        /// The prompt the caller gave it.
+        prompt: Arc<str>,
+    },
     /// A frame completed or failed (seed 000's `AgentSessionCompleteEntry`).
     AgentSessionComplete {
         /// The session.
@@ -114,8 +126,7 @@ pub enum Waiting {
         /// Each run of the batch.
         runs: Vec<BatchRun>,
     },
-    /// A `wait` for one of its forks (forks themselves are not persisted: such a state cannot
-    /// be restored, and says so).
+    /// A `wait` for one of its forks.
     Fork {
         /// The `wait` tool use.
         tool_use_id: Arc<str>,
@@ -199,6 +210,33 @@ pub struct NodeMeta {
     /// A modification not yet delivered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_modify: Option<Arc<str>>,
+    /// The forks it started, by handle.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks: Vec<ForkMeta>,
+    /// What makes it a fork: its caller and its handle there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_of: Option<ForkOfMeta>,
+}
+
+/// A fork a frame started, as `state.json` keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForkMeta {
+    /// Its handle.
+    pub handle: u32,
+    /// Its agent id (the fork's `frame_id` while it runs).
+    pub agent_id: Uuid,
+    /// Its final text and whether it failed, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<(Arc<str>, bool)>,
+}
+
+/// A fork's caller and handle, as `state.json` keeps them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOfMeta {
+    /// The caller's agent id.
+    pub caller: Uuid,
+    /// The handle the caller got.
+    pub handle: u32,
 }
 
 /// One conversation in `state.json`.
@@ -214,6 +252,10 @@ pub struct ConversationState {
     pub inbox: Vec<String>,
     /// The active stack, bottom first (empty when no turn is in progress).
     pub active_stack: Vec<FrameMeta>,
+    /// Forks running off the stack (seed 001), in the order they started (a fork's caller
+    /// before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks: Vec<FrameMeta>,
 }
 
 /// The whole `state.json`.
@@ -227,14 +269,6 @@ pub struct State {
     pub seq: u64,
     /// Every conversation.
     pub conversations: Vec<ConversationState>,
-    /// Forks running when the state was written. Forks are not persisted yet, so such a state
-    /// cannot be restored, and says so instead of losing them.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub forks_running: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// Persisted state could not be restored.
@@ -336,6 +370,31 @@ pub fn replay_context(context: &str, skip_initial: bool) -> Result<Replayed, Res
                     content,
                     is_error,
                 );
+            }
+            ContextEntry::ForkSession {
+                agent_session_id,
+                caller_session_id,
+                messages,
+                prompt,
+            } => {
+                let caller = sessions.get(&caller_session_id);
+                let have = caller.map_or(0, |c| c.messages.len());
+                if have < messages {
+                    return Err(RestoreError::Context {
+                        line: i + 1,
+                        message: format!(
+                            "fork session {agent_session_id} starts with {messages} messages of session {caller_session_id}, which has {have}"
+                        ),
+                    });
+                }
+                let empty = Session::default();
+                let forked = Session::forked(
+                    agent_session_id,
+                    caller.unwrap_or(&empty),
+                    messages,
+                    &prompt,
+                );
+                sessions.insert(agent_session_id, forked);
             }
             ContextEntry::AgentSessionComplete { .. } => {}
         }

@@ -13,7 +13,8 @@ use crate::agents::tree::Status;
 use crate::model::agent::AgentDef;
 use crate::model::ids::FrameId;
 use crate::model::messages;
-use crate::model::transcript::{BlockAt, Role, Session};
+use crate::model::transcript::{BlockAt, Session};
+use crate::persist::ContextEntry;
 use crate::protocol::{Effect, Event, FrameInfo};
 
 use super::turn::{TurnAction, TurnCx, TurnInput, TurnResult};
@@ -24,40 +25,35 @@ pub fn fork_name(caller: &str, handle: u32) -> String {
     format!("{caller}#{handle}")
 }
 
+/// The definition a fork of `caller` runs under: the caller's own, named `name`.
+pub(super) fn fork_def(caller: &AgentDef, name: String) -> Arc<AgentDef> {
+    Arc::new(AgentDef {
+        frame_name: format!("fork:{name}").into(),
+        name,
+        ..AgentDef::clone(caller)
+    })
+}
+
 /// Starts fork `handle` of `frame` with `prompt`: its frame waits in the turn context until the
 /// orchestration places and starts it, once the caller's step is over.
 pub(super) fn start_fork(frame: &mut StackFrame, prompt: &str, cx: &mut TurnCx<'_>) -> u32 {
     let handle = u32::try_from(frame.node.forks.len() + 1).unwrap_or(u32::MAX);
-    let caller = &frame.agent;
-    let name = fork_name(&caller.name, handle);
-    let agent = Arc::new(AgentDef {
-        frame_name: format!("fork:{name}").into(),
-        name,
-        ..AgentDef::clone(caller)
-    });
+    let agent = fork_def(&frame.agent, fork_name(&frame.agent.name, handle));
     let agent_session_id = cx.ids.next_uuid();
     let frame_id = cx.ids.next_uuid();
     // The caller's conversation up to its last complete exchange (the reply that forks is still
     // open), then the prompt.
-    let messages = &frame.session.messages;
     let cut = frame
         .session
         .next_unresolved()
-        .map_or(messages.len(), |(at, _)| at.message as usize);
-    let mut session = Session::with_id(agent_session_id);
-    for message in &messages[..cut] {
-        match message.role {
-            Role::Assistant => {
-                session.add_assistant_message(message.content.clone());
-            }
-            Role::User => {
-                for block in &message.content {
-                    session.push_user_block(block.clone());
-                }
-            }
-        }
-    }
-    session.add_user_message(prompt);
+        .map_or(frame.session.messages.len(), |(at, _)| at.message as usize);
+    let session = Session::forked(agent_session_id, &frame.session, cut, prompt);
+    cx.journal(|| ContextEntry::ForkSession {
+        agent_session_id,
+        caller_session_id: frame.agent_session_id,
+        messages: cut,
+        prompt: prompt.into(),
+    });
     let mut fork = StackFrame::new(frame_id, agent, session, agent_session_id, None);
     fork.node.user_content = prompt.into();
     fork.node.fork_of = Some(ForkOf {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::agents::frame::{BatchItem, Phase, StackFrame};
-use crate::model::agent::{AgentKind, Catalog};
+use crate::agents::frame::{BatchItem, ForkOf, ForkRecord, Phase, StackFrame};
+use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::ids::{call_id, CallId, FrameId, IdSource};
 use crate::model::transcript::{Block, BlockAt, Session};
 use crate::protocol::{Effect, Event};
@@ -19,47 +19,26 @@ impl Runtime {
     /// The persisted form of every conversation. Meaningful between inputs, when every frame
     /// waits for something (the user, a child, a model call, a tool).
     pub fn state(&self) -> crate::persist::State {
-        use crate::persist::{ConversationState, FrameMeta, State, STATE_VERSION};
+        use crate::persist::{ConversationState, State, STATE_VERSION};
         let conversations = self
             .stacks
             .views()
-            .map(|v| (v.entry(), v))
-            .map(|(e, v)| ConversationState {
-                key: e.key.to_string(),
-                main_session_id: e.main_session_id,
-                usage: e.usage,
-                inbox: e.inbox.iter().map(|t| t.to_string()).collect(),
-                active_stack: v
-                    .frames()
-                    .map(|f| FrameMeta {
-                        frame_id: f.frame_id,
-                        agent_session_id: f.agent_session_id,
-                        agent_name: f.agent.name.clone(),
-                        agent_type: f.agent.kind,
-                        model: f.agent.model.clone(),
-                        iteration: f.iteration,
-                        max_iterations: f.max_iterations,
-                        parent_tool_use_id: f.parent_tool_use_id.clone(),
-                        effective_tools: f.agent.tools.clone().unwrap_or_default(),
-                        is_skill_agent: f.agent.kind == AgentKind::Skill,
-                        environment: BTreeMap::new(),
-                        waiting: waiting(f),
-                        turn_start: f.turn_start,
-                        usage: f.usage,
-                        batch_sends: f.batch_sends,
-                        node: Some(crate::persist::NodeMeta {
-                            status: f.node.status,
-                            parent_agent: f.node.parent_agent,
-                            user_comment: f.node.user_comment.clone(),
-                            user_content: f.node.user_content.clone(),
-                            subagents: f.node.subagents.clone(),
-                            metadata: f.node.metadata.clone(),
-                            created_at: f.node.created_at,
-                            order: f.node.order,
-                            pending_modify: f.node.pending_modify.clone(),
-                        }),
-                    })
-                    .collect(),
+            .enumerate()
+            .map(|(slot, v)| {
+                let e = v.entry();
+                ConversationState {
+                    key: e.key.to_string(),
+                    main_session_id: e.main_session_id,
+                    usage: e.usage,
+                    inbox: e.inbox.iter().map(|t| t.to_string()).collect(),
+                    active_stack: v.frames().map(|f| self.frame_meta(f)).collect(),
+                    forks: self
+                        .stacks
+                        .forks(slot)
+                        .into_iter()
+                        .map(|f| self.frame_meta(f))
+                        .collect(),
+                }
             })
             .collect();
         State {
@@ -67,7 +46,55 @@ impl Runtime {
             ids: self.ids.counter(),
             seq: self.seq,
             conversations,
-            forks_running: self.stacks.detached(),
+        }
+    }
+
+    /// One frame as `state.json` keeps it.
+    fn frame_meta(&self, f: &StackFrame) -> crate::persist::FrameMeta {
+        use crate::persist::{ForkMeta, ForkOfMeta, FrameMeta, NodeMeta};
+        FrameMeta {
+            frame_id: f.frame_id,
+            agent_session_id: f.agent_session_id,
+            agent_name: f.agent.name.clone(),
+            agent_type: f.agent.kind,
+            model: f.agent.model.clone(),
+            iteration: f.iteration,
+            max_iterations: f.max_iterations,
+            parent_tool_use_id: f.parent_tool_use_id.clone(),
+            effective_tools: f.agent.tools.clone().unwrap_or_default(),
+            is_skill_agent: f.agent.kind == AgentKind::Skill,
+            environment: BTreeMap::new(),
+            waiting: waiting(f),
+            turn_start: f.turn_start,
+            usage: f.usage,
+            batch_sends: f.batch_sends,
+            node: Some(NodeMeta {
+                status: f.node.status,
+                parent_agent: f.node.parent_agent,
+                user_comment: f.node.user_comment.clone(),
+                user_content: f.node.user_content.clone(),
+                subagents: f.node.subagents.clone(),
+                metadata: f.node.metadata.clone(),
+                created_at: f.node.created_at,
+                order: f.node.order,
+                pending_modify: f.node.pending_modify.clone(),
+                forks: f
+                    .node
+                    .forks
+                    .iter()
+                    .map(|r| ForkMeta {
+                        handle: r.handle,
+                        agent_id: r.agent_id,
+                        result: r.result.clone(),
+                    })
+                    .collect(),
+                fork_of: f.node.fork_of.and_then(|of| {
+                    Some(ForkOfMeta {
+                        caller: self.stacks.frame(of.caller)?.frame_id,
+                        handle: of.handle,
+                    })
+                }),
+            }),
         }
     }
 
@@ -83,14 +110,8 @@ impl Runtime {
         state: &str,
         context: &str,
     ) -> Result<Runtime, crate::persist::RestoreError> {
-        use crate::persist::{parse_state, replay_context, RestoreError, Waiting};
+        use crate::persist::{parse_state, replay_context, RestoreError};
         let state = parse_state(state)?;
-        if state.forks_running > 0 {
-            return Err(RestoreError::State(format!(
-                "{} fork(s) were running when the state was written, and forks are not persisted: this state cannot be restored",
-                state.forks_running
-            )));
-        }
         let skip = config.has_bug(PlantedBug::RestoreForgetsFirstMessage);
         let mut sessions = replay_context(context, skip)?.sessions;
         let mut rt = Runtime::new(catalog, config);
@@ -101,65 +122,8 @@ impl Runtime {
             let slot = rt.stacks.get_or_create(&conv.key, || main_id);
             let mut frames = Vec::new();
             for meta in conv.active_stack {
-                let agent = match meta.agent_type {
-                    AgentKind::Main => Some(rt.catalog.main.clone()),
-                    AgentKind::Skill => rt.catalog.skills.get(&meta.agent_name).cloned(),
-                    AgentKind::Agent => rt.catalog.agents.get(&meta.agent_name).cloned(),
-                }
-                .ok_or_else(|| RestoreError::MissingAgent(meta.agent_name.clone()))?;
-                let session = match (meta.agent_type, sessions.remove(&meta.agent_session_id)) {
-                    (_, Some(s)) => s,
-                    (AgentKind::Main, None) => Session::with_id(main_id),
-                    (_, None) => return Err(RestoreError::MissingSession(meta.agent_session_id)),
-                };
-                let (phase, reissue) = match meta.waiting {
-                    Waiting::User => (Phase::AwaitUser, None),
-                    Waiting::Answer { tool_use_id } => (Phase::AwaitAnswer { tool_use_id }, None),
-                    // Its child is the next frame; it is named once pushed.
-                    Waiting::Child => (
-                        Phase::AwaitChildren {
-                            children: SmallVec::new(),
-                        },
-                        None,
-                    ),
-                    Waiting::Fork { handle, .. } => {
-                        return Err(RestoreError::State(format!(
-                            "frame {} waits for its fork {handle}, and forks are not persisted: a state written while a fork runs cannot be restored",
-                            meta.frame_id
-                        )))
-                    }
-                    other => (Phase::Loop, Some(other)),
-                };
-                let mut frame = StackFrame::new(
-                    meta.frame_id,
-                    agent,
-                    session,
-                    meta.agent_session_id,
-                    meta.parent_tool_use_id,
-                );
-                frame.iteration = if rt.config.has_bug(PlantedBug::RestoreResetsIterations) {
-                    0
-                } else {
-                    meta.iteration
-                };
-                frame.max_iterations = meta.max_iterations;
-                frame.usage = meta.usage;
-                frame.phase = phase;
-                frame.turn_start = meta.turn_start;
-                frame.batch_sends = meta.batch_sends;
-                if let Some(node) = meta.node {
-                    rt.order = rt.order.max(node.order);
-                    frame.node.status = node.status;
-                    frame.node.parent_agent = node.parent_agent;
-                    frame.node.user_comment = node.user_comment;
-                    frame.node.user_content = node.user_content;
-                    frame.node.subagents = node.subagents;
-                    frame.node.metadata = node.metadata;
-                    frame.node.created_at = node.created_at;
-                    frame.node.order = node.order;
-                    frame.node.pending_modify = node.pending_modify;
-                }
-                frames.push((frame, reissue));
+                let agent = rt.declared(&meta)?;
+                frames.push(rt.frame_from_meta(meta, agent, &mut sessions, Some(main_id))?);
             }
             let entry = rt.stacks.entry_mut(slot);
             entry.usage = conv.usage;
@@ -167,9 +131,13 @@ impl Runtime {
             entry.main_session = sessions
                 .remove(&main_id)
                 .unwrap_or_else(|| Session::with_id(main_id));
-            let mut below: Option<crate::model::ids::FrameId> = None;
+            // Agent ids of the frames placed so far, for the forks to find their callers.
+            let mut placed: BTreeMap<uuid::Uuid, FrameId> = BTreeMap::new();
+            let mut below: Option<FrameId> = None;
             for (frame, reissue) in frames {
+                let agent_id = frame.frame_id;
                 let id = rt.stacks.push(slot, frame);
+                placed.insert(agent_id, id);
                 if let Some(waiting) = reissue {
                     rt.reissue(id, waiting)?;
                 }
@@ -180,11 +148,150 @@ impl Runtime {
                 }
                 below = Some(id);
             }
+            // Forks, callers first: each runs under its caller's definition, named as it was.
+            for meta in conv.forks {
+                let (agent_id, name) = (meta.frame_id, meta.agent_name.clone());
+                let base = meta.agent_name.split('#').next().unwrap_or_default();
+                let base = rt.declared_as(meta.agent_type, base)?;
+                let of = meta.node.as_ref().and_then(|n| n.fork_of).ok_or_else(|| {
+                    RestoreError::State(format!("fork {agent_id} ({name}) names no caller"))
+                })?;
+                let caller = *placed.get(&of.caller).ok_or_else(|| {
+                    RestoreError::State(format!(
+                        "fork {agent_id} ({name}) names caller {}, which is not running",
+                        of.caller
+                    ))
+                })?;
+                let agent = super::fork::fork_def(&base, name);
+                let (mut frame, reissue) = rt.frame_from_meta(meta, agent, &mut sessions, None)?;
+                frame.node.fork_of = Some(ForkOf {
+                    caller,
+                    handle: of.handle,
+                });
+                let id = rt.stacks.insert_detached(slot, frame, caller);
+                placed.insert(agent_id, id);
+                if let Some(record) = rt
+                    .stacks
+                    .frame_mut(caller)
+                    .and_then(|c| c.node.forks.iter_mut().find(|r| r.agent_id == agent_id))
+                {
+                    record.frame = Some(id);
+                }
+                if let Some(waiting) = reissue {
+                    rt.reissue(id, waiting)?;
+                }
+            }
         }
         if rt.config.interruptions.is_some() {
             rt.sync_watchdogs();
         }
         Ok(rt)
+    }
+
+    /// The catalog's definition of the agent a persisted frame runs.
+    fn declared(
+        &self,
+        meta: &crate::persist::FrameMeta,
+    ) -> Result<Arc<AgentDef>, crate::persist::RestoreError> {
+        self.declared_as(meta.agent_type, &meta.agent_name)
+    }
+
+    fn declared_as(
+        &self,
+        kind: AgentKind,
+        name: &str,
+    ) -> Result<Arc<AgentDef>, crate::persist::RestoreError> {
+        match kind {
+            AgentKind::Main => Some(self.catalog.main.clone()),
+            AgentKind::Skill => self.catalog.skills.get(name).cloned(),
+            AgentKind::Agent => self.catalog.agents.get(name).cloned(),
+        }
+        .ok_or_else(|| crate::persist::RestoreError::MissingAgent(name.to_owned()))
+    }
+
+    /// A persisted frame rebuilt with its session from the journal, and the call it must issue
+    /// again, if it waited for one. `main_session` is the conversation's main session, which may
+    /// be empty (a frame of a main agent that has said nothing yet); every other frame's session
+    /// must be in the journal.
+    fn frame_from_meta(
+        &mut self,
+        meta: crate::persist::FrameMeta,
+        agent: Arc<AgentDef>,
+        sessions: &mut BTreeMap<uuid::Uuid, Session>,
+        main_session: Option<uuid::Uuid>,
+    ) -> Result<(StackFrame, Option<crate::persist::Waiting>), crate::persist::RestoreError> {
+        use crate::persist::{RestoreError, Waiting};
+        let session = match sessions.remove(&meta.agent_session_id) {
+            Some(s) => s,
+            None if meta.agent_type == AgentKind::Main && main_session.is_some() => {
+                Session::with_id(main_session.unwrap_or_default())
+            }
+            None => return Err(RestoreError::MissingSession(meta.agent_session_id)),
+        };
+        let (phase, reissue) = match meta.waiting {
+            Waiting::User => (Phase::AwaitUser, None),
+            Waiting::Answer { tool_use_id } => (Phase::AwaitAnswer { tool_use_id }, None),
+            // Its child is the next frame; it is named once pushed.
+            Waiting::Child => (
+                Phase::AwaitChildren {
+                    children: SmallVec::new(),
+                },
+                None,
+            ),
+            Waiting::Fork {
+                tool_use_id,
+                handle,
+            } => {
+                let at = tool_use_block(&session, &tool_use_id).ok_or_else(|| {
+                    RestoreError::State(format!(
+                        "frame {} waits for fork {handle} in tool use {tool_use_id}, which its session does not hold",
+                        meta.frame_id
+                    ))
+                })?;
+                (Phase::AwaitFork { at, handle }, None)
+            }
+            other => (Phase::Loop, Some(other)),
+        };
+        let mut frame = StackFrame::new(
+            meta.frame_id,
+            agent,
+            session,
+            meta.agent_session_id,
+            meta.parent_tool_use_id,
+        );
+        frame.iteration = if self.config.has_bug(PlantedBug::RestoreResetsIterations) {
+            0
+        } else {
+            meta.iteration
+        };
+        frame.max_iterations = meta.max_iterations;
+        frame.usage = meta.usage;
+        frame.phase = phase;
+        frame.turn_start = meta.turn_start;
+        frame.batch_sends = meta.batch_sends;
+        if let Some(node) = meta.node {
+            self.order = self.order.max(node.order);
+            frame.node.status = node.status;
+            frame.node.parent_agent = node.parent_agent;
+            frame.node.user_comment = node.user_comment;
+            frame.node.user_content = node.user_content;
+            frame.node.subagents = node.subagents;
+            frame.node.metadata = node.metadata;
+            frame.node.created_at = node.created_at;
+            frame.node.order = node.order;
+            frame.node.pending_modify = node.pending_modify;
+            frame.node.forks = node
+                .forks
+                .into_iter()
+                .map(|f| ForkRecord {
+                    handle: f.handle,
+                    agent_id: f.agent_id,
+                    frame: None,
+                    result: f.result,
+                })
+                .collect();
+        }
+        Ok((frame, reissue))
     }
 
     /// Issues again the model call or tool runs a restored frame waited for.
@@ -331,8 +438,6 @@ fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
         },
         // Between inputs a frame is never at the loop head or running its tools.
         Phase::AwaitUser | Phase::Loop | Phase::RunTools => Waiting::User,
-        // Forks are not persisted: a restored caller finds its `wait` answered as lost (see
-        // `Runtime::restore`).
         Phase::AwaitFork { at, handle } => match frame.session.tool_use_at(*at) {
             Some(u) => Waiting::Fork {
                 tool_use_id: u.id.clone(),

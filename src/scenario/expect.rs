@@ -192,10 +192,26 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
                 .iter()
                 .rev()
                 .find(|f| &*f.agent.frame_name == name)
+                .copied()
+                .or_else(|| {
+                    // A fork runs off the stack.
+                    let rt = sim.runtime();
+                    rt.stacks().live_frames().find(|f| {
+                        f.is_fork()
+                            && &*f.agent.frame_name == name
+                            && in_key(&rt.stacks().entry(f.conversation as usize).key)
+                    })
+                })
                 .map(|f| f.iteration);
             let ended = || {
                 events(sim.records()).rev().find_map(|ev| match ev {
                     Event::Pop {
+                        key: k,
+                        frame,
+                        iterations,
+                        ..
+                    }
+                    | Event::ForkEnded {
                         key: k,
                         frame,
                         iterations,

@@ -790,7 +790,7 @@ fn describe(rt: &Runtime) -> String {
 /// Whether `restored` holds the conversations `crashed` held: the same stacks of frames (ids,
 /// sessions, iterations), main sessions and queued messages. `Err` says the first difference.
 fn same_conversations(crashed: &Runtime, restored: &Runtime) -> Result<(), String> {
-    for old in crashed.stacks().views() {
+    for (slot, old) in crashed.stacks().views().enumerate() {
         let key = old.key();
         let Some(new) = restored.stack(key) else {
             return Err(format!("conversation {key} is gone"));
@@ -814,21 +814,49 @@ fn same_conversations(crashed: &Runtime, restored: &Runtime) -> Result<(), Strin
             if a.frame_id() != b.frame_id() {
                 return Err(format!("conversation {key}: frame {name} has another id"));
             }
-            if a.session() != b.session() {
-                return Err(format!(
-                    "conversation {key}: the session of {name} differs ({} messages became {})",
-                    a.session().messages.len(),
-                    b.session().messages.len()
-                ));
-            }
-            if a.iteration() != b.iteration() {
-                return Err(format!(
-                    "conversation {key}: {name} used {} iterations, restored {}",
-                    a.iteration(),
-                    b.iteration()
-                ));
-            }
+            same_frame(key, a, b)?;
         }
+        let (forks, restored_forks) = (crashed.stacks().forks(slot), restored.stacks().forks(slot));
+        if forks.len() != restored_forks.len() {
+            return Err(format!(
+                "conversation {key}: {} forks ran, {} restored",
+                forks.len(),
+                restored_forks.len()
+            ));
+        }
+        for (a, b) in forks.into_iter().zip(restored_forks) {
+            if a.frame_id() != b.frame_id() {
+                return Err(format!(
+                    "conversation {key}: fork {} has another id",
+                    a.agent_name()
+                ));
+            }
+            same_frame(key, a, b)?;
+        }
+    }
+    Ok(())
+}
+
+/// The same frame before a crash and after its restore: its session and its count.
+fn same_frame(
+    key: &str,
+    a: &crate::agents::frame::StackFrame,
+    b: &crate::agents::frame::StackFrame,
+) -> Result<(), String> {
+    let name = a.agent_name();
+    if a.session() != b.session() {
+        return Err(format!(
+            "conversation {key}: the session of {name} differs ({} messages became {})",
+            a.session().messages.len(),
+            b.session().messages.len()
+        ));
+    }
+    if a.iteration() != b.iteration() {
+        return Err(format!(
+            "conversation {key}: {name} used {} iterations, restored {}",
+            a.iteration(),
+            b.iteration()
+        ));
     }
     Ok(())
 }
