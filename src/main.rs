@@ -172,8 +172,8 @@ enum Command {
         #[arg(long)]
         no_faults: bool,
         /// Leave out one kind of fault (repeatable): llm-error, llm-stall, llm-latency,
-        /// tool-error, tool-latency, user-message, cancel, restart, restart-mid-turn. The other
-        /// kinds keep the rates each seed draws.
+        /// tool-error, tool-latency, user-message, cancel, restart, restart-mid-turn, intervene.
+        /// The other kinds keep the rates each seed draws.
         #[arg(long, value_name = "KIND", value_parser = parse_fault_kind, conflicts_with = "no_faults")]
         no_fault: Vec<agentsim::drive::faults::FaultKind>,
         /// Stop starting runs after this many seconds (runs in flight finish; what was found is
@@ -189,7 +189,7 @@ enum Command {
         #[arg(long, requires = "generated")]
         no_steer: bool,
         /// With --generated: draw every scenario from this swarm configuration (default, deep,
-        /// failing, limits, cancels, batch, questions, odd-tools); replay commands name it.
+        /// failing, limits, cancels, batch, questions, tree, odd-tools); replay commands name it.
         #[arg(
             long,
             value_name = "NAME",
@@ -207,7 +207,8 @@ enum Command {
         /// empty-reply-recorded, restore-forgets-first-message (structural); child-error-as-success,
         /// main-limit-silent, tools-skipped-on-last-iteration, inbox-cleared-with-turn,
         /// tool-pass-uncounted, restore-resets-iterations, main-messages-unjournaled,
-        /// answer-counts-an-iteration, tool-run-never-issued (semantic).
+        /// answer-counts-an-iteration, tool-run-never-issued (semantic); wait-returns-early,
+        /// wait-resumed-by-any-fork, delete-leaves-tool-uses, deleted-then-ended (the agent tree).
         #[arg(long, value_name = "NAME")]
         bug: Option<agentsim::runtime::planted::PlantedBug>,
         /// Model seed 004's watchdog and interruptions around this preset, with timings and some

@@ -466,6 +466,20 @@ pub enum Event {
         /// The fork.
         frame: FrameInfo,
     },
+    /// A frame called `wait` (seed 001); its answer is the `tool_result` of `tool_use_id`, now
+    /// or when the fork ends.
+    Wait {
+        /// Session key.
+        key: Arc<str>,
+        /// The caller's frame name.
+        frame: Arc<str>,
+        /// The caller's agent id.
+        frame_id: Uuid,
+        /// The `wait` tool use.
+        tool_use_id: Arc<str>,
+        /// The handle it names, if it names one a fork could have.
+        handle: Option<u32>,
+    },
     /// A fork ended.
     ForkEnded {
         /// Session key.

@@ -386,7 +386,7 @@ fn explore_never_overwrites_a_file_in_out() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     // A regression the user edited after a fix, where exploration would write its next finding.
-    let edited = dir.join("iteration-bound-6.yaml");
+    let edited = dir.join("iteration-bound-0.yaml");
     std::fs::write(&edited, "# edited by hand\n").unwrap();
     let args = [
         "explore",
@@ -406,7 +406,7 @@ fn explore_never_overwrites_a_file_in_out() {
         std::fs::read_to_string(&edited).unwrap(),
         "# edited by hand\n"
     );
-    assert!(dir.join("iteration-bound-6-2.yaml").exists());
+    assert!(dir.join("iteration-bound-0-2.yaml").exists());
 }
 
 #[test]
@@ -1135,6 +1135,7 @@ fn explore_stops_at_its_time_budget_and_leaves_out_fault_kinds() {
         "cancel",
         "restart",
         "restart-mid-turn",
+        "intervene",
     ] {
         args.extend(["--no-fault", kind]);
     }

@@ -10,7 +10,8 @@
 //! conversation can wait at once (forks and workflow children) and a frame can wait for several
 //! children.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -56,17 +57,27 @@ struct Place {
 }
 
 /// Every live frame, by [`FrameId`]. A place freed by a popped frame is reused with the next
-/// generation, so an old id never names a new frame.
+/// generation, so an old id never names a new frame. A new frame takes the lowest free place, so
+/// where frames go depends only on which places are taken, never on the order they were freed
+/// in: a restored runtime that puts each frame back in its place (see
+/// [`AgentStackManager::place_next_at`]) goes on placing frames, and numbering calls, exactly as
+/// the runtime that stopped.
 #[derive(Clone, Debug, Default)]
 struct Arena {
     places: Vec<Place>,
-    free: Vec<u32>,
+    free: BinaryHeap<Reverse<u32>>,
+    /// The place the next frame must take (a restore puts frames back where they were).
+    want: Option<u32>,
 }
 
 impl Arena {
     #[inline(always)]
     fn insert(&mut self, mut frame: StackFrame) -> FrameId {
-        let id = match self.free.pop() {
+        let reuse = match self.want.take() {
+            Some(index) => self.claim(index),
+            None => self.free.pop().map(|Reverse(index)| index),
+        };
+        let id = match reuse {
             Some(index) => {
                 let place = &mut self.places[index as usize];
                 place.generation += 1;
@@ -92,6 +103,25 @@ impl Arena {
         id
     }
 
+    /// Takes free place `index` (growing the arena to it), or, when it is taken, the lowest free
+    /// place.
+    #[cold]
+    fn claim(&mut self, index: u32) -> Option<u32> {
+        while self.places.len() <= index as usize {
+            let i = u32::try_from(self.places.len()).expect("fewer than 2^32 live frames");
+            self.places.push(Place {
+                generation: 0,
+                frame: None,
+            });
+            self.free.push(Reverse(i));
+        }
+        if self.places[index as usize].frame.is_some() {
+            return self.free.pop().map(|Reverse(i)| i);
+        }
+        self.free.retain(|Reverse(i)| *i != index);
+        Some(index)
+    }
+
     #[inline(always)]
     fn remove(&mut self, id: FrameId) -> Option<StackFrame> {
         let place = self.places.get_mut(id.index() as usize)?;
@@ -99,7 +129,7 @@ impl Arena {
             return None;
         }
         let frame = place.frame.take()?;
-        self.free.push(id.index());
+        self.free.push(Reverse(id.index()));
         Some(frame)
     }
 
@@ -331,6 +361,13 @@ impl AgentStackManager {
     /// Drops every frame of `slot`'s stack.
     pub fn clear(&mut self, slot: usize) {
         while self.pop(slot).is_some() {}
+    }
+
+    /// Makes the next frame placed (pushed or detached) take arena place `index`, where it was
+    /// when the state was written (a restore); if that place is taken, the next frame takes the
+    /// lowest free one as usual.
+    pub fn place_next_at(&mut self, index: u32) {
+        self.frames.want = Some(index);
     }
 
     /// Places `frame` in the arena for conversation `slot` on no stack (a fork), started by

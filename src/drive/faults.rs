@@ -3,13 +3,17 @@
 //! other random choices do not shift when faults change.
 //!
 //! Faults: model errors (rate limit, overloaded, network), model stalls, model latency, tool
-//! failures, tool latency, and user messages or cancel words typed between any two steps. Every
+//! failures, tool latency, user messages or cancel words typed between any two steps, restarts, and
+//! user interventions on live agents (seed 001) between any two steps. Every
 //! injected fault is noted in the transcript, and the simulator can record what was actually
 //! delivered so a failing run can be written back as a plain scenario file.
 
 use crate::drive::backend::{
     BackendError, Delivery, Model, ModelAnswer, ToolBehavior, ToolStep, Tools,
 };
+use std::sync::Arc;
+
+use crate::agents::tree::{Intervention, Status, DELETE, MODIFY};
 use crate::drive::Note;
 use crate::model::llm::{LlmErrorKind, LlmRequest, Usage};
 use crate::model::rng::SimRng;
@@ -20,6 +24,8 @@ const RATES_STREAM: u64 = 0xFA_17;
 const DECISIONS_STREAM: u64 = 0xFA_18;
 /// Mid-turn restarts draw from a stream of their own, so that adding them moved no other decision.
 const MID_TURN_STREAM: u64 = 0xFA_19;
+/// Interventions draw from a stream of their own too.
+const INTERVENE_STREAM: u64 = 0xFA_1A;
 
 /// Restarts injected into one run, at most. A restart restores from the whole journal, which grows
 /// with the run: uncapped, a long scenario's exploration cost grows with the square of its length.
@@ -49,6 +55,9 @@ pub struct FaultRates {
     /// The runtime restarts from its persisted state between any two steps, in the middle of a
     /// turn (calls in flight are issued again).
     pub restart_mid_turn: f64,
+    /// The user intervenes on a live agent between two steps (seed 001: deletes it, modifies
+    /// its task, comments, or asks for a status).
+    pub intervene: f64,
 }
 
 impl FaultRates {
@@ -79,6 +88,7 @@ impl FaultRates {
             restart: rate(0.5),
             // Drawn last, so the rates above stay those of earlier versions for each seed.
             restart_mid_turn: rate(0.05),
+            intervene: rate(0.03),
         }
     }
 }
@@ -104,11 +114,13 @@ pub enum FaultKind {
     Restart,
     /// A restart in the middle of a turn.
     RestartMidTurn,
+    /// A user intervention on a live agent.
+    Intervene,
 }
 
 impl FaultKind {
     /// Every kind, in the order of [`FaultRates`]' fields.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::LlmError,
         FaultKind::LlmStall,
         FaultKind::LlmLatency,
@@ -118,6 +130,7 @@ impl FaultKind {
         FaultKind::Cancel,
         FaultKind::Restart,
         FaultKind::RestartMidTurn,
+        FaultKind::Intervene,
     ];
 
     /// The name on the command line (`llm-error`, ...).
@@ -132,6 +145,7 @@ impl FaultKind {
             FaultKind::Cancel => "cancel",
             FaultKind::Restart => "restart",
             FaultKind::RestartMidTurn => "restart-mid-turn",
+            FaultKind::Intervene => "intervene",
         }
     }
 
@@ -182,6 +196,7 @@ impl FaultRates {
                 FaultKind::Cancel => &mut self.cancel,
                 FaultKind::Restart => &mut self.restart,
                 FaultKind::RestartMidTurn => &mut self.restart_mid_turn,
+                FaultKind::Intervene => &mut self.intervene,
             } = 0.0;
         }
         self
@@ -195,6 +210,7 @@ pub struct FaultPlan {
     pub rates: FaultRates,
     rng: SimRng,
     mid_turn: SimRng,
+    intervene: SimRng,
     /// How many faults were injected.
     pub injected: u64,
     /// Restarts injected so far (at most [`MAX_RESTARTS`]).
@@ -208,6 +224,7 @@ impl FaultPlan {
             rates,
             rng: SimRng::new(seed).fork(seed, DECISIONS_STREAM),
             mid_turn: SimRng::new(seed).fork(seed, MID_TURN_STREAM),
+            intervene: SimRng::new(seed).fork(seed, INTERVENE_STREAM),
             injected: 0,
             restarts: 0,
         }
@@ -226,6 +243,65 @@ impl FaultPlan {
             self.restarts += 1;
         }
         on
+    }
+
+    /// Whether to intervene now, between two steps (then [`FaultPlan::intervention`] says how).
+    pub fn intervene_now(&mut self) -> bool {
+        let p = self.rates.intervene;
+        p > 0.0 && self.intervene.chance(p)
+    }
+
+    /// The intervention to make on one of `live` agents (`Some(index)`), or, one time in
+    /// twenty when `ended` says one has, on an agent that ended (`None`): mostly deletions and
+    /// modifications, some comments, statuses (one the machine refuses among them). `None`
+    /// when no agent lives.
+    pub fn intervention(
+        &mut self,
+        live: usize,
+        ended: bool,
+    ) -> Option<(Option<usize>, Intervention)> {
+        if live == 0 {
+            return None;
+        }
+        self.injected += 1;
+        let n = self.injected;
+        let target = if ended && self.intervene.chance(0.05) {
+            None
+        } else {
+            Some(self.intervene.below(live as u64) as usize)
+        };
+        let comment = |c: &str| Some(Arc::<str>::from(c));
+        let content = Some(Arc::<str>::from(format!("changed task {n}")));
+        let none = Intervention::default();
+        let intervention = match self.intervene.below(20) {
+            0..=7 => Intervention {
+                user_comment: comment(DELETE),
+                ..none
+            },
+            8..=12 => Intervention {
+                user_comment: comment(MODIFY),
+                user_content: content,
+                ..none
+            },
+            13 | 14 => Intervention {
+                status: Some(Status::Modified),
+                user_content: content,
+                ..none
+            },
+            15 | 16 => Intervention {
+                status: Some(Status::Deleted),
+                ..none
+            },
+            17 | 18 => Intervention {
+                user_comment: comment(&format!("looks fine {n}")),
+                ..none
+            },
+            _ => Intervention {
+                status: Some(Status::Completed),
+                ..none
+            },
+        };
+        Some((target, intervention))
     }
 
     /// A reply to inject instead of the scripted one, if any.

@@ -65,6 +65,10 @@ pub struct Knobs {
     /// Chance that a reply of several tool uses reuses an id, which the runtime rejects (off by
     /// default).
     pub duplicate_ids: f64,
+    /// Chance that a scenario uses seed 001's agent tree: agents declared `fork: true` whose
+    /// scripts fork and wait (drawn from a stream of its own, so that the rest of the scenario is
+    /// the one the seed gives without it).
+    pub tree: f64,
 }
 
 impl Default for Knobs {
@@ -76,6 +80,7 @@ impl Default for Knobs {
             cancel: 0.15,
             hang: 0.0,
             duplicate_ids: 0.0,
+            tree: 0.25,
         }
     }
 }
@@ -86,6 +91,10 @@ const GEN_STREAM: u64 = 0x6E6E;
 const MORE_STREAM: u64 = 0x4D4F;
 /// Stream of the draw that keeps a scenario's scripts as written.
 const OPEN_STREAM: u64 = 0x4F50;
+/// Stream of the agent tree's draws (forks and waits).
+const TREE_STREAM: u64 = 0x7EEE;
+/// Stream of the fork and wait replies drawn past a script's end.
+const MORE_TREE_STREAM: u64 = 0x7EEF;
 /// Share of generated scenarios whose scripts end where they end (to exercise running out).
 pub const FIXED_SCRIPTS: f64 = 0.05;
 
@@ -97,6 +106,8 @@ struct GeneratedReplies {
     tools: Vec<String>,
     agents: Vec<(String, AgentKind)>,
     knobs: Knobs,
+    /// Agents declared `fork: true`.
+    forking: Vec<String>,
 }
 
 impl MoreReplies for GeneratedReplies {
@@ -106,14 +117,22 @@ impl MoreReplies for GeneratedReplies {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
         let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_STREAM);
-        Some(reply(
+        let drawn = reply(
             &mut rng,
             agent,
             call - 1,
             &self.tools,
             &self.agents,
             &self.knobs,
-        ))
+        );
+        let base = agent.split('#').next().unwrap_or(agent);
+        if self.forking.iter().any(|f| f == base) {
+            let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_TREE_STREAM);
+            if let Some(r) = tree_reply(&mut rng, agent, call - 1) {
+                return Some(r);
+            }
+        }
+        Some(drawn)
     }
 }
 
@@ -206,7 +225,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
     main.parallel_tools = rng.chance(0.3);
     catalog.add(main);
 
-    let mut scripts = BTreeMap::new();
+    let mut scripts: BTreeMap<String, Vec<ScriptedReply>> = BTreeMap::new();
     let mut agents: Vec<String> = vec!["main".into()];
     agents.extend(names.iter().map(|(n, _)| n.clone()));
     for agent in &agents {
@@ -215,6 +234,50 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             .map(|i| reply(&mut rng, agent, i, &tool_names, &names, &cfg.knobs))
             .collect();
         scripts.insert(agent.clone(), replies);
+    }
+
+    // Seed 001's tree, from a stream of its own: some agents fork, and some of their replies
+    // fork or wait; each fork's own script is drawn like any agent's.
+    let mut tree_rng = SimRng::new(seed).fork(seed, TREE_STREAM);
+    let mut forking = Vec::new();
+    if cfg.knobs.tree > 0.0 && tree_rng.chance(cfg.knobs.tree) {
+        for agent in &agents {
+            if !tree_rng.chance(0.6) {
+                continue;
+            }
+            let def = if agent == "main" {
+                Some(&mut catalog.main)
+            } else {
+                catalog
+                    .skills
+                    .get_mut(agent.as_str())
+                    .or_else(|| catalog.agents.get_mut(agent.as_str()))
+            };
+            if let Some(def) = def {
+                Arc::make_mut(def).fork = true;
+                forking.push(agent.clone());
+            }
+        }
+        for agent in &forking {
+            if let Some(script) = scripts.get_mut(agent) {
+                for (i, r) in script.iter_mut().enumerate() {
+                    if let Some(t) = tree_reply(&mut tree_rng, agent, i) {
+                        *r = t;
+                    }
+                }
+            }
+            for handle in 1..=2 {
+                let name = format!("{agent}#{handle}");
+                let len = 1 + tree_rng.below(3) as usize;
+                let replies = (0..len)
+                    .map(|i| {
+                        let r = reply(&mut tree_rng, &name, i, &tool_names, &names, &cfg.knobs);
+                        tree_reply(&mut tree_rng, &name, i).unwrap_or(r)
+                    })
+                    .collect();
+                scripts.insert(name, replies);
+            }
+        }
     }
 
     let mut steps = Vec::new();
@@ -248,6 +311,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             tools: tool_names.clone(),
             agents: names.clone(),
             knobs: cfg.knobs,
+            forking: forking.clone(),
         }) as Arc<dyn MoreReplies>
     });
 
@@ -378,6 +442,30 @@ fn reply(
         after_ms: *pick(rng, &[0, 0, 0, 20, 300, 1500]),
         usage: Usage::default(),
     }
+}
+
+/// A reply of seed 001's tree for a fork-enabled agent (or one of its forks), drawn about one
+/// time in three: forks, a fork and a wait on it, or a wait on a handle (some never given). A
+/// fork of a fork's fork forks no further.
+fn tree_reply(rng: &mut SimRng, agent: &str, i: usize) -> Option<ScriptedReply> {
+    if !rng.chance(0.35) {
+        return None;
+    }
+    let nested = agent.matches('#').count();
+    let fork = |n: usize| tool_use("fork", json!({ "prompt": format!("{agent} part {i}.{n}") }));
+    let wait = |h: u64| tool_use("wait", json!({ "handle": h }));
+    let blocks = match rng.below(10) {
+        _ if nested >= 2 => vec![wait(1 + rng.below(2))],
+        0..=2 => (0..1 + rng.below(2) as usize).map(fork).collect(),
+        3..=5 => vec![fork(0), wait(1 + rng.below(2))],
+        6 => vec![fork(0), fork(1), wait(1), wait(2)],
+        _ => vec![wait(1 + rng.below(3))],
+    };
+    Some(ScriptedReply {
+        kind: ReplyKind::Content(blocks),
+        after_ms: *pick(rng, &[0, 0, 20, 300]),
+        usage: Usage::default(),
+    })
 }
 
 #[cfg(test)]

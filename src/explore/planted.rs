@@ -26,5 +26,9 @@ pub fn caught_by(bug: PlantedBug) -> &'static str {
         PlantedBug::RestoreResetsIterations => RESTART_EQUIVALENCE,
         PlantedBug::MainMessagesUnjournaled => JOURNAL_BEFORE_STATE,
         PlantedBug::ToolRunNeverIssued => PROGRESS,
+        PlantedBug::WaitReturnsEarly | PlantedBug::WaitResumedByAnyFork => FORK_WAIT,
+        // The parent's spawning tool use is left open too: the deleted child delivers nothing.
+        PlantedBug::DeleteLeavesToolUses => SINGLE_DELIVERY,
+        PlantedBug::DeletedThenEnded => STATUS_TRANSITIONS,
     }
 }

@@ -5,6 +5,7 @@
 //! user messages placed between exact simulator steps (`run: N`), become a plain scenario that
 //! replays the failure with no fault plan. [`crate::explore::shrink`] then minimises that scenario.
 
+use crate::agents::tree::Intervention;
 use crate::agents::watchdog::InterruptionConfig;
 use crate::drive::faults::{FaultPlan, FaultRates};
 use crate::drive::scripted::ToolScript;
@@ -259,6 +260,31 @@ impl Hooks for Recorder<'_> {
 
     fn restart_before_step(&mut self, sim: &mut Sim) -> bool {
         sim.fault_plan().is_some_and(|p| p.restart_mid_turn())
+    }
+
+    fn intervention(&mut self, sim: &mut Sim) -> Option<(String, Intervention)> {
+        if !sim.fault_plan()?.intervene_now() {
+            return None;
+        }
+        let tree = sim.runtime().tree();
+        let ended = sim.runtime().ended_agents().next_back().map(|n| n.agent_id);
+        let (index, intervention) = sim
+            .fault_plan()?
+            .intervention(tree.len(), ended.is_some())?;
+        let agent = match index {
+            Some(i) => crate::scenario::tree::path_of(sim.runtime(), tree[i].agent_id)?,
+            // By its id: a path could name a live agent of the same name.
+            None => ended?.to_string(),
+        };
+        Some((agent, intervention))
+    }
+
+    fn on_intervene(&mut self, agent: &str, intervention: &Intervention) {
+        self.push(StepKind::Intervene {
+            agent: agent.to_owned(),
+            intervention: intervention.clone(),
+            wait: false,
+        });
     }
 
     fn restart_when_idle(&mut self, sim: &mut Sim) -> bool {

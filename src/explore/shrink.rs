@@ -162,8 +162,10 @@ enum Edit {
     MergeRuns(usize),
     /// Make the `run` step at this index take this many simulator steps.
     ShortenRun(usize, u64),
-    /// Remove a skill or agent, and its script.
+    /// Remove a skill or agent, and its script (and its forks' scripts).
     RemoveAgent(String),
+    /// Stop offering an agent `fork` and `wait`, and drop its forks' scripts.
+    NoFork(String),
     /// No latencies, one-character strings.
     Simplify,
 }
@@ -201,11 +203,34 @@ impl Edit {
                 c.catalog.skills.remove(name);
                 c.catalog.agents.remove(name);
                 c.scripts.remove(name);
+                drop_fork_scripts(&mut c, name);
+            }
+            Edit::NoFork(name) => {
+                let def = if name == "main" {
+                    Some(&mut c.catalog.main)
+                } else {
+                    c.catalog
+                        .skills
+                        .get_mut(name)
+                        .or_else(|| c.catalog.agents.get_mut(name))
+                };
+                let def = def?;
+                if !def.fork {
+                    return None;
+                }
+                std::sync::Arc::make_mut(def).fork = false;
+                drop_fork_scripts(&mut c, name);
             }
             Edit::Simplify => return simplified(s),
         }
         Some(c)
     }
+}
+
+/// Drops the scripts of `agent`'s forks (`agent#1`, `agent#1#2`, ...).
+fn drop_fork_scripts(s: &mut Scenario, agent: &str) {
+    let prefix = format!("{agent}#");
+    s.scripts.retain(|name, _| !name.starts_with(&prefix));
 }
 
 /// The edits other than list removals, most promising first.
@@ -231,6 +256,13 @@ fn edits(s: &Scenario) -> Vec<Edit> {
             .keys()
             .chain(s.catalog.agents.keys())
             .map(|n| Edit::RemoveAgent(n.clone())),
+    );
+    out.extend(
+        std::iter::once(&s.catalog.main)
+            .chain(s.catalog.skills.values())
+            .chain(s.catalog.agents.values())
+            .filter(|d| d.fork)
+            .map(|d| Edit::NoFork(d.name.clone())),
     );
     out.push(Edit::Simplify);
     out

@@ -65,6 +65,7 @@ pub fn configurations() -> Vec<(&'static str, Knobs)> {
                 ..d
             },
         ),
+        ("tree", Knobs { tree: 0.9, ..d }),
         (
             "odd-tools",
             Knobs {

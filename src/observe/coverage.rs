@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::agents::tree::{Intervention, InterventionOutcome, Status};
 use crate::model::agent::AgentKind;
 use crate::model::llm::LlmErrorKind;
 use crate::model::messages;
@@ -23,6 +24,8 @@ const SKIPS: [&str; 4] = [
     messages::CANCELLED_BY_USER,
     messages::TOOL_INTERRUPTED,
 ];
+const FORK_ENDS: [&str; 4] = ["completed", "failed", "cancelled", "deleted"];
+const INTERVENTIONS: [&str; 4] = ["deletion", "modification", "refused", "not found"];
 const ERRORS: [&str; 4] = ["rate limit", "overloaded", "network", "other"];
 
 const PUSH: usize = 0; // 2 kinds x 3 bands
@@ -38,7 +41,10 @@ const RESTART_IDLE: usize = HANG + 1;
 const RESTART_MID_TURN: usize = RESTART_IDLE + 1;
 const DELEGATION_ANSWER: usize = RESTART_MID_TURN + 1;
 const DELEGATION_SUMMARY: usize = DELEGATION_ANSWER + 1;
-const PRE: usize = DELEGATION_SUMMARY + 1; // one per invariant
+const FORK_ENDED: usize = DELEGATION_SUMMARY + 1; // 4 ways
+const INTERVENTION: usize = FORK_ENDED + 4; // 4 outcomes
+const TASK_CHANGED: usize = INTERVENTION + 4;
+const PRE: usize = TASK_CHANGED + 1; // one per invariant
 /// How many features there are.
 pub const FEATURES: usize = PRE + names::ALL.len();
 // A run's features are the bits of a `u128`.
@@ -71,6 +77,9 @@ pub fn feature_name(i: usize) -> String {
         RESTART_MID_TURN => "restart mid-turn".into(),
         DELEGATION_ANSWER => "batch child answers".into(),
         DELEGATION_SUMMARY => "batch child asked for a summary".into(),
+        _ if i < INTERVENTION => format!("fork {}", FORK_ENDS[i - FORK_ENDED]),
+        _ if i < TASK_CHANGED => format!("intervention: {}", INTERVENTIONS[i - INTERVENTION]),
+        TASK_CHANGED => "modified task delivered".into(),
         _ => format!("precondition of {}", names::ALL[i - PRE]),
     }
 }
@@ -244,6 +253,47 @@ impl RunCoverage {
             Event::Sent { text, .. } if messages::display_only(text).is_some() => {
                 self.hit(pre(names::NO_DISPLAY_LEAK));
             }
+            Event::ForkStarted { .. } => self.hit(pre(names::TREE_CONSISTENCY)),
+            Event::Wait { .. } => self.hit(pre(names::FORK_WAIT)),
+            Event::ForkEnded { status, result, .. } => {
+                let way = match status {
+                    Status::Completed => 0,
+                    Status::Deleted => 3,
+                    _ if **result == *messages::FORK_CANCELLED => 2,
+                    _ => 1,
+                };
+                self.hit(FORK_ENDED + way);
+            }
+            Event::Intervention {
+                outcome,
+                user_comment,
+                user_content,
+                status,
+                ..
+            } => {
+                let i = Intervention {
+                    user_comment: user_comment.clone(),
+                    user_content: user_content.clone(),
+                    status: *status,
+                };
+                let o = match outcome {
+                    InterventionOutcome::Accepted if i.deletes() => 0,
+                    InterventionOutcome::Accepted if i.modifies() => 1,
+                    InterventionOutcome::Accepted => return,
+                    InterventionOutcome::Refused { .. } => 2,
+                    InterventionOutcome::NotFound => 3,
+                };
+                self.hit(INTERVENTION + o);
+                if o < 2 {
+                    self.hit(pre(names::TREE_CONSISTENCY));
+                }
+            }
+            Event::TaskChanged { .. } => self.hit(TASK_CHANGED),
+            Event::AgentState {
+                from: Some(_),
+                status: Status::AwaitingUser | Status::Modified | Status::Deleted,
+                ..
+            } => self.hit(pre(names::STATUS_TRANSITIONS)),
             Event::Delegation { what, .. } => self.hit(if *what == "answer" {
                 DELEGATION_ANSWER
             } else {

@@ -71,9 +71,12 @@ pub mod names {
     /// Every status change is one the status machine allows, from the status the agent had;
     /// terminal statuses are absorbing.
     pub const STATUS_TRANSITIONS: &str = "status-transitions";
+    /// A `wait(h)` answers only once fork `h` of its caller has ended, with exactly that fork's
+    /// result (`No fork with handle <h>` when the caller never started one).
+    pub const FORK_WAIT: &str = "fork-wait";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -91,6 +94,7 @@ pub mod names {
         PROGRESS,
         TREE_CONSISTENCY,
         STATUS_TRANSITIONS,
+        FORK_WAIT,
     ];
 
     /// A request to `agentsim mock-llm` replays the assistant turns the server sent in its
@@ -338,6 +342,23 @@ impl Observer {
                 status,
                 ..
             } => self.tree.on_state(*agent_id, frame, *from, *status)?,
+            Event::ForkStarted {
+                caller_id,
+                handle,
+                frame,
+                ..
+            } => self
+                .tree
+                .on_fork_started(*caller_id, *handle, frame.frame_id),
+            Event::ForkEnded { frame, result, .. } => {
+                self.tree.on_fork_ended(frame.frame_id, result);
+            }
+            Event::Wait {
+                frame_id,
+                tool_use_id,
+                handle,
+                ..
+            } => self.tree.on_wait(*frame_id, tool_use_id, *handle),
             Event::Push { key, frame, depth } => {
                 let k = self.touch(key);
                 let model = &mut self.keys[k].frames;
@@ -477,6 +498,8 @@ impl Observer {
                         ),
                     ));
                 }
+                self.tree
+                    .on_result(*frame_id, frame, tool_use_id, content, *is_error)?;
                 let mut delivery = false;
                 for d in &mut self.deliveries {
                     if d.child.parent_tool_use_id.as_ref() == Some(tool_use_id) {

@@ -898,7 +898,7 @@ fn resume(f: &mut ModelFrame) {
 }
 
 /// Whether `content` is one of the documented skip results.
-fn is_skip(content: &str) -> bool {
+pub(super) fn is_skip(content: &str) -> bool {
     matches!(
         content,
         messages::SKIPPED_AFTER_COMPLETE

@@ -1,6 +1,7 @@
 //! The agent tree's invariants (DESIGN §8): `status-transitions` from the `agent-state` events
-//! alone, and `tree-consistency` from the observer's own model of which agents live compared with
-//! the runtime's frames at the end of a step that changed the tree.
+//! alone, `tree-consistency` from the observer's own model of which agents live compared with
+//! the runtime's frames at the end of a step that changed the tree, and `fork-wait` from the fork
+//! and wait events and the `tool_result`s that answer each wait.
 
 use std::sync::Arc;
 
@@ -12,6 +13,9 @@ use crate::runtime::Runtime;
 
 use super::{names, violation, Violation};
 
+/// A fork as the events showed it: its agent id, and its result once it ended.
+type ForkSeen = (Uuid, Option<Arc<str>>);
+
 /// What the observer knows of the tree, from the events only.
 #[derive(Clone, Debug, Default)]
 pub(super) struct TreeModel {
@@ -21,6 +25,12 @@ pub(super) struct TreeModel {
     ended: FxHashSet<Uuid>,
     /// The tree changed in this step.
     touched: bool,
+    /// Forks by caller and handle: the fork's agent id, and its result once it ended.
+    forks: FxHashMap<(Uuid, u32), ForkSeen>,
+    /// Each running fork's caller and handle.
+    fork_of: FxHashMap<Uuid, (Uuid, u32)>,
+    /// `wait` calls not answered yet, by caller and tool use: the handle named.
+    waits: FxHashMap<(Uuid, Arc<str>), Option<u32>>,
 }
 
 impl TreeModel {
@@ -81,6 +91,65 @@ impl TreeModel {
             self.live.insert(agent_id, (to, frame.clone()));
         }
         Ok(())
+    }
+
+    /// A fork started.
+    pub(super) fn on_fork_started(&mut self, caller: Uuid, handle: u32, fork: Uuid) {
+        self.forks.insert((caller, handle), (fork, None));
+        self.fork_of.insert(fork, (caller, handle));
+    }
+
+    /// A fork ended with `result`.
+    pub(super) fn on_fork_ended(&mut self, fork: Uuid, result: &Arc<str>) {
+        if let Some(at) = self.fork_of.remove(&fork) {
+            if let Some((_, r)) = self.forks.get_mut(&at) {
+                *r = Some(result.clone());
+            }
+        }
+    }
+
+    /// A frame called `wait` on `handle`.
+    pub(super) fn on_wait(&mut self, caller: Uuid, tool_use_id: &Arc<str>, handle: Option<u32>) {
+        self.waits.insert((caller, tool_use_id.clone()), handle);
+    }
+
+    /// A `tool_result`: if it answers a `wait`, it must be the result of a fork that ended, or
+    /// say that the caller has no such fork. A skip text (the caller itself ends) is judged by
+    /// `tool-execution`, not here.
+    pub(super) fn on_result(
+        &mut self,
+        frame_id: Uuid,
+        frame: &Arc<str>,
+        tool_use_id: &Arc<str>,
+        content: &Arc<str>,
+        is_error: bool,
+    ) -> Result<(), Violation> {
+        if self.waits.is_empty() {
+            return Ok(());
+        }
+        let Some(handle) = self.waits.remove(&(frame_id, tool_use_id.clone())) else {
+            return Ok(());
+        };
+        if super::semantic::is_skip(content) {
+            return Ok(());
+        }
+        let shown = handle.map_or_else(|| "?".to_owned(), |h| h.to_string());
+        match handle.and_then(|h| self.forks.get(&(frame_id, h))) {
+            None if is_error && content.starts_with("No fork with handle") => Ok(()),
+            None => Err(violation(
+                names::FORK_WAIT,
+                format!("{frame}'s wait({shown}) ({tool_use_id}) got {content:?}, though no fork {shown} of {frame} had ended"),
+            )),
+            Some((fork, None)) => Err(violation(
+                names::FORK_WAIT,
+                format!("{frame}'s wait({shown}) ({tool_use_id}) got {content:?} while fork {shown} ({fork}) still runs"),
+            )),
+            Some((fork, Some(result))) if result != content => Err(violation(
+                names::FORK_WAIT,
+                format!("{frame}'s wait({shown}) ({tool_use_id}) got {content:?}, but fork {shown} ({fork}) ended with {result:?}"),
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     /// At the end of a step that changed the tree: the runtime's live frames are exactly the
@@ -203,6 +272,49 @@ mod tests {
             .on_state(id(3), &f, Some(Status::Running), Status::Error)
             .unwrap_err();
         assert!(v.message.contains("never started"), "{v}");
+    }
+
+    #[test]
+    fn a_wait_answered_early_or_with_another_forks_result_breaks_fork_wait() {
+        let mut m = TreeModel::default();
+        let caller = id(1);
+        let f: Arc<str> = "main".into();
+        let (w1, w2, w3): (Arc<str>, Arc<str>, Arc<str>) = ("w1".into(), "w2".into(), "w3".into());
+        m.on_fork_started(caller, 1, id(10));
+        m.on_fork_started(caller, 2, id(11));
+        // Answered while fork 1 runs.
+        m.on_wait(caller, &w1, Some(1));
+        let v = m
+            .on_result(caller, &f, &w1, &"partial".into(), false)
+            .unwrap_err();
+        assert_eq!(v.invariant, names::FORK_WAIT);
+        assert!(v.message.contains("still runs"), "{v}");
+        // Answered with fork 2's result.
+        m.on_fork_ended(id(10), &"one".into());
+        m.on_fork_ended(id(11), &"two".into());
+        m.on_wait(caller, &w2, Some(1));
+        let v = m
+            .on_result(caller, &f, &w2, &"two".into(), false)
+            .unwrap_err();
+        assert!(v.message.contains("ended with \"one\""), "{v}");
+        // The right answers pass: the fork's result, a missing handle, a skip.
+        m.on_wait(caller, &w2, Some(1));
+        assert!(m.on_result(caller, &f, &w2, &"one".into(), false).is_ok());
+        m.on_wait(caller, &w3, Some(7));
+        let no = "No fork with handle 7".into();
+        assert!(m.on_result(caller, &f, &w3, &no, true).is_ok());
+        m.on_wait(caller, &w3, Some(7));
+        let v = m
+            .on_result(caller, &f, &w3, &"seven".into(), false)
+            .unwrap_err();
+        assert!(v.message.contains("no fork 7 of main had ended"), "{v}");
+        m.on_wait(caller, &w1, Some(1));
+        let skip = crate::model::messages::AGENT_DELETED.into();
+        assert!(m.on_result(caller, &f, &w1, &skip, true).is_ok());
+        // A result of another tool use is none of its business.
+        assert!(m
+            .on_result(caller, &f, &"t9".into(), &"x".into(), false)
+            .is_ok());
     }
 
     #[test]

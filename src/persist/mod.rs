@@ -179,6 +179,10 @@ pub struct FrameMeta {
     /// Sends made to it if it is a batch child (0 for interactive frames).
     #[serde(default)]
     pub batch_sends: u32,
+    /// Its place in the runtime's frame arena, which numbers its calls (a restore puts it
+    /// back there, so that calls are numbered as they would have been).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
     /// Its node in the agent tree (absent in states written before the tree existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeMeta>,

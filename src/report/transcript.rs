@@ -85,6 +85,8 @@ pub fn shown(entry: &Entry) -> bool {
                 || matches!(status, Status::Modified)
                 || *from == Some(Status::Modified) && *status == Status::Running
         }
+        // The tool call's own line says it.
+        Entry::Runtime(Event::Wait { .. }) => false,
         _ => true,
     }
 }
@@ -259,6 +261,15 @@ pub fn line(entry: &Entry) -> String {
                 frame,
                 ..
             } => format!("fork {} started by {caller} (handle {handle})", frame.name),
+            Event::Wait {
+                frame,
+                tool_use_id,
+                handle,
+                ..
+            } => match handle {
+                Some(h) => format!("{frame} waits for fork {h} ({tool_use_id})"),
+                None => format!("{frame} waits for no fork ({tool_use_id})"),
+            },
             Event::ForkEnded {
                 frame,
                 status,
@@ -333,6 +344,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::TaskChanged { key, .. }
         | Event::ForkStarted { key, .. }
         | Event::ForkEnded { key, .. }
+        | Event::Wait { key, .. }
         | Event::Cancelled { key, .. } => key,
         Event::Intervention { key, .. } => key.as_ref()?,
         Event::Stale { .. } => return None,

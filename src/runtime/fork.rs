@@ -16,6 +16,7 @@ use crate::model::messages;
 use crate::model::transcript::{BlockAt, Session};
 use crate::persist::ContextEntry;
 use crate::protocol::{Effect, Event, FrameInfo};
+use crate::runtime::planted::PlantedBug;
 
 use super::turn::{TurnAction, TurnCx, TurnInput, TurnResult};
 use super::{frame_timers, Runtime};
@@ -87,6 +88,16 @@ pub(super) fn wait_fork(
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
+    cx.record(|| Event::Wait {
+        key: cx.key.clone(),
+        frame: frame.agent.frame_name.clone(),
+        frame_id: frame.frame_id,
+        tool_use_id: frame
+            .session
+            .tool_use_at(at)
+            .map_or_else(|| "".into(), |u| u.id.clone()),
+        handle: n.and_then(|n| u32::try_from(n).ok()),
+    });
     let record = n.and_then(|n| frame.node.forks.iter().find(|r| u64::from(r.handle) == n));
     match record {
         None => {
@@ -99,6 +110,11 @@ pub(super) fn wait_fork(
         }) => {
             let (text, is_error) = (text.clone(), *is_error);
             cx.finish_tool(frame, at, None, text, is_error);
+            None
+        }
+        Some(r) if cx.config.has_bug(PlantedBug::WaitReturnsEarly) => {
+            let text = format!("Fork {} is still running.", r.handle).into();
+            cx.finish_tool(frame, at, None, text, false);
             None
         }
         Some(r) => {
@@ -228,7 +244,8 @@ impl Runtime {
             r.result = Some((text.clone(), is_error));
         }
         if let Phase::AwaitFork { at, handle } = caller.phase {
-            if handle == of.handle {
+            let any = self.config.has_bug(PlantedBug::WaitResumedByAnyFork);
+            if handle == of.handle || any {
                 let caller_slot = caller.conversation as usize;
                 self.drive(
                     of.caller,

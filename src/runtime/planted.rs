@@ -51,11 +51,19 @@ pub enum PlantedBug {
     AnswerCountsAnIteration,
     /// A sequential tool run is recorded as awaited but never handed to the driver.
     ToolRunNeverIssued,
+    /// A `wait` on a fork still running answers at once that it runs, instead of parking.
+    WaitReturnsEarly,
+    /// A caller's parked `wait` resumes when any of its forks ends, with that fork's result.
+    WaitResumedByAnyFork,
+    /// Deleting an agent leaves the open tool uses of the frames it ends unanswered.
+    DeleteLeavesToolUses,
+    /// A deleted agent is marked deleted at once, then ends again when its frame is removed.
+    DeletedThenEnded,
 }
 
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [PlantedBug; 20] = [
+    pub const ALL: [PlantedBug; 24] = [
         PlantedBug::DropCascadeResult,
         PlantedBug::DoubleDelivery,
         PlantedBug::IterationOffByOne,
@@ -76,6 +84,10 @@ impl PlantedBug {
         PlantedBug::MainMessagesUnjournaled,
         PlantedBug::AnswerCountsAnIteration,
         PlantedBug::ToolRunNeverIssued,
+        PlantedBug::WaitReturnsEarly,
+        PlantedBug::WaitResumedByAnyFork,
+        PlantedBug::DeleteLeavesToolUses,
+        PlantedBug::DeletedThenEnded,
     ];
 
     /// The kebab-case name used on the command line and in scenario files.
@@ -101,6 +113,10 @@ impl PlantedBug {
             PlantedBug::MainMessagesUnjournaled => "main-messages-unjournaled",
             PlantedBug::AnswerCountsAnIteration => "answer-counts-an-iteration",
             PlantedBug::ToolRunNeverIssued => "tool-run-never-issued",
+            PlantedBug::WaitReturnsEarly => "wait-returns-early",
+            PlantedBug::WaitResumedByAnyFork => "wait-resumed-by-any-fork",
+            PlantedBug::DeleteLeavesToolUses => "delete-leaves-tool-uses",
+            PlantedBug::DeletedThenEnded => "deleted-then-ended",
         }
     }
 }

@@ -15,6 +15,9 @@ use crate::runtime::planted::PlantedBug;
 
 use super::{Runtime, RuntimeConfig};
 
+/// Arena places a restore accepts (far more frames than any runtime holds at once).
+const MAX_PLACE: u32 = 1 << 20;
+
 impl Runtime {
     /// The persisted form of every conversation. Meaningful between inputs, when every frame
     /// waits for something (the user, a child, a model call, a tool).
@@ -68,6 +71,7 @@ impl Runtime {
             turn_start: f.turn_start,
             usage: f.usage,
             batch_sends: f.batch_sends,
+            slot: Some(f.id.index()),
             node: Some(NodeMeta {
                 status: f.node.status,
                 parent_agent: f.node.parent_agent,
@@ -112,6 +116,21 @@ impl Runtime {
     ) -> Result<Runtime, crate::persist::RestoreError> {
         use crate::persist::{parse_state, replay_context, RestoreError};
         let state = parse_state(state)?;
+        // A place far beyond any arena a runtime grows is a corrupt state, not a reason to
+        // allocate it.
+        let places = state
+            .conversations
+            .iter()
+            .flat_map(|c| c.active_stack.iter().chain(&c.forks));
+        for meta in places {
+            if meta.slot.is_some_and(|s| s >= MAX_PLACE) {
+                return Err(RestoreError::State(format!(
+                    "frame {} is at arena place {}, beyond the limit of {MAX_PLACE}",
+                    meta.frame_id,
+                    meta.slot.unwrap_or_default()
+                )));
+            }
+        }
         let skip = config.has_bug(PlantedBug::RestoreForgetsFirstMessage);
         let mut sessions = replay_context(context, skip)?.sessions;
         let mut rt = Runtime::new(catalog, config);
@@ -123,7 +142,10 @@ impl Runtime {
             let mut frames = Vec::new();
             for meta in conv.active_stack {
                 let agent = rt.declared(&meta)?;
-                frames.push(rt.frame_from_meta(meta, agent, &mut sessions, Some(main_id))?);
+                let slot = meta.slot;
+                let (frame, reissue) =
+                    rt.frame_from_meta(meta, agent, &mut sessions, Some(main_id))?;
+                frames.push((frame, reissue, slot));
             }
             let entry = rt.stacks.entry_mut(slot);
             entry.usage = conv.usage;
@@ -134,8 +156,11 @@ impl Runtime {
             // Agent ids of the frames placed so far, for the forks to find their callers.
             let mut placed: BTreeMap<uuid::Uuid, FrameId> = BTreeMap::new();
             let mut below: Option<FrameId> = None;
-            for (frame, reissue) in frames {
+            for (frame, reissue, place) in frames {
                 let agent_id = frame.frame_id;
+                if let Some(place) = place {
+                    rt.stacks.place_next_at(place);
+                }
                 let id = rt.stacks.push(slot, frame);
                 placed.insert(agent_id, id);
                 if let Some(waiting) = reissue {
@@ -163,7 +188,11 @@ impl Runtime {
                     ))
                 })?;
                 let agent = super::fork::fork_def(&base, name);
+                let place = meta.slot;
                 let (mut frame, reissue) = rt.frame_from_meta(meta, agent, &mut sessions, None)?;
+                if let Some(place) = place {
+                    rt.stacks.place_next_at(place);
+                }
                 frame.node.fork_of = Some(ForkOf {
                     caller,
                     handle: of.handle,

@@ -16,6 +16,7 @@ use crate::model::ids::FrameId;
 use crate::model::messages;
 use crate::persist::ContextEntry;
 use crate::protocol::{Effect, Event, PopReason, StreamEvent};
+use crate::runtime::planted::PlantedBug;
 
 use super::turn::{TurnCx, TurnInput};
 use super::{frame_timers, Runtime};
@@ -302,6 +303,10 @@ impl Runtime {
         else {
             return;
         };
+        if self.config.has_bug(PlantedBug::DeletedThenEnded) {
+            self.set_status(id, Status::Deleted);
+        }
+        let leave_open = self.config.has_bug(PlantedBug::DeleteLeavesToolUses);
         let mut parent = None;
         while self.stacks.entry(slot).stack.depth() > depth {
             let top = self
@@ -313,7 +318,9 @@ impl Runtime {
                 for timer in frame_timers(&frame.phase) {
                     cx.effects.push_back(Effect::CancelTimer { timer });
                 }
-                cx.resolve_all(frame, messages::AGENT_DELETED);
+                if !leave_open {
+                    cx.resolve_all(frame, messages::AGENT_DELETED);
+                }
                 frame.phase = Phase::AwaitUser;
             });
             let popped = self.pop(slot, PopReason::Deleted, &text);

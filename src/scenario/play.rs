@@ -8,6 +8,7 @@
 //! hooks can act between any two steps; with hooks that never interject this is exactly
 //! [`Sim::run_until_idle`].
 
+use crate::agents::tree::Intervention;
 use crate::sim::{RunError, Sim};
 
 use super::expect::Mismatch;
@@ -27,6 +28,12 @@ pub trait Hooks {
         false
     }
 
+    /// Before each simulator step: an intervention to make now, on the agent named (as an
+    /// `intervene` step names one).
+    fn intervention(&mut self, _sim: &mut Sim) -> Option<(String, Intervention)> {
+        None
+    }
+
     /// After a `user` step that waited until the runtime was idle: whether to restart here.
     fn restart_when_idle(&mut self, _sim: &mut Sim) -> bool {
         false
@@ -39,6 +46,9 @@ pub trait Hooks {
 
     /// The player delivered a user message (from a step or an interjection).
     fn on_user(&mut self, _key: &str, _text: &str) {}
+
+    /// The player fed an intervention (from a step or the hooks).
+    fn on_intervene(&mut self, _agent: &str, _intervention: &Intervention) {}
 
     /// The player took one simulator step (also one that failed).
     fn on_step(&mut self) {}
@@ -168,6 +178,7 @@ fn intervene(
     intervention: &crate::agents::tree::Intervention,
     wait: bool,
 ) -> Result<(), RunError> {
+    hooks.on_intervene(agent, intervention);
     let id = super::tree::resolve(sim.runtime(), agent).unwrap_or_default();
     sim.intervene(id, intervention.clone())?;
     if !wait {
@@ -191,6 +202,11 @@ fn one_step(sim: &mut Sim, hooks: &mut impl Hooks, key: &str) -> Result<bool, Ru
     if let Some(text) = hooks.interject(sim, key) {
         hooks.on_user(key, &text);
         sim.user(key, &text)?;
+    }
+    if let Some((agent, intervention)) = hooks.intervention(sim) {
+        hooks.on_intervene(&agent, &intervention);
+        let id = super::tree::resolve(sim.runtime(), &agent).unwrap_or_default();
+        sim.intervene(id, intervention)?;
     }
     let result = sim.step();
     // A step that failed was taken too: a replay must take it to fail the same way.

@@ -37,6 +37,19 @@ pub fn find(rt: &Runtime, name: &str) -> Option<Node> {
     Some(node)
 }
 
+/// A path that names live agent `id` in a step (`main/agent:a/fork:a#1`): its frame name after
+/// those of its ancestors. `None` when no live agent has the id.
+pub fn path_of(rt: &Runtime, id: Uuid) -> Option<String> {
+    let mut node = rt.agent(id)?;
+    let mut parts = vec![node.name.to_string()];
+    while let Some(parent) = node.parent_id.and_then(|p| rt.agent(p)) {
+        parts.push(parent.name.to_string());
+        node = parent;
+    }
+    parts.reverse();
+    Some(parts.join("/"))
+}
+
 /// The id of the agent `name` names (see [`find`]).
 pub fn resolve(rt: &Runtime, name: &str) -> Option<Uuid> {
     find(rt, name).map(|n| n.agent_id)
