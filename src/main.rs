@@ -44,7 +44,7 @@ enum Format {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum BenchWhat {
-    /// Turn throughput of the runtime in the simulator (workloads w1..w5).
+    /// Turn throughput of the runtime in the simulator (workloads w1..w6).
     Turns,
     /// Requests per second and latency of `agentsim mock-llm` over loopback.
     MockLlm,
@@ -230,7 +230,8 @@ enum Command {
     ///
     /// turns: w1 flat (8 tool calls then text), w2 nested (use_skill, 3 calls, complete), w3 deep
     /// (100 nested use_agent frames), w4 long (100 turns on a 10,000-message session), w5 wide (10
-    /// parallel tools in one reply). Each workload runs with the invariant observer on and off.
+    /// parallel tools in one reply), w6 fan-out (10 forks of 3 calls each, main waits for all).
+    /// Each workload runs with the invariant observer on and off.
     ///
     /// mock-llm: starts `agentsim mock-llm` on loopback (validation on, as always) and sends it
     /// --connections keep-alive connections of requests, each a new conversation, for --seconds

@@ -30,19 +30,23 @@ pub enum Workload {
     W4,
     /// Wide: 10 tools in one reply, run in parallel (2 turns, 10 tool runs).
     W5,
+    /// Fork fan-out (seed 001): main forks ten children, each makes three tool calls and
+    /// answers, and main waits for each (43 turns, 30 tool runs).
+    W6,
 }
 
 impl Workload {
     /// Every workload, in order.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::W1,
         Workload::W2,
         Workload::W3,
         Workload::W4,
         Workload::W5,
+        Workload::W6,
     ];
 
-    /// `w1` ... `w5`.
+    /// `w1` ... `w6`.
     pub fn name(self) -> &'static str {
         match self {
             Workload::W1 => "w1",
@@ -50,10 +54,11 @@ impl Workload {
             Workload::W3 => "w3",
             Workload::W4 => "w4",
             Workload::W5 => "w5",
+            Workload::W6 => "w6",
         }
     }
 
-    /// Parses `w1`..`w5` (case-insensitive).
+    /// Parses `w1`..`w6` (case-insensitive).
     pub fn parse(s: &str) -> Option<Workload> {
         Workload::ALL
             .into_iter()
@@ -68,6 +73,7 @@ impl Workload {
             Workload::W3 => "deep: chain of 100 nested use_agent frames, each completing",
             Workload::W4 => "long: 100 turns on a session of 10,000 messages",
             Workload::W5 => "wide: 10 tools in one reply, parallel execution",
+            Workload::W6 => "fan-out: 10 forks of 3 echo calls each, main waits for all",
         }
     }
 
@@ -80,6 +86,7 @@ impl Workload {
         let mut main = Vec::new();
         let mut others: BTreeMap<String, Vec<ScriptedReply>> = BTreeMap::new();
         let mut parallel = false;
+        let mut fork = false;
         let mut messages_per_run = 1;
         let turns: u64;
         match self {
@@ -137,9 +144,31 @@ impl Workload {
                 main.push(text("done"));
                 turns = 2;
             }
+            Workload::W6 => {
+                const FORKS: u64 = 10;
+                fork = true;
+                main.push(reply(
+                    (0..FORKS)
+                        .map(|i| tool_use("fork", json!({"prompt": format!("part {i}")})))
+                        .collect(),
+                ));
+                main.push(reply(
+                    (1..=FORKS)
+                        .map(|h| tool_use("wait", json!({"handle": h})))
+                        .collect(),
+                ));
+                main.push(text("done"));
+                for h in 1..=FORKS {
+                    let script = others.entry(format!("main#{h}")).or_default();
+                    script.extend((0..3).map(|_| reply(vec![echo()])));
+                    script.push(text("part done"));
+                }
+                turns = 3 + FORKS * 4;
+            }
         }
         let mut main_def = AgentDef::new("main", AgentKind::Main);
         main_def.parallel_tools = parallel;
+        main_def.fork = fork;
         main_def.max_iterations = 1000;
         catalog.add(main_def);
         for def in catalog.agents.values_mut() {

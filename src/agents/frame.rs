@@ -105,30 +105,67 @@ pub struct ForkOf {
 }
 
 /// A frame's place in the agent tree (DESIGN §8): the node fields that are not the frame's own.
+/// What most nodes never have is boxed in [`NodeMore`], so that a frame stays small to move.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeState {
     /// Its status.
     pub status: Status,
     /// The agent that started it (`None` for a main frame).
     pub parent_agent: Option<Uuid>,
-    /// The last comment a user gave it.
-    pub user_comment: Option<Arc<str>>,
     /// The task it was started with, or the one a `modify` gave it.
     pub user_content: Arc<str>,
     /// The agents it started, in order.
     pub subagents: Vec<Uuid>,
-    /// Free-form data.
-    pub metadata: std::collections::BTreeMap<String, serde_json::Value>,
     /// When it started.
     pub created_at: u64,
     /// Its place in the order of creation (the tree lists nodes in it).
     pub order: u64,
+    /// The rest, once it has any (see [`NodeState::more`]).
+    pub more: Option<Box<NodeMore>>,
+}
+
+/// The node fields few frames ever set: a user's comment, metadata, a pending modification,
+/// forks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeMore {
+    /// The last comment a user gave it.
+    pub user_comment: Option<Arc<str>>,
+    /// Free-form data.
+    pub metadata: std::collections::BTreeMap<String, serde_json::Value>,
     /// A modification's new task, delivered before its next model call.
     pub pending_modify: Option<Arc<str>>,
     /// Its forks, by handle.
     pub forks: Vec<ForkRecord>,
     /// Set when the frame is itself a fork.
     pub fork_of: Option<ForkOf>,
+}
+
+static NO_MORE: NodeMore = NodeMore {
+    user_comment: None,
+    metadata: std::collections::BTreeMap::new(),
+    pending_modify: None,
+    forks: Vec::new(),
+    fork_of: None,
+};
+
+impl NodeState {
+    /// The rarely set fields (empty ones when none was ever set).
+    #[inline]
+    pub fn more(&self) -> &NodeMore {
+        self.more.as_deref().unwrap_or(&NO_MORE)
+    }
+
+    /// The rarely set fields, to change.
+    #[inline]
+    pub fn more_mut(&mut self) -> &mut NodeMore {
+        self.more.get_or_insert_with(Box::default)
+    }
+
+    /// Whether the frame is a fork.
+    #[inline]
+    pub fn is_fork(&self) -> bool {
+        self.more.as_ref().is_some_and(|m| m.fork_of.is_some())
+    }
 }
 
 /// Everything needed to pause and resume one agent (seed 000's `StackFrame`).
@@ -278,7 +315,7 @@ impl StackFrame {
 
     /// Whether this is the main agent's frame (a fork of the main agent is not).
     pub fn is_main(&self) -> bool {
-        self.agent.kind == AgentKind::Main && self.node.fork_of.is_none()
+        self.agent.kind == AgentKind::Main && !self.node.is_fork()
     }
 
     /// Its status in the agent tree.
@@ -293,7 +330,7 @@ impl StackFrame {
 
     /// Whether it is a fork (it runs beside its caller, off every stack).
     pub fn is_fork(&self) -> bool {
-        self.node.fork_of.is_some()
+        self.node.is_fork()
     }
 
     /// Whether the frame waits for the user (after sending text or asking a question).

@@ -68,6 +68,8 @@ struct Arena {
     free: BinaryHeap<Reverse<u32>>,
     /// The place the next frame must take (a restore puts frames back where they were).
     want: Option<u32>,
+    /// Live frames.
+    live: usize,
 }
 
 impl Arena {
@@ -100,6 +102,7 @@ impl Arena {
         };
         frame.id = id;
         self.places[id.index() as usize].frame = Some(frame);
+        self.live += 1;
         id
     }
 
@@ -129,6 +132,7 @@ impl Arena {
             return None;
         }
         let frame = place.frame.take()?;
+        self.live -= 1;
         self.free.push(Reverse(id.index()));
         Some(frame)
     }
@@ -408,6 +412,12 @@ impl AgentStackManager {
             .collect();
         forks.sort_by_key(|f| f.node.order);
         forks
+    }
+
+    /// How many frames live, stacked or not.
+    #[inline]
+    pub fn live_count(&self) -> usize {
+        self.frames.live
     }
 
     /// Every live frame, stacked or not, in arena order.

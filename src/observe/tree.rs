@@ -8,7 +8,9 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::agents::tree::Status;
-use crate::model::hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
+
+use crate::model::hash::FxHashMap;
 use crate::runtime::Runtime;
 
 use super::{names, violation, Violation};
@@ -17,20 +19,35 @@ use super::{names, violation, Violation};
 type ForkSeen = (Uuid, Option<Arc<str>>);
 
 /// What the observer knows of the tree, from the events only.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct TreeModel {
-    /// Live agents and their status as the events told it.
-    live: FxHashMap<Uuid, (Status, Arc<str>)>,
-    /// Agents that ended (looked up, never iterated into output).
-    ended: FxHashSet<Uuid>,
-    /// The tree changed in this step.
-    touched: bool,
+    /// Every agent the events told of and its status, ended ones included (an end is a terminal
+    /// status). Looked up, never iterated into output.
+    agents: FxHashMap<Uuid, (Status, Arc<str>)>,
+    /// How many of them live.
+    live: usize,
+    /// Agents whose status changed in this step.
+    touched: SmallVec<[Uuid; 4]>,
     /// Forks by caller and handle: the fork's agent id, and its result once it ended.
     forks: FxHashMap<(Uuid, u32), ForkSeen>,
     /// Each running fork's caller and handle.
     fork_of: FxHashMap<Uuid, (Uuid, u32)>,
     /// `wait` calls not answered yet, by caller and tool use: the handle named.
     waits: FxHashMap<(Uuid, Arc<str>), Option<u32>>,
+}
+
+impl Default for TreeModel {
+    fn default() -> TreeModel {
+        TreeModel {
+            // Room for a few stacks' worth of agents before the first growth.
+            agents: FxHashMap::with_capacity_and_hasher(16, Default::default()),
+            live: 0,
+            touched: SmallVec::new(),
+            forks: FxHashMap::default(),
+            fork_of: FxHashMap::default(),
+            waits: FxHashMap::default(),
+        }
+    }
 }
 
 impl TreeModel {
@@ -43,14 +60,18 @@ impl TreeModel {
         from: Option<Status>,
         to: Status,
     ) -> Result<(), Violation> {
-        self.touched = true;
-        if self.ended.contains(&agent_id) {
+        use std::collections::hash_map::Entry;
+        let entry = self.agents.entry(agent_id);
+        let known = match &entry {
+            Entry::Occupied(e) => Some(e.get().0),
+            Entry::Vacant(_) => None,
+        };
+        if known.is_some_and(Status::is_terminal) {
             return Err(violation(
                 names::STATUS_TRANSITIONS,
                 format!("{frame} ({agent_id}) moved to {to} after it had ended"),
             ));
         }
-        let known = self.live.get(&agent_id).map(|(s, _)| *s);
         match (known, from) {
             (None, None) if to != Status::Running => {
                 return Err(violation(
@@ -84,13 +105,126 @@ impl TreeModel {
             }
             _ => {}
         }
+        match entry {
+            Entry::Occupied(mut e) => e.get_mut().0 = to,
+            Entry::Vacant(e) => {
+                e.insert((to, frame.clone()));
+                self.live += 1;
+            }
+        }
         if to.is_terminal() {
-            self.live.remove(&agent_id);
-            self.ended.insert(agent_id);
-        } else {
-            self.live.insert(agent_id, (to, frame.clone()));
+            self.live -= 1;
+        }
+        self.touched.push(agent_id);
+        Ok(())
+    }
+
+    /// At the end of a step that changed the tree: the runtime has as many live frames as the
+    /// events left agents alive, and each agent the step touched agrees with the runtime: a live
+    /// one has its frame, with the status the events told, under a live parent that lists it; an
+    /// ended one has no frame and leaves no fork running.
+    #[inline]
+    pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if self.touched.is_empty() {
+            return Ok(());
+        }
+        self.check_touched(rt)
+    }
+
+    fn check_touched(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        let touched = std::mem::take(&mut self.touched);
+        for id in touched {
+            let Some((status, name)) = self.agents.get(&id) else {
+                continue;
+            };
+            if status.is_terminal() {
+                // Its frame must be gone: the count below tells if it is not. Its forks must
+                // have ended before it.
+                if let Some(fork) = self
+                    .fork_of
+                    .iter()
+                    .filter(|(_, (caller, _))| *caller == id)
+                    .map(|(fork, _)| *fork)
+                    .min()
+                {
+                    return Err(violation(
+                        names::TREE_CONSISTENCY,
+                        format!("{name} ({id}) ended, but its fork {fork} runs on: an orphan"),
+                    ));
+                }
+                continue;
+            }
+            let frame = rt.find_agent(id).and_then(|f| rt.frame(f));
+            match frame {
+                None => {
+                    return Err(violation(
+                        names::TREE_CONSISTENCY,
+                        format!("{name} ({id}) lives by its agent-state events, but the runtime has no frame for it (gone without ending)"),
+                    ));
+                }
+                Some(frame) => {
+                    if *status != frame.status() {
+                        return Err(violation(
+                            names::TREE_CONSISTENCY,
+                            format!(
+                                "{name} ({id}) is {}, but its agent-state events left it {status}",
+                                frame.status()
+                            ),
+                        ));
+                    }
+                    if let Some(parent) = frame.node().parent_agent {
+                        // The frame below on a stack, or a fork's caller, alive (a parent that
+                        // ended by its events and still has a frame breaks the count).
+                        let listed = frame.parent().and_then(|p| rt.frame(p)).is_some_and(|p| {
+                            p.frame_id() == parent && p.node().subagents.contains(&id)
+                        });
+                        if !listed {
+                            return Err(violation(
+                                names::TREE_CONSISTENCY,
+                                format!("{name} ({id}) names {parent} as its parent, which does not list it among its live subagents"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let count = rt.stacks().live_count();
+        if count != self.live {
+            return Err(self.count_differs(rt, count));
         }
         Ok(())
+    }
+
+    /// The violation when the runtime's live frames and the live agents differ in number, naming
+    /// one that differs (the least name, whatever order the maps hold them in).
+    #[cold]
+    fn count_differs(&self, rt: &Runtime, count: usize) -> Violation {
+        let missing = self
+            .agents
+            .iter()
+            .filter(|(id, (s, _))| !s.is_terminal() && rt.find_agent(**id).is_none())
+            .map(|(_, (_, name))| format!("gone without ending: {name}"))
+            .min();
+        let extra = rt
+            .stacks()
+            .live_frames()
+            .filter_map(|f| match self.agents.get(&f.frame_id()) {
+                None => Some(format!("living without a start: {}", f.agent_name())),
+                Some((s, _)) if s.is_terminal() => Some(format!(
+                    "ended, but its frame still lives: {}",
+                    f.agent_name()
+                )),
+                Some(_) => None,
+            })
+            .min();
+        violation(
+            names::TREE_CONSISTENCY,
+            format!(
+                "{} agents live by their agent-state events, but the runtime has {count} frames ({})",
+                self.live,
+                missing.or(extra).unwrap_or_default()
+            ),
+        )
     }
 
     /// A fork started.
@@ -116,6 +250,7 @@ impl TreeModel {
     /// A `tool_result`: if it answers a `wait`, it must be the result of a fork that ended, or
     /// say that the caller has no such fork. A skip text (the caller itself ends) is judged by
     /// `tool-execution`, not here.
+    #[inline]
     pub(super) fn on_result(
         &mut self,
         frame_id: Uuid,
@@ -127,6 +262,17 @@ impl TreeModel {
         if self.waits.is_empty() {
             return Ok(());
         }
+        self.check_wait(frame_id, frame, tool_use_id, content, is_error)
+    }
+
+    fn check_wait(
+        &mut self,
+        frame_id: Uuid,
+        frame: &Arc<str>,
+        tool_use_id: &Arc<str>,
+        content: &Arc<str>,
+        is_error: bool,
+    ) -> Result<(), Violation> {
         let Some(handle) = self.waits.remove(&(frame_id, tool_use_id.clone())) else {
             return Ok(());
         };
@@ -150,80 +296,6 @@ impl TreeModel {
             )),
             Some(_) => Ok(()),
         }
-    }
-
-    /// At the end of a step that changed the tree: the runtime's live frames are exactly the
-    /// agents the events left alive, each with the status they told, under a live parent that
-    /// lists it.
-    pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
-        if !std::mem::take(&mut self.touched) {
-            return Ok(());
-        }
-        let mut count = 0;
-        for frame in rt.stacks().live_frames() {
-            count += 1;
-            let id = frame.frame_id();
-            let name = frame.agent_name();
-            if self.ended.contains(&id) {
-                return Err(violation(
-                    names::TREE_CONSISTENCY,
-                    format!("{name} ({id}) ended, but its frame still lives"),
-                ));
-            }
-            let Some((status, _)) = self.live.get(&id) else {
-                return Err(violation(
-                    names::TREE_CONSISTENCY,
-                    format!("{name} ({id}) lives, but no agent-state event started it"),
-                ));
-            };
-            if *status != frame.status() {
-                return Err(violation(
-                    names::TREE_CONSISTENCY,
-                    format!(
-                        "{name} ({id}) is {}, but its agent-state events left it {status}",
-                        frame.status()
-                    ),
-                ));
-            }
-            let node = frame.node();
-            if let Some(parent) = node.parent_agent {
-                if self.ended.contains(&parent) {
-                    return Err(violation(
-                        names::TREE_CONSISTENCY,
-                        format!("{name} ({id}) runs on, but its parent {parent} ended: an orphan"),
-                    ));
-                }
-                // The frame below on a stack, or a fork's caller.
-                let listed = frame
-                    .parent()
-                    .and_then(|p| rt.frame(p))
-                    .is_some_and(|p| p.frame_id() == parent && p.node().subagents.contains(&id));
-                if !listed {
-                    return Err(violation(
-                        names::TREE_CONSISTENCY,
-                        format!("{name} ({id}) names {parent} as its parent, which does not list it among its live subagents"),
-                    ));
-                }
-            }
-        }
-        if count != self.live.len() {
-            // The least name, whatever order the map holds them in.
-            let missing = self
-                .live
-                .iter()
-                .filter(|(id, _)| rt.find_agent(**id).is_none())
-                .map(|(_, (_, name))| name.to_string())
-                .min()
-                .unwrap_or_default();
-            return Err(violation(
-                names::TREE_CONSISTENCY,
-                format!(
-                    "{} agents live by their agent-state events, but the runtime has {count} frames (gone without ending: {missing})",
-                    self.live.len()
-                ),
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -327,7 +399,10 @@ mod tests {
         m.on_state(id(1), &f, None, Status::Running).unwrap();
         let v = m.end_of_step(&rt).unwrap_err();
         assert_eq!(v.invariant, names::TREE_CONSISTENCY);
-        assert!(v.message.contains("gone without ending: agent:a"), "{v}");
+        assert!(
+            v.message.contains("agent:a") && v.message.contains("gone without ending"),
+            "{v}"
+        );
         // Nothing changed since: nothing is checked again.
         assert!(m.end_of_step(&rt).is_ok());
     }

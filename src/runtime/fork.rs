@@ -38,7 +38,7 @@ pub(super) fn fork_def(caller: &AgentDef, name: String) -> Arc<AgentDef> {
 /// Starts fork `handle` of `frame` with `prompt`: its frame waits in the turn context until the
 /// orchestration places and starts it, once the caller's step is over.
 pub(super) fn start_fork(frame: &mut StackFrame, prompt: &str, cx: &mut TurnCx<'_>) -> u32 {
-    let handle = u32::try_from(frame.node.forks.len() + 1).unwrap_or(u32::MAX);
+    let handle = u32::try_from(frame.node.more().forks.len() + 1).unwrap_or(u32::MAX);
     let agent = fork_def(&frame.agent, fork_name(&frame.agent.name, handle));
     let agent_session_id = cx.ids.next_uuid();
     let frame_id = cx.ids.next_uuid();
@@ -57,11 +57,11 @@ pub(super) fn start_fork(frame: &mut StackFrame, prompt: &str, cx: &mut TurnCx<'
     });
     let mut fork = StackFrame::new(frame_id, agent, session, agent_session_id, None);
     fork.node.user_content = prompt.into();
-    fork.node.fork_of = Some(ForkOf {
+    fork.node.more_mut().fork_of = Some(ForkOf {
         caller: frame.id,
         handle,
     });
-    frame.node.forks.push(ForkRecord {
+    frame.node.more_mut().forks.push(ForkRecord {
         handle,
         agent_id: frame_id,
         frame: None,
@@ -98,7 +98,14 @@ pub(super) fn wait_fork(
             .map_or_else(|| "".into(), |u| u.id.clone()),
         handle: n.and_then(|n| u32::try_from(n).ok()),
     });
-    let record = n.and_then(|n| frame.node.forks.iter().find(|r| u64::from(r.handle) == n));
+    let record = n.and_then(|n| {
+        frame
+            .node
+            .more()
+            .forks
+            .iter()
+            .find(|r| u64::from(r.handle) == n)
+    });
     match record {
         None => {
             cx.finish_tool(frame, at, None, messages::no_fork(&shown).into(), true);
@@ -133,7 +140,7 @@ impl Runtime {
         while !self.new_forks.is_empty() {
             let forks = std::mem::take(&mut self.new_forks);
             for fork in forks {
-                let Some(of) = fork.node.fork_of else {
+                let Some(of) = fork.node.more().fork_of else {
                     continue;
                 };
                 let Some(slot) = self
@@ -149,6 +156,7 @@ impl Runtime {
                 if let Some(caller) = self.stacks.frame_mut(of.caller) {
                     if let Some(r) = caller
                         .node
+                        .more_mut()
                         .forks
                         .iter_mut()
                         .find(|r| r.agent_id == agent_id)
@@ -219,7 +227,7 @@ impl Runtime {
             cx.resolve_all(frame, skip);
             frame.phase = Phase::AwaitUser;
         });
-        let Some(fork) = self.stacks.remove_detached(id) else {
+        let Some(mut fork) = self.stacks.remove_detached(id) else {
             return;
         };
         let slot = fork.conversation as usize;
@@ -232,14 +240,20 @@ impl Runtime {
                 iterations: fork.iteration,
             });
         }
-        self.node_ended_as(slot, &fork, status, &text);
-        let Some(of) = fork.node.fork_of.filter(|_| tell_caller) else {
+        self.node_ended_as(slot, &mut fork, status, &text);
+        let Some(of) = fork.node.more().fork_of.filter(|_| tell_caller) else {
             return;
         };
         let Some(caller) = self.stacks.frame_mut(of.caller) else {
             return;
         };
-        if let Some(r) = caller.node.forks.iter_mut().find(|r| r.handle == of.handle) {
+        if let Some(r) = caller
+            .node
+            .more_mut()
+            .forks
+            .iter_mut()
+            .find(|r| r.handle == of.handle)
+        {
             r.frame = None;
             r.result = Some((text.clone(), is_error));
         }
@@ -267,7 +281,7 @@ impl Runtime {
             return;
         };
         let mut running = Vec::new();
-        for r in caller.node.forks.iter_mut() {
+        for r in caller.node.more_mut().forks.iter_mut() {
             if let Some(fork) = r.frame.take() {
                 r.result = Some((messages::FORK_CANCELLED.into(), true));
                 running.push(fork);

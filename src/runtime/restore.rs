@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::agents::frame::{BatchItem, ForkOf, ForkRecord, Phase, StackFrame};
+use crate::agents::frame::{BatchItem, ForkOf, ForkRecord, NodeMore, Phase, StackFrame};
 use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::ids::{call_id, CallId, FrameId, IdSource};
 use crate::model::transcript::{Block, BlockAt, Session};
@@ -75,15 +75,16 @@ impl Runtime {
             node: Some(NodeMeta {
                 status: f.node.status,
                 parent_agent: f.node.parent_agent,
-                user_comment: f.node.user_comment.clone(),
+                user_comment: f.node.more().user_comment.clone(),
                 user_content: f.node.user_content.clone(),
                 subagents: f.node.subagents.clone(),
-                metadata: f.node.metadata.clone(),
+                metadata: f.node.more().metadata.clone(),
                 created_at: f.node.created_at,
                 order: f.node.order,
-                pending_modify: f.node.pending_modify.clone(),
+                pending_modify: f.node.more().pending_modify.clone(),
                 forks: f
                     .node
+                    .more()
                     .forks
                     .iter()
                     .map(|r| ForkMeta {
@@ -92,7 +93,7 @@ impl Runtime {
                         result: r.result.clone(),
                     })
                     .collect(),
-                fork_of: f.node.fork_of.and_then(|of| {
+                fork_of: f.node.more().fork_of.and_then(|of| {
                     Some(ForkOfMeta {
                         caller: self.stacks.frame(of.caller)?.frame_id,
                         handle: of.handle,
@@ -162,6 +163,7 @@ impl Runtime {
                     rt.stacks.place_next_at(place);
                 }
                 let id = rt.stacks.push(slot, frame);
+                rt.index_agent(id);
                 placed.insert(agent_id, id);
                 if let Some(waiting) = reissue {
                     rt.reissue(id, waiting)?;
@@ -193,17 +195,20 @@ impl Runtime {
                 if let Some(place) = place {
                     rt.stacks.place_next_at(place);
                 }
-                frame.node.fork_of = Some(ForkOf {
+                frame.node.more_mut().fork_of = Some(ForkOf {
                     caller,
                     handle: of.handle,
                 });
                 let id = rt.stacks.insert_detached(slot, frame, caller);
+                rt.index_agent(id);
                 placed.insert(agent_id, id);
-                if let Some(record) = rt
-                    .stacks
-                    .frame_mut(caller)
-                    .and_then(|c| c.node.forks.iter_mut().find(|r| r.agent_id == agent_id))
-                {
+                if let Some(record) = rt.stacks.frame_mut(caller).and_then(|c| {
+                    c.node
+                        .more_mut()
+                        .forks
+                        .iter_mut()
+                        .find(|r| r.agent_id == agent_id)
+                }) {
                     record.frame = Some(id);
                 }
                 if let Some(waiting) = reissue {
@@ -302,14 +307,11 @@ impl Runtime {
             self.order = self.order.max(node.order);
             frame.node.status = node.status;
             frame.node.parent_agent = node.parent_agent;
-            frame.node.user_comment = node.user_comment;
             frame.node.user_content = node.user_content;
             frame.node.subagents = node.subagents;
-            frame.node.metadata = node.metadata;
             frame.node.created_at = node.created_at;
             frame.node.order = node.order;
-            frame.node.pending_modify = node.pending_modify;
-            frame.node.forks = node
+            let forks: Vec<ForkRecord> = node
                 .forks
                 .into_iter()
                 .map(|f| ForkRecord {
@@ -319,6 +321,16 @@ impl Runtime {
                     result: f.result,
                 })
                 .collect();
+            let more = NodeMore {
+                user_comment: node.user_comment,
+                metadata: node.metadata,
+                pending_modify: node.pending_modify,
+                forks,
+                fork_of: None,
+            };
+            if more != NodeMore::default() {
+                frame.node.more = Some(Box::new(more));
+            }
         }
         Ok((frame, reissue))
     }

@@ -149,16 +149,16 @@ impl Runtime {
     #[inline(always)]
     pub(super) fn pop(&mut self, slot: usize, reason: PopReason, result: &Arc<str>) -> StackFrame {
         if let Some(top) = self.stacks.top(slot) {
-            if top.node.forks.iter().any(|r| r.frame.is_some()) {
+            if top.node.more().forks.iter().any(|r| r.frame.is_some()) {
                 let id = top.id;
                 self.cancel_forks_of(id);
             }
         }
-        let frame = self
+        let mut frame = self
             .stacks
             .pop(slot)
             .expect("the orchestration loop pops only a frame it ran");
-        self.node_ended(slot, &frame, reason, result);
+        self.node_ended(slot, &mut frame, reason, result);
         let entry = self.stacks.entry(slot);
         let depth = entry.stack.depth();
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");

@@ -112,11 +112,20 @@ impl Runtime {
     }
 
     /// The live frame of an agent.
+    #[inline]
     pub fn find_agent(&self, agent_id: Uuid) -> Option<FrameId> {
+        let id = *self.agents.get(&agent_id)?;
         self.stacks
-            .live_frames()
-            .find(|f| f.frame_id == agent_id)
-            .map(|f| f.id)
+            .frame(id)
+            .is_some_and(|f| f.frame_id == agent_id)
+            .then_some(id)
+    }
+
+    /// Indexes a frame placed without [`Runtime::node_started`] (a restore).
+    pub(super) fn index_agent(&mut self, id: FrameId) {
+        if let Some(f) = self.stacks.frame(id) {
+            self.agents.insert(f.frame_id, id);
+        }
     }
 
     fn node_of(&self, f: &StackFrame, messages: bool) -> Node {
@@ -143,6 +152,7 @@ impl Runtime {
         frame.node.status = Status::Running;
         frame.node.parent_agent = parent_agent;
         let agent_id = frame.frame_id;
+        self.agents.insert(agent_id, id);
         publish(
             &entry.key,
             frame,
@@ -163,7 +173,7 @@ impl Runtime {
     pub(super) fn node_ended(
         &mut self,
         slot: usize,
-        frame: &StackFrame,
+        frame: &mut StackFrame,
         reason: PopReason,
         result: &Arc<str>,
     ) {
@@ -175,13 +185,16 @@ impl Runtime {
         self.node_ended_as(slot, frame, status, result);
     }
 
+    /// Like [`Runtime::node_ended`], with the status given. The frame is leaving: its node's
+    /// lists move into the ended node.
     pub(super) fn node_ended_as(
         &mut self,
         slot: usize,
-        frame: &StackFrame,
+        frame: &mut StackFrame,
         status: Status,
         result: &Arc<str>,
     ) {
+        self.agents.remove(&frame.frame_id);
         let key = self.stacks.entry(slot).key.clone();
         let from = frame.node.status;
         debug_assert!(
@@ -205,7 +218,16 @@ impl Runtime {
         if self.ended.len() >= self.config.ended_nodes {
             self.ended.pop_front();
         }
-        let mut node = node_of_detached(&key, frame);
+        let mut node = Node {
+            subagents: std::mem::take(&mut frame.node.subagents),
+            metadata: frame
+                .node
+                .more
+                .as_mut()
+                .map(|m| std::mem::take(&mut m.metadata))
+                .unwrap_or_default(),
+            ..node_of_detached_bare(&key, frame)
+        };
         node.status = status;
         node.result = Some(result.clone());
         self.ended.push_back(node);
@@ -260,13 +282,13 @@ impl Runtime {
         let modifies = iv.modifies();
         if let Some(frame) = self.stacks.frame_mut(id) {
             if let Some(comment) = iv.user_comment {
-                frame.node.user_comment = Some(comment);
+                frame.node.more_mut().user_comment = Some(comment);
             }
             if let Some(content) = iv.user_content.clone() {
                 frame.node.user_content = content;
             }
             if modifies {
-                frame.node.pending_modify = Some(
+                frame.node.more_mut().pending_modify = Some(
                     iv.user_content
                         .unwrap_or_else(|| frame.node.user_content.clone()),
                 );
@@ -355,6 +377,15 @@ impl Runtime {
 /// Frame `f` of conversation `key` as a node, without its messages.
 fn node_of_detached(key: &Arc<str>, f: &StackFrame) -> Node {
     Node {
+        subagents: f.node.subagents.clone(),
+        metadata: f.node.more().metadata.clone(),
+        ..node_of_detached_bare(key, f)
+    }
+}
+
+/// [`node_of_detached`] without its subagents and metadata (left empty).
+fn node_of_detached_bare(key: &Arc<str>, f: &StackFrame) -> Node {
+    Node {
         agent_id: f.frame_id,
         parent_id: f.node.parent_agent,
         key: key.clone(),
@@ -362,13 +393,14 @@ fn node_of_detached(key: &Arc<str>, f: &StackFrame) -> Node {
         status: f.node.status,
         user_comment: f
             .node
+            .more()
             .user_comment
             .clone()
             .unwrap_or_else(|| tree::UNCHANGED.into()),
         user_content: f.node.user_content.clone(),
-        subagents: f.node.subagents.clone(),
+        subagents: Vec::new(),
         result: None,
-        metadata: f.node.metadata.clone(),
+        metadata: Default::default(),
         created_at: f.node.created_at,
         messages: None,
     }

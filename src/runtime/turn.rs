@@ -329,7 +329,9 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
                     frame.phase = Phase::RunTools;
                     continue;
                 }
-                if frame.node.pending_modify.is_some() || frame.node.status != Status::Running {
+                if frame.node.more().pending_modify.is_some()
+                    || frame.node.status != Status::Running
+                {
                     task_checkpoint(frame, cx);
                 }
                 let call = cx.next_call();
@@ -365,7 +367,12 @@ fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
 /// The checkpoint before a model call: a modification's new task reaches the agent as a user
 /// text, and the agent runs again.
 fn task_checkpoint(frame: &mut StackFrame, cx: &mut TurnCx<'_>) {
-    if let Some(content) = frame.node.pending_modify.take() {
+    if let Some(content) = frame
+        .node
+        .more
+        .as_mut()
+        .and_then(|m| m.pending_modify.take())
+    {
         let text: Arc<str> = crate::agents::tree::task_changed(&content).into();
         cx.record(|| Event::TaskChanged {
             key: cx.key.clone(),
