@@ -429,6 +429,8 @@ pub enum Event {
         agent_id: Uuid,
         /// Its frame name.
         frame: Arc<str>,
+        /// The agent that started it (`None` for a main frame).
+        parent_id: Option<Uuid>,
         /// The status it left (`None` when it just started).
         from: Option<Status>,
         /// Its new status.

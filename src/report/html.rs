@@ -1,7 +1,8 @@
 //! A run as pictures: a Mermaid sequence diagram of the user, the frames, the model and the
 //! tools (`run --mermaid`), and a self-contained HTML page (`run --html`, `check --html`) with an
-//! SVG timeline of every conversation's stack depth over virtual time and its events, the same
-//! sequence drawn as SVG, the Mermaid source, and the transcript. No network, no script, no
+//! SVG timeline of every conversation's stack depth over virtual time and its events, the agent
+//! tree with each agent's last status, the same sequence drawn as SVG, the Mermaid source, and the
+//! transcript. No network, no script, no
 //! external asset: the page is one file that opens anywhere. A failing run's page marks the
 //! violation (a red cross on the timeline, a red note in the sequence, the verdict in red).
 //!
@@ -546,6 +547,130 @@ fn sequence_svg(s: &Sequence) -> String {
     svg
 }
 
+/// One agent of the tree as the records tell it.
+struct TreeNode {
+    id: uuid::Uuid,
+    parent: Option<uuid::Uuid>,
+    name: Arc<str>,
+    status: crate::agents::tree::Status,
+    start_ms: u64,
+    end_ms: Option<u64>,
+    result: Option<Arc<str>>,
+}
+
+/// The agent tree (seed 001) as SVG: every agent the run started, nested under the agent that
+/// started it, in the order they started, each with its last status (colored), its lifetime in
+/// virtual time and its result. Built from the `agent-state` events.
+fn agent_tree(records: &[Record]) -> String {
+    let mut nodes: Vec<TreeNode> = Vec::new();
+    let mut index: BTreeMap<uuid::Uuid, usize> = BTreeMap::new();
+    for r in records {
+        let Entry::Runtime(Event::AgentState {
+            agent_id,
+            frame,
+            parent_id,
+            from,
+            status,
+            result,
+            ..
+        }) = &r.entry
+        else {
+            continue;
+        };
+        let i = match (from, index.get(agent_id)) {
+            (_, Some(&i)) => i,
+            (_, None) => {
+                index.insert(*agent_id, nodes.len());
+                nodes.push(TreeNode {
+                    id: *agent_id,
+                    parent: *parent_id,
+                    name: frame.clone(),
+                    status: *status,
+                    start_ms: r.t_ms,
+                    end_ms: None,
+                    result: None,
+                });
+                nodes.len() - 1
+            }
+        };
+        let node = &mut nodes[i];
+        node.status = *status;
+        if status.is_terminal() {
+            node.end_ms = Some(r.t_ms);
+            node.result = result.clone();
+        }
+    }
+    if nodes.is_empty() {
+        return "<p id=\"tree-empty\">No agent ran.</p>\n".to_owned();
+    }
+    // Depth-first from the roots, children in the order they started.
+    let mut children: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let parent = n.parent.and_then(|p| index.get(&p).copied());
+        children.entry(parent).or_default().push(i);
+    }
+    let mut rows: Vec<(usize, usize)> = Vec::new(); // (node, depth)
+    let mut stack: Vec<(usize, usize)> = children
+        .get(&None)
+        .map(|r| r.iter().rev().map(|&i| (i, 0)).collect())
+        .unwrap_or_default();
+    while let Some((i, depth)) = stack.pop() {
+        rows.push((i, depth));
+        if let Some(kids) = children.get(&Some(i)) {
+            stack.extend(kids.iter().rev().map(|&k| (k, depth + 1)));
+        }
+    }
+    const ROW: usize = 24;
+    const INDENT: usize = 22;
+    let height = rows.len() * ROW + 12;
+    let mut svg = format!(
+        "<svg id=\"tree\" xmlns=\"http://www.w3.org/2000/svg\" width=\"1000\" height=\"{height}\" role=\"img\"><title>agent tree, {} agents</title>\n",
+        rows.len()
+    );
+    let mut y_of: BTreeMap<usize, usize> = BTreeMap::new();
+    for (row, &(i, depth)) in rows.iter().enumerate() {
+        let n = &nodes[i];
+        let (x, y) = (8 + depth * INDENT, 8 + row * ROW);
+        y_of.insert(i, y);
+        if let Some(py) = n
+            .parent
+            .and_then(|p| index.get(&p))
+            .and_then(|p| y_of.get(p))
+        {
+            let px = x - INDENT + 8;
+            let _ = write!(
+                svg,
+                "<path class=\"edge\" d=\"M{px} {} V{} H{x}\"/>",
+                py + 18,
+                y + 9
+            );
+        }
+        let span = match n.end_ms {
+            Some(end) => format!("{}–{} ms", n.start_ms, end),
+            None => format!("{} ms –", n.start_ms),
+        };
+        let result = n
+            .result
+            .as_deref()
+            .map(|r| format!(" · {}", clip(r)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            svg,
+            "<g class=\"node {status}\" data-status=\"{status}\" data-agent=\"{id}\"><title>{name} ({id})</title><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"18\" rx=\"4\"/><text x=\"{tx}\" y=\"{ty}\">{name} · {status} · {span}{result}</text></g>",
+            status = n.status,
+            id = n.id,
+            name = markup(&n.name),
+            w = 980usize.saturating_sub(x).max(40),
+            tx = x + 6,
+            ty = y + 13,
+            span = markup(&span),
+            result = markup(&result),
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 .verdict{padding:6px 10px;border-radius:4px;display:inline-block}
@@ -560,7 +685,12 @@ svg text{font-size:11px;font-family:ui-monospace,monospace}
 .participant rect{fill:#eef2ff;stroke:#6366f1}.lifeline{stroke:#bbb;stroke-dasharray:4 3}
 .message line{stroke:#333}.message.reply line{stroke-dasharray:5 3}
 .note rect{fill:#fff8c5;stroke:#d4a72c}.note.alarm rect{fill:#fde2e2;stroke:#dc2626}
-.note.alarm text{fill:#900}";
+.note.alarm text{fill:#900}
+.edge{fill:none;stroke:#999}.node rect{stroke:#888;fill:#f3f4f6}
+.node.running rect{fill:#dbeafe;stroke:#2563eb}.node.awaiting_user rect{fill:#fef3c7;stroke:#d97706}
+.node.modified rect{fill:#ede9fe;stroke:#7c3aed}.node.completed rect{fill:#dcfce7;stroke:#16a34a}
+.node.error rect{fill:#fee2e2;stroke:#dc2626}.node.deleted rect{fill:#e5e7eb;stroke:#6b7280}
+.node.deleted text{text-decoration:line-through}";
 
 /// The run as one self-contained HTML page.
 pub fn page(outcome: &Outcome) -> String {
@@ -600,6 +730,11 @@ pub fn page(outcome: &Outcome) -> String {
         html,
         "<h2>Stack depth over time</h2>\n{}",
         timeline(&outcome.records, broken.as_deref())
+    );
+    let _ = writeln!(
+        html,
+        "<h2>Agent tree</h2>\n{}",
+        agent_tree(&outcome.records)
     );
     let _ = writeln!(
         html,
@@ -701,6 +836,59 @@ steps:
         assert!(page.contains("<g class=\"note alarm\">"), "{page}");
         assert!(page.contains("violation [tool-pairing]"), "{page}");
         assert!(page.contains("rerun: <code>agentsim run t.yaml --seed 0</code>"));
+    }
+
+    #[test]
+    fn the_agent_tree_nests_every_agent_under_its_parent_with_its_last_status() {
+        let page = page(&outcome(NESTED));
+        assert!(page.contains("<h2>Agent tree</h2>"));
+        assert!(
+            page.contains("<title>agent tree, 2 agents</title>"),
+            "{page}"
+        );
+        let main = page.find("data-status=\"completed\" data-agent").unwrap();
+        let nodes: Vec<&str> = page.matches("<g class=\"node ").collect();
+        assert_eq!(nodes.len(), 2);
+        assert!(
+            page[main..].contains(">main · completed · 0–2000 ms · Done: found it; #1</text>"),
+            "{page}"
+        );
+        assert!(
+            page.contains(">skill:research · completed · 0–2000 ms · found</text>"),
+            "{page}"
+        );
+        // The skill is indented under main, with an edge to it.
+        assert!(page.contains("<rect x=\"30\" y=\"32\""), "{page}");
+        assert_eq!(page.matches("<path class=\"edge\"").count(), 1);
+        // A deletion and a fork: statuses as they ended.
+        let forked = outcome(
+            r#"
+name: fork and delete
+agents:
+  main: { fork: true }
+  helper: { kind: agent }
+llm:
+  main:
+    - tool_use: { name: fork, input: { prompt: p } }
+    - use_agent: { agent: helper, message: m }
+    - stopped
+  main#1:
+    - forked
+  helper:
+    - ask_user: which?
+steps:
+  - user: go
+  - intervene: { agent: "agent:helper", comment: delete }
+"#,
+        );
+        let page = super::page(&forked);
+        assert!(page.contains("class=\"node deleted\""), "{page}");
+        assert!(page.contains(">fork:main#1 · completed"), "{page}");
+        assert!(page.contains(">agent:helper · deleted"), "{page}");
+        assert!(
+            page.contains("<title>agent tree, 3 agents</title>"),
+            "{page}"
+        );
     }
 
     #[test]

@@ -65,6 +65,7 @@ fn publish(
             key: key.clone(),
             agent_id: frame.frame_id,
             frame: frame.agent.frame_name.clone(),
+            parent_id: frame.node.parent_agent,
             from,
             status,
             result: result.clone(),

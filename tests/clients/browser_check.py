@@ -1,6 +1,6 @@
 """Renders `agentsim run --html` pages of a passing and a failing run in a real browser (Debian's
 chromium, headless), takes screenshots, and reads back through the browser's own layout that the
-SVG timeline and the sequence diagram rendered: their boxes have a size, every marker and arrow
+SVG timeline, the agent tree and the sequence diagram rendered: their boxes have a size, every marker and arrow
 has one, and the failing page shows its violation.
 
 Usage: python tests/clients/browser_check.py path/to/agentsim [path/to/chromium]
@@ -23,7 +23,7 @@ MEASURE = """
 <script>
 function box(el) { const b = el.getBBox(); return [Math.round(b.width), Math.round(b.height)]; }
 const out = {};
-for (const id of ["timeline", "sequence"]) {
+for (const id of ["timeline", "tree", "sequence"]) {
   const svg = document.getElementById(id);
   out[id] = svg ? box(svg) : null;
 }
@@ -33,6 +33,8 @@ out.arrows = [...document.querySelectorAll("#sequence g.message line")].map(box)
 out.participants = [...document.querySelectorAll("#sequence g.participant text")].map(t => t.textContent);
 out.violation = [...document.querySelectorAll("#timeline g.violation line")].map(box);
 out.alarm = [...document.querySelectorAll("#sequence g.note.alarm text")].map(t => t.textContent);
+out.nodes = [...document.querySelectorAll("#tree g.node")].map(g => [g.dataset.status, ...box(g.querySelector("rect")), g.querySelector("rect").getBBox().x]);
+out.edges = [...document.querySelectorAll("#tree path.edge")].map(box);
 out.verdict = document.getElementById("verdict").className;
 const pre = document.createElement("pre");
 pre.id = "measured";
@@ -112,8 +114,14 @@ def main():
         assert m["participants"] == ["user", "main", "skill:research", "llm", "tools"], m
         assert m["violation"] == [] and m["alarm"] == [], m
         assert m["verdict"] == "verdict passed", m
-        print("ok   a passing run's page: timeline and sequence rendered, %d marks, %d arrows"
-              % (len(m["marks"]), len(m["arrows"])))
+        # The agent tree: main and the skill nested under it, both completed, with an edge.
+        assert m["tree"][0] > 200 and m["tree"][1] > 30, m
+        assert [n[0] for n in m["nodes"]] == ["completed", "completed"], m
+        assert all(w > 100 and h > 10 for _, w, h, _ in m["nodes"]), m
+        assert m["nodes"][1][3] > m["nodes"][0][3], "the child is indented: %s" % m
+        assert len(m["edges"]) == 1 and m["edges"][0][1] > 0, m
+        print("ok   a passing run's page: timeline, agent tree and sequence rendered, %d marks, "
+              "%d arrows, %d agents" % (len(m["marks"]), len(m["arrows"]), len(m["nodes"])))
 
         broken = SCENARIO.replace("steps:", "settings: { planted_bug: double-delivery }\nsteps:")
         page, code = run(broken, tmp, "failing")
