@@ -104,6 +104,14 @@ pub enum Input {
         /// What the user asks.
         intervention: Intervention,
     },
+    /// The user answers an open question by its id (seed 001); the runtime records an
+    /// [`Event::Answer`] ([`crate::runtime::Runtime::answer`] returns whether it was taken).
+    Answer {
+        /// The question's id.
+        question_id: Uuid,
+        /// The answer.
+        text: Arc<str>,
+    },
 }
 
 /// What the runtime asks its driver to do.
@@ -467,6 +475,35 @@ pub enum Event {
         handle: u32,
         /// The fork.
         frame: FrameInfo,
+    },
+    /// A frame asked the user a question with `ask_user` (seed 001: every question has an id, and
+    /// several agents may have one open at once).
+    Question {
+        /// Session key.
+        key: Arc<str>,
+        /// The asking agent.
+        agent_id: Uuid,
+        /// Its frame name.
+        frame: Arc<str>,
+        /// The question's id.
+        question_id: Uuid,
+        /// The `ask_user` tool use it answers.
+        tool_use_id: Arc<str>,
+        /// The question as shown (with its options).
+        text: Arc<str>,
+    },
+    /// An answer given by question id (seed 001).
+    Answer {
+        /// Session key of the asking agent's conversation (`None` when no question has the id).
+        key: Option<Arc<str>>,
+        /// The question's id.
+        question_id: Uuid,
+        /// The asking agent's frame name, when it asks.
+        frame: Option<Arc<str>>,
+        /// The answer's text.
+        text: Arc<str>,
+        /// Whether a question open with that id took it.
+        accepted: bool,
     },
     /// A frame called `wait` (seed 001); its answer is the `tool_result` of `tool_use_id`, now
     /// or when the fork ends.

@@ -320,3 +320,18 @@ fn forks_persist_and_a_broken_fork_record_is_an_error_naming_what_is_wrong() {
         other => panic!("expected a state error, got {:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn a_restore_keeps_every_open_question_with_its_id() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/spec/questions-a-restart-keeps-each-open-question-and-its-id.yaml");
+    let s = scenario::load(&path).unwrap();
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "plan meals").unwrap();
+    sim.run_until_idle().unwrap();
+    let before = sim.runtime().questions();
+    assert_eq!(before.len(), 2);
+    let (state, context) = sim.persisted();
+    let rt = restore(&s, state.unwrap(), context).unwrap();
+    assert_eq!(rt.questions(), before);
+}

@@ -72,6 +72,8 @@ pub enum Phase {
     AwaitAnswer {
         /// The `ask_user` tool use.
         tool_use_id: Arc<str>,
+        /// The question's id (an answer may name it).
+        question: Uuid,
     },
     /// The frame's `wait` tool waits for one of its forks to end.
     AwaitFork {

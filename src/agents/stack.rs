@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::agents::frame::StackFrame;
+use crate::agents::frame::{Phase, StackFrame};
 use crate::model::ids::FrameId;
 use crate::model::llm::Usage;
 use crate::model::transcript::Session;
@@ -265,13 +265,43 @@ impl AgentStackManager {
     /// its top frame waits for the user.
     #[inline]
     pub fn is_idle(&self) -> bool {
-        self.detached == 0
-            && self.entries.iter().all(|e| {
-                e.inbox.is_empty()
-                    && e.stack
-                        .top()
-                        .is_none_or(|id| self.frames.get(id).is_some_and(StackFrame::awaits_user))
-            })
+        self.entries.iter().all(|e| {
+            e.inbox.is_empty() && e.stack.top().is_none_or(|id| self.asker_from(id).is_some())
+        }) && (self.detached == 0
+            || self
+                .live_frames()
+                .filter(|f| f.is_fork())
+                .all(|f| self.asker_from(f.id).is_some()))
+    }
+
+    /// The frame a user's next message for conversation `slot` goes to: the top frame when it
+    /// waits for the user, or the fork it waits on that asked a question (following forks that
+    /// wait on forks). `None` when the conversation is busy (or has no frame).
+    #[inline]
+    pub fn asker(&self, slot: usize) -> Option<FrameId> {
+        self.asker_from(self.top_id(slot)?)
+    }
+
+    /// The frame that waits for the user on behalf of frame `id`: itself if it does, else,
+    /// while it waits for a fork, the frame that fork waits for the user on behalf of.
+    #[inline]
+    pub fn asker_from(&self, mut id: FrameId) -> Option<FrameId> {
+        loop {
+            let frame = self.frames.get(id)?;
+            match &frame.phase {
+                Phase::AwaitUser | Phase::AwaitAnswer { .. } => return Some(id),
+                Phase::AwaitFork { handle, .. } => {
+                    id = frame
+                        .node
+                        .more()
+                        .forks
+                        .iter()
+                        .find(|r| r.handle == *handle)?
+                        .frame?;
+                }
+                _ => return None,
+            }
+        }
     }
 
     /// The stack in `slot` with its frames.

@@ -151,6 +151,23 @@ pub struct Intervention {
     pub status: Option<Status>,
 }
 
+/// An open question (seed 001): an agent's `ask_user` waiting for its answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Question {
+    /// Its id: an answer names it.
+    pub id: Uuid,
+    /// The asking agent.
+    pub agent_id: Uuid,
+    /// The asking agent's conversation.
+    pub key: Arc<str>,
+    /// The asking agent's frame name.
+    pub frame: Arc<str>,
+    /// The `ask_user` tool use it answers.
+    pub tool_use_id: Arc<str>,
+    /// The question.
+    pub text: Arc<str>,
+}
+
 /// How the runtime answered an intervention.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]

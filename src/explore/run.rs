@@ -279,6 +279,15 @@ impl Hooks for Recorder<'_> {
         Some((agent, intervention))
     }
 
+    fn on_answer(&mut self, question: uuid::Uuid, text: &str) {
+        self.push(StepKind::Answer {
+            agent: None,
+            question: Some(question),
+            text: text.to_owned(),
+            wait: false,
+        });
+    }
+
     fn on_intervene(&mut self, agent: &str, intervention: &Intervention) {
         self.push(StepKind::Intervene {
             agent: agent.to_owned(),

@@ -44,7 +44,9 @@ const DELEGATION_SUMMARY: usize = DELEGATION_ANSWER + 1;
 const FORK_ENDED: usize = DELEGATION_SUMMARY + 1; // 4 ways
 const INTERVENTION: usize = FORK_ENDED + 4; // 4 outcomes
 const TASK_CHANGED: usize = INTERVENTION + 4;
-const PRE: usize = TASK_CHANGED + 1; // one per invariant
+const FORK_ASKS: usize = TASK_CHANGED + 1;
+const FORK_ANSWERED: usize = FORK_ASKS + 1;
+const PRE: usize = FORK_ANSWERED + 1; // one per invariant
 /// How many features there are.
 pub const FEATURES: usize = PRE + names::ALL.len();
 // A run's features are the bits of a `u128`.
@@ -80,6 +82,8 @@ pub fn feature_name(i: usize) -> String {
         _ if i < INTERVENTION => format!("fork {}", FORK_ENDS[i - FORK_ENDED]),
         _ if i < TASK_CHANGED => format!("intervention: {}", INTERVENTIONS[i - INTERVENTION]),
         TASK_CHANGED => "modified task delivered".into(),
+        FORK_ASKS => "fork asks the user".into(),
+        FORK_ANSWERED => "user message answers a fork".into(),
         _ => format!("precondition of {}", names::ALL[i - PRE]),
     }
 }
@@ -246,6 +250,9 @@ impl RunCoverage {
                 self.hit(MODEL_ERROR + k * 2 + side(frame));
             }
             Event::UserMessage { frame, .. } if &**frame != "main" => {
+                if frame.starts_with("fork:") {
+                    self.hit(FORK_ANSWERED);
+                }
                 self.hit(pre(names::ROUTING));
             }
             Event::Queued { .. } => self.hit(pre(names::MESSAGE_DELIVERY)),
@@ -289,6 +296,8 @@ impl RunCoverage {
                 }
             }
             Event::TaskChanged { .. } => self.hit(TASK_CHANGED),
+            Event::Question { frame, .. } if frame.starts_with("fork:") => self.hit(FORK_ASKS),
+
             Event::AgentState {
                 from: Some(_),
                 status: Status::AwaitingUser | Status::Modified | Status::Deleted,

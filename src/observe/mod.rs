@@ -639,6 +639,8 @@ impl Observer {
                 let model = &self.keys[k].frames;
                 match model.last() {
                     Some(top) if top.info.frame_id == *frame_id => {}
+                    // The fork the top frame waits on, which asked the user.
+                    Some(top) if self.tree.waits_on(top.info.frame_id, *frame_id) => {}
                     Some(top) => {
                         return Err(violation(
                             ROUTING,

@@ -247,6 +247,28 @@ impl TreeModel {
         self.waits.insert((caller, tool_use_id.clone()), handle);
     }
 
+    /// Whether agent `caller` waits (through a parked `wait`, and forks that wait in turn) on
+    /// fork `target`.
+    pub(super) fn waits_on(&self, caller: Uuid, target: Uuid) -> bool {
+        let mut at = caller;
+        // Forks nest only as deep as forks fork; a bound keeps a broken model from looping.
+        for _ in 0..64 {
+            let next = self
+                .waits
+                .iter()
+                .filter(|((c, _), _)| *c == at)
+                .find_map(|(_, h)| self.forks.get(&(at, (*h)?)))
+                .filter(|(_, result)| result.is_none())
+                .map(|(fork, _)| *fork);
+            match next {
+                Some(fork) if fork == target => return true,
+                Some(fork) => at = fork,
+                None => return false,
+            }
+        }
+        false
+    }
+
     /// A `tool_result`: if it answers a `wait`, it must be the result of a fork that ended, or
     /// say that the caller has no such fork. A skip text (the caller itself ends) is judged by
     /// `tool-execution`, not here.

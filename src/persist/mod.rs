@@ -108,6 +108,9 @@ pub enum Waiting {
     Answer {
         /// The `ask_user` tool use.
         tool_use_id: Arc<str>,
+        /// The question's id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        question: Option<Uuid>,
     },
     /// A child above it.
     Child,

@@ -87,6 +87,8 @@ pub fn shown(entry: &Entry) -> bool {
         }
         // The tool call's own line says it.
         Entry::Runtime(Event::Wait { .. }) => false,
+        // An interactive frame's question is sent to the user, and that line says it.
+        Entry::Runtime(Event::Question { frame, .. }) => frame.starts_with("fork:"),
         _ => true,
     }
 }
@@ -261,6 +263,24 @@ pub fn line(entry: &Entry) -> String {
                 frame,
                 ..
             } => format!("fork {} started by {caller} (handle {handle})", frame.name),
+            Event::Question {
+                frame,
+                question_id,
+                text,
+                ..
+            } => format!("{frame} asks (question {question_id}): {}", quote(text)),
+            Event::Answer {
+                question_id,
+                frame,
+                text,
+                accepted,
+                ..
+            } => match (frame, accepted) {
+                (Some(frame), true) => {
+                    format!("answer to question {question_id} ({frame}): {}", quote(text))
+                }
+                _ => format!("answer to question {question_id}: no open question has that id"),
+            },
             Event::Wait {
                 frame,
                 tool_use_id,
@@ -345,8 +365,9 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::ForkStarted { key, .. }
         | Event::ForkEnded { key, .. }
         | Event::Wait { key, .. }
+        | Event::Question { key, .. }
         | Event::Cancelled { key, .. } => key,
-        Event::Intervention { key, .. } => key.as_ref()?,
+        Event::Intervention { key, .. } | Event::Answer { key, .. } => key.as_ref()?,
         Event::Stale { .. } => return None,
     })
 }

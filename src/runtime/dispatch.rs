@@ -48,7 +48,7 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
         builtin::COMPLETE => Dispatch::Builtin(Builtin::Complete),
         builtin::FORK if frame.agent.fork => Dispatch::Builtin(Builtin::Fork),
         builtin::WAIT if frame.agent.fork => Dispatch::Builtin(Builtin::Wait),
-        builtin::USE_SKILL | builtin::USE_AGENT | builtin::ASK_USER if frame.is_fork() => {
+        builtin::USE_SKILL | builtin::USE_AGENT if frame.is_fork() => {
             Dispatch::Builtin(Builtin::Refused(messages::not_available_to_fork(name)))
         }
         builtin::USE_SKILL => Dispatch::Builtin(Builtin::Spawner(&UseSkill)),
@@ -168,7 +168,25 @@ pub(super) fn run_next_tool(
                     }
                 }
             }
-            frame.phase = Phase::AwaitAnswer { tool_use_id: id };
+            let question = cx.ids.next_uuid();
+            cx.record(|| Event::Question {
+                key: cx.key.clone(),
+                agent_id: frame.frame_id,
+                frame: frame.agent.frame_name.clone(),
+                question_id: question,
+                tool_use_id: id.clone(),
+                text: text.as_str().into(),
+            });
+            frame.phase = Phase::AwaitAnswer {
+                tool_use_id: id,
+                question,
+            };
+            if frame.is_fork() {
+                // A fork never talks to the user: its question waits for an answer by its id, or
+                // for the next message of a conversation whose top frame waits on the fork.
+                cx.set_status(frame, crate::agents::tree::Status::AwaitingUser);
+                return Some(None);
+            }
             Some(Some(TurnResult::new(TurnAction::Interrupt, text)))
         }
         Builtin::Spawner(tool) => {

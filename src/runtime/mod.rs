@@ -296,6 +296,9 @@ impl Runtime {
             } => {
                 self.apply_intervention(agent_id, intervention);
             }
+            Input::Answer { question_id, text } => {
+                self.apply_answer(question_id, text);
+            }
             Input::Timer { timer } if self.watch_timers.contains_key(&timer) => {
                 self.on_watch_timer(timer);
             }

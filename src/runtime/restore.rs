@@ -264,7 +264,17 @@ impl Runtime {
         };
         let (phase, reissue) = match meta.waiting {
             Waiting::User => (Phase::AwaitUser, None),
-            Waiting::Answer { tool_use_id } => (Phase::AwaitAnswer { tool_use_id }, None),
+            Waiting::Answer {
+                tool_use_id,
+                question,
+            } => (
+                Phase::AwaitAnswer {
+                    tool_use_id,
+                    // A state written before questions had ids: a fresh one.
+                    question: question.unwrap_or_else(|| self.ids.next_uuid()),
+                },
+                None,
+            ),
             // Its child is the next frame; it is named once pushed.
             Waiting::Child => (
                 Phase::AwaitChildren {
@@ -453,8 +463,12 @@ impl Runtime {
 fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
     use crate::persist::{BatchRun, Waiting};
     match &frame.phase {
-        Phase::AwaitAnswer { tool_use_id } => Waiting::Answer {
+        Phase::AwaitAnswer {
+            tool_use_id,
+            question,
+        } => Waiting::Answer {
             tool_use_id: tool_use_id.clone(),
+            question: Some(*question),
         },
         Phase::AwaitChildren { .. } => Waiting::Child,
         Phase::AwaitLlm { .. } => Waiting::Llm,

@@ -21,7 +21,8 @@ impl Runtime {
 
     pub(super) fn on_user(&mut self, slot: usize, text: Arc<str>) {
         let entry = self.stacks.entry(slot);
-        let top_busy = self.stacks.top(slot).is_some_and(|f| !f.awaits_user());
+        let top_busy =
+            !self.stacks.entry(slot).stack.is_empty() && self.stacks.asker(slot).is_none();
         if !entry.stack.is_empty() && self.is_cancel(&text) {
             let top_only = self
                 .config
@@ -52,7 +53,7 @@ impl Runtime {
     /// Delivers queued messages while the conversation waits for the user.
     pub(super) fn pump(&mut self, slot: usize) {
         loop {
-            if self.stacks.top(slot).is_some_and(|f| !f.awaits_user()) {
+            if !self.stacks.entry(slot).stack.is_empty() && self.stacks.asker(slot).is_none() {
                 return;
             }
             let entry = self.stacks.entry_mut(slot);
@@ -109,8 +110,13 @@ impl Runtime {
             }
             return;
         }
-        let top = self.stacks.top(slot).expect("a frame was just ensured");
-        let id = top.id;
+        // The top frame, or the fork it waits on that asked the user.
+        let id = self
+            .stacks
+            .asker(slot)
+            .or_else(|| self.stacks.top_id(slot))
+            .expect("a frame was just ensured");
+        let top = self.stacks.frame(id).expect("a live frame");
         let waited = top.node.status == crate::agents::tree::Status::AwaitingUser;
         if record {
             self.events.push(Event::UserMessage {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::agents::frame::{Phase, StackFrame};
-use crate::agents::tree::{self, Intervention, InterventionOutcome, Node, Status};
+use crate::agents::tree::{self, Intervention, InterventionOutcome, Node, Question, Status};
 use crate::model::ids::FrameId;
 use crate::model::messages;
 use crate::persist::ContextEntry;
@@ -301,6 +301,90 @@ impl Runtime {
             self.set_status(id, Status::Modified);
         }
         outcome
+    }
+
+    /// The questions open now (seed 001), in the order their agents started: interactive frames
+    /// waiting for an answer and forks that asked.
+    pub fn questions(&self) -> Vec<Question> {
+        let mut frames: Vec<&StackFrame> = self
+            .stacks
+            .live_frames()
+            .filter(|f| matches!(f.phase, Phase::AwaitAnswer { .. }))
+            .collect();
+        frames.sort_by_key(|f| f.node.order);
+        frames
+            .into_iter()
+            .filter_map(|f| {
+                let Phase::AwaitAnswer {
+                    tool_use_id,
+                    question,
+                } = &f.phase
+                else {
+                    return None;
+                };
+                let text = f
+                    .session
+                    .messages
+                    .iter()
+                    .rev()
+                    .flat_map(|m| m.content.iter())
+                    .find_map(|b| match b {
+                        crate::model::transcript::Block::ToolUse { id, input, .. }
+                            if id == tool_use_id =>
+                        {
+                            Some(input.get("question").and_then(|q| q.as_str()).unwrap_or(""))
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or("");
+                Some(Question {
+                    id: *question,
+                    agent_id: f.frame_id,
+                    key: self.stacks.entry(f.conversation as usize).key.clone(),
+                    frame: f.agent.frame_name.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    text: text.into(),
+                })
+            })
+            .collect()
+    }
+
+    /// The user answers question `question_id` (seed 001): the asking agent resumes with `text`
+    /// as its `ask_user` result. `false` when no open question has that id (never asked,
+    /// answered already, or its agent ended). Like [`Runtime::handle`], it ends with the state
+    /// written when the runtime persists.
+    pub fn answer(&mut self, question_id: Uuid, text: impl Into<Arc<str>>) -> bool {
+        let taken = self.apply_answer(question_id, text.into());
+        self.end_input();
+        taken
+    }
+
+    pub(super) fn apply_answer(&mut self, question_id: Uuid, text: Arc<str>) -> bool {
+        let asking = self
+            .stacks
+            .live_frames()
+            .find(|f| matches!(&f.phase, Phase::AwaitAnswer { question, .. } if *question == question_id))
+            .map(|f| (f.id, f.conversation as usize, f.agent.frame_name.clone(), f.node.status));
+        if self.config.record_events {
+            self.events.push(Event::Answer {
+                key: asking
+                    .as_ref()
+                    .map(|(_, slot, _, _)| self.stacks.entry(*slot).key.clone()),
+                question_id,
+                frame: asking.as_ref().map(|(_, _, name, _)| name.clone()),
+                text: text.clone(),
+                accepted: asking.is_some(),
+            });
+        }
+        let Some((id, slot, _, status)) = asking else {
+            return false;
+        };
+        if status == Status::AwaitingUser {
+            self.set_status(id, Status::Running);
+        }
+        self.drive(id, TurnInput::User(text));
+        self.pump(slot);
+        true
     }
 
     /// Ends frame `id` as deleted (DESIGN §8): with every frame stacked above it, each leaving

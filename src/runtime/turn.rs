@@ -237,7 +237,7 @@ pub fn execute_turn(
     match input {
         TurnInput::Start => frame.phase = Phase::Loop,
         TurnInput::User(text) => match std::mem::take(&mut frame.phase) {
-            Phase::AwaitAnswer { tool_use_id } => {
+            Phase::AwaitAnswer { tool_use_id, .. } => {
                 if cx.config.has_bug(PlantedBug::AnswerCountsAnIteration) {
                     frame.iteration += 1;
                 }

@@ -304,6 +304,25 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
         let actual = super::tree::interventions(events(window));
         expect("interventions", show_list(want), show_list(&actual));
     }
+    if let Some(want) = &e.questions {
+        let actual: Vec<String> = rt
+            .questions()
+            .iter()
+            .map(|q| format!("{}: {}", q.frame, q.text))
+            .collect();
+        expect("questions", show_list(want), show_list(&actual));
+    }
+    if let Some(want) = &e.answers {
+        let actual: Vec<String> = events(window)
+            .filter_map(|e| match e {
+                Event::Answer { accepted, .. } => {
+                    Some(if *accepted { "accepted" } else { "not_found" }.to_owned())
+                }
+                _ => None,
+            })
+            .collect();
+        expect("answers", show_list(want), show_list(&actual));
+    }
     if let Some(idle) = e.idle {
         expect("idle", idle.to_string(), rt.is_idle().to_string());
     }

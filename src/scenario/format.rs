@@ -863,6 +863,24 @@ pub struct StepSpec {
     /// until idle afterwards unless `wait: false`.
     #[serde(default)]
     pub intervene: Option<InterveneSpec>,
+    /// The user answers an open question (seed 001) by its agent or its id. Runs until idle
+    /// afterwards unless `wait: false`.
+    #[serde(default)]
+    pub answer: Option<AnswerSpec>,
+}
+
+/// An answer step: exactly one of `agent` and `question`, and the answer's `text`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSpec {
+    /// The asking agent, named as `intervene` names one (its open question is answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The question's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The answer.
+    pub text: String,
 }
 
 /// An intervention step.
@@ -947,6 +965,14 @@ pub struct ExpectSpec {
     /// `not_found`, or `refused: <reason>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interventions: Option<Vec<String>>,
+    /// The questions open now, every conversation's, in the order their agents started, as
+    /// `<frame name>: <question>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<Vec<String>>,
+    /// Whether the answers given by question since the previous `expect` were taken:
+    /// `accepted` or `not_found`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Vec<String>>,
 }
 
 /// What one agent of the tree must be; every key is optional.

@@ -891,14 +891,19 @@ impl Builder<'_> {
             s.run.is_some(),
             s.restart.is_some(),
             s.intervene.is_some(),
+            s.answer.is_some(),
         ];
         if actions.iter().filter(|a| **a).count() != 1 {
             return Err(self.error(
                 at,
-                "a step has exactly one of `user`, `expect`, `advance`, `run`, `restart` or `intervene`",
+                "a step has exactly one of `user`, `expect`, `advance`, `run`, `restart`, `intervene` or `answer`",
             ));
         }
-        if user.is_none() && s.intervene.is_none() && (s.key.is_some() || s.wait.is_some()) {
+        if user.is_none()
+            && s.intervene.is_none()
+            && s.answer.is_none()
+            && (s.key.is_some() || s.wait.is_some())
+        {
             return Err(self.error(
                 at,
                 "`key` and `wait` go with a `user` step (an `expect` takes its own `key`)",
@@ -906,6 +911,12 @@ impl Builder<'_> {
         }
         if s.intervene.is_some() && s.key.is_some() {
             return Err(self.error(at, "an `intervene` step names its agent, not a `key`"));
+        }
+        if s.answer.is_some() && s.key.is_some() {
+            return Err(self.error(
+                at,
+                "an `answer` step names its agent or question, not a `key`",
+            ));
         }
         if user.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(self.error(at, "a user message cannot be empty"));
@@ -922,6 +933,8 @@ impl Builder<'_> {
             StepKind::Run(n)
         } else if let Some(iv) = s.intervene.take() {
             self.intervention(iv, s.wait.unwrap_or(true), at)?
+        } else if let Some(a) = s.answer.take() {
+            self.answer(a, s.wait.unwrap_or(true), at)?
         } else if let Some(on) = s.restart {
             if !on {
                 return Err(self.error(at, "write `restart: true` (or leave the step out)"));
@@ -939,6 +952,42 @@ impl Builder<'_> {
 }
 
 impl Builder<'_> {
+    fn answer(
+        &self,
+        a: super::format::AnswerSpec,
+        wait: bool,
+        at: Location,
+    ) -> Result<StepKind, ScenarioError> {
+        let question = match a.question.as_deref() {
+            None => None,
+            Some(q) => Some(uuid::Uuid::parse_str(q.trim()).map_err(|_| {
+                self.error(
+                    at,
+                    format!("`answer.question: {q}` is not a question id (a uuid such as the transcript's `question 4f1c...` shows)"),
+                )
+            })?),
+        };
+        match (&a.agent, question) {
+            (Some(_), Some(_)) | (None, None) => return Err(self.error(
+                at,
+                "an answer names exactly one of `agent` (the asking agent) and `question` (its id)",
+            )),
+            (Some(agent), None) if agent.trim().is_empty() => {
+                return Err(self.error(at, "`answer.agent` names the asking agent: a frame name such as `fork:main#1`, a path such as `main/fork:main#1`, or an agent id"));
+            }
+            _ => {}
+        }
+        if a.text.trim().is_empty() {
+            return Err(self.error(at, "an answer cannot be empty"));
+        }
+        Ok(StepKind::Answer {
+            agent: a.agent,
+            question,
+            text: a.text,
+            wait,
+        })
+    }
+
     fn intervention(
         &self,
         iv: super::format::InterveneSpec,

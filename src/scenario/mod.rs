@@ -135,6 +135,18 @@ pub enum StepKind {
     Restart,
     /// Check expectations.
     Expect(Box<format::ExpectSpec>),
+    /// The user answers an open question, of the agent named or with the id given; with `wait`,
+    /// run until idle afterwards.
+    Answer {
+        /// The asking agent, as the step names it.
+        agent: Option<String>,
+        /// The question's id.
+        question: Option<uuid::Uuid>,
+        /// The answer.
+        text: String,
+        /// Run until idle.
+        wait: bool,
+    },
     /// A user intervenes on an agent; with `wait`, run until idle afterwards.
     Intervene {
         /// The agent, as the step names it.

@@ -50,6 +50,9 @@ pub trait Hooks {
     /// The player fed an intervention (from a step or the hooks).
     fn on_intervene(&mut self, _agent: &str, _intervention: &Intervention) {}
 
+    /// The player answered a question (by its id).
+    fn on_answer(&mut self, _question: uuid::Uuid, _text: &str) {}
+
     /// The player took one simulator step (also one that failed).
     fn on_step(&mut self) {}
 
@@ -128,6 +131,12 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
                 intervention,
                 wait,
             } => intervene(sim, hooks, agent, intervention, *wait),
+            StepKind::Answer {
+                agent,
+                question,
+                text,
+                wait,
+            } => answer(sim, hooks, agent.as_deref(), *question, text, *wait),
             StepKind::Expect(spec) => {
                 if let Err(mismatches) = hooks.expect(spec, sim) {
                     return Err(stopped(Stop::Expectation(mismatches)));
@@ -181,6 +190,40 @@ fn intervene(
     hooks.on_intervene(agent, intervention);
     let id = super::tree::resolve(sim.runtime(), agent).unwrap_or_default();
     sim.intervene(id, intervention.clone())?;
+    if !wait {
+        return Ok(());
+    }
+    while !sim.runtime().is_idle() {
+        if !one_step(sim, hooks, super::DEFAULT_KEY)? {
+            return Err(sim.stuck());
+        }
+    }
+    Ok(())
+}
+
+/// An `answer` step: the open question of the agent the step names (or the id it gives; an id no
+/// question has when none), then (if it waits) step until idle. The hooks see it as the question
+/// id it resolved to, so that a replay answers the same question.
+fn answer(
+    sim: &mut Sim,
+    hooks: &mut impl Hooks,
+    agent: Option<&str>,
+    question: Option<uuid::Uuid>,
+    text: &str,
+    wait: bool,
+) -> Result<(), RunError> {
+    let id = question
+        .or_else(|| {
+            let agent = super::tree::resolve(sim.runtime(), agent?)?;
+            sim.runtime()
+                .questions()
+                .into_iter()
+                .find(|q| q.agent_id == agent)
+                .map(|q| q.id)
+        })
+        .unwrap_or_default();
+    hooks.on_answer(id, text);
+    sim.answer(id, text)?;
     if !wait {
         return Ok(());
     }

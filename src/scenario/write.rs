@@ -380,6 +380,27 @@ pub fn to_yaml(s: &Scenario) -> String {
                 }
                 Value::Object(m)
             }
+            StepKind::Answer {
+                agent,
+                question,
+                text,
+                wait,
+            } => {
+                let mut a = Map::new();
+                if let Some(agent) = agent {
+                    a.insert("agent".into(), json!(agent));
+                }
+                if let Some(q) = question {
+                    a.insert("question".into(), json!(q.to_string()));
+                }
+                a.insert("text".into(), json!(text));
+                let mut m = Map::new();
+                m.insert("answer".into(), Value::Object(a));
+                if !wait {
+                    m.insert("wait".into(), json!(false));
+                }
+                Value::Object(m)
+            }
             StepKind::Expect(e) => {
                 json!({ "expect": serde_json::to_value(e).expect("expectations serialise") })
             }

@@ -324,6 +324,15 @@ impl Sim {
         })
     }
 
+    /// The user answers question `question_id` (seed 001); the runtime's answer is recorded as an
+    /// [`crate::protocol::Event::Answer`].
+    pub fn answer(&mut self, question_id: uuid::Uuid, text: &str) -> Result<(), RunError> {
+        self.feed(Input::Answer {
+            question_id,
+            text: text.into(),
+        })
+    }
+
     /// Feeds the next item due on the clock. `Ok(false)` when nothing is scheduled.
     pub fn step(&mut self) -> Result<bool, RunError> {
         match self.clock.pop_due(u64::MAX) {
