@@ -44,6 +44,9 @@ pub struct RuntimeConfig {
     /// How many ended agents the tree keeps readable (`Runtime::agent`, expectations); the
     /// oldest are forgotten first. 0 keeps none.
     pub ended_nodes: usize,
+    /// Publish every status change as an `agent-state` stream effect (for a driver that serves
+    /// the tree's stream). The simulator, which reads the recorded events instead, turns it off.
+    pub stream_agent_states: bool,
 }
 
 /// Who answers `ask_user`.
@@ -83,6 +86,7 @@ impl Default for RuntimeConfig {
             interruptions: None,
             query_user: QueryUser::Interactive,
             ended_nodes: 4096,
+            stream_agent_states: true,
         }
     }
 }

@@ -44,7 +44,7 @@ impl TurnCx<'_> {
             None,
             self.effects,
             self.events,
-            self.config.record_events,
+            self.config,
         );
     }
 }
@@ -58,9 +58,9 @@ fn publish(
     result: Option<Arc<str>>,
     effects: &mut std::collections::VecDeque<Effect>,
     events: &mut Vec<Event>,
-    record: bool,
+    config: &super::RuntimeConfig,
 ) {
-    if record {
+    if config.record_events {
         events.push(Event::AgentState {
             key: key.clone(),
             agent_id: frame.frame_id,
@@ -70,6 +70,9 @@ fn publish(
             status,
             result: result.clone(),
         });
+    }
+    if !config.stream_agent_states {
+        return;
     }
     effects.push_back(Effect::Stream {
         key: key.clone(),
@@ -162,7 +165,7 @@ impl Runtime {
             None,
             &mut self.effects,
             &mut self.events,
-            self.config.record_events,
+            &self.config,
         );
         if let Some(parent) = parent.and_then(|p| self.stacks.frame_mut(p)) {
             parent.node.subagents.push(agent_id);
@@ -211,7 +214,7 @@ impl Runtime {
             Some(result.clone()),
             &mut self.effects,
             &mut self.events,
-            self.config.record_events,
+            &self.config,
         );
         if self.config.ended_nodes == 0 {
             return;

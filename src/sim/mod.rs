@@ -147,6 +147,8 @@ impl SimBuilder {
         config.seed = self.seed;
         config.record_events = self.observe || self.record;
         config.detailed_events = self.record;
+        // The simulator reads the recorded `agent-state` events; nobody watches the stream.
+        config.stream_agent_states = false;
         let coverage = self.coverage.then(|| RunCoverage::new(config.persist));
         Sim {
             coverage,
