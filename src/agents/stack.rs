@@ -262,16 +262,30 @@ impl AgentStackManager {
     }
 
     /// Whether no conversation has a turn in progress or a queued message: every stack is empty or
-    /// its top frame waits for the user.
+    /// its top frame waits for the user (itself, or through the fork it waits on, which asked), and
+    /// every fork waits for the user that way too.
     #[inline]
     pub fn is_idle(&self) -> bool {
+        if self.detached == 0 {
+            // No fork: a frame waits for the user itself or not at all.
+            return self.entries.iter().all(|e| {
+                e.inbox.is_empty()
+                    && e.stack
+                        .top()
+                        .is_none_or(|id| self.frames.get(id).is_some_and(StackFrame::awaits_user))
+            });
+        }
+        self.is_idle_with_forks()
+    }
+
+    #[cold]
+    fn is_idle_with_forks(&self) -> bool {
         self.entries.iter().all(|e| {
             e.inbox.is_empty() && e.stack.top().is_none_or(|id| self.asker_from(id).is_some())
-        }) && (self.detached == 0
-            || self
-                .live_frames()
-                .filter(|f| f.is_fork())
-                .all(|f| self.asker_from(f.id).is_some()))
+        }) && self
+            .live_frames()
+            .filter(|f| f.is_fork())
+            .all(|f| self.asker_from(f.id).is_some())
     }
 
     /// The frame a user's next message for conversation `slot` goes to: the top frame when it

@@ -215,7 +215,7 @@ impl Runtime {
     }
 
     /// What ends every input: the watchdogs follow the frames, and the state is written.
-    #[inline]
+    #[inline(always)]
     fn end_input(&mut self) {
         if self.config.interruptions.is_some() {
             self.sync_watchdogs();

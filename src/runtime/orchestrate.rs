@@ -95,20 +95,22 @@ impl Runtime {
                     continue;
                 }
             }
-            let result = self.with_frame(id, |frame, cx| execute_turn(frame, input, cx));
+            let result = self.with_frame(id, |frame, cx| {
+                (execute_turn(frame, input, cx), frame.is_fork())
+            });
             if !self.new_forks.is_empty() {
                 // Forks start once the turn that forked them has stepped.
                 self.start_new_forks();
             }
-            let result = match result {
+            let (result, fork) = match result {
                 None => {
                     tracing::warn!(?id, "the frame to run is gone");
                     return;
                 }
-                Some(None) => return,
-                Some(Some(result)) => result,
+                Some((None, _)) => return,
+                Some((Some(result), fork)) => (result, fork),
             };
-            if self.stacks.frame(id).is_some_and(StackFrame::is_fork) {
+            if fork {
                 self.act_fork(id, result);
                 return;
             }
