@@ -26,8 +26,8 @@ pub const AGENT_DELETED: &str = "Agent deleted by user.";
 /// Result of a fork cancelled because its caller's frame ended (DESIGN §8).
 pub const FORK_CANCELLED: &str = "Cancelled: parent ended.";
 
-/// `Tool '<name>' is not available to a fork`: a fork never reaches the user, so it neither asks
-/// nor delegates interactively.
+/// `Tool '<name>' is not available to a fork`: a fork never takes over the conversation, so it
+/// does not delegate interactively (its questions wait for an answer by id instead).
 pub fn not_available_to_fork(name: &str) -> String {
     format!("Tool '{name}' is not available to a fork")
 }

@@ -412,6 +412,24 @@ mod tests {
     }
 
     #[test]
+    fn a_caller_waits_on_the_forks_its_parked_waits_lead_to() {
+        let mut m = TreeModel::default();
+        let (main, f1, f2, f11) = (id(1), id(10), id(11), id(20));
+        m.on_fork_started(main, 1, f1);
+        m.on_fork_started(main, 2, f2);
+        m.on_fork_started(f1, 1, f11);
+        assert!(!m.waits_on(main, f1), "no wait parked yet");
+        m.on_wait(main, &"w1".into(), Some(1));
+        m.on_wait(f1, &"w2".into(), Some(1));
+        assert!(m.waits_on(main, f1));
+        assert!(m.waits_on(main, f11), "through the fork that waits in turn");
+        assert!(!m.waits_on(main, f2), "fork 2 is not waited on");
+        // Once fork 1 ended, main no longer waits on it.
+        m.on_fork_ended(f1, &"done".into());
+        assert!(!m.waits_on(main, f1));
+    }
+
+    #[test]
     fn an_agent_left_live_in_the_model_without_a_frame_breaks_tree_consistency() {
         use crate::model::agent::Catalog;
         use crate::runtime::RuntimeConfig;

@@ -166,11 +166,7 @@ fn user(
     if !wait {
         return Ok(());
     }
-    while !sim.runtime().is_idle() {
-        if !one_step(sim, hooks, key)? {
-            return Err(sim.stuck());
-        }
-    }
+    until_idle(sim, hooks, key)?;
     if hooks.restart_when_idle(sim) {
         hooks.on_restart();
         sim.restart()?;
@@ -193,12 +189,7 @@ fn intervene(
     if !wait {
         return Ok(());
     }
-    while !sim.runtime().is_idle() {
-        if !one_step(sim, hooks, super::DEFAULT_KEY)? {
-            return Err(sim.stuck());
-        }
-    }
-    Ok(())
+    until_idle(sim, hooks, super::DEFAULT_KEY)
 }
 
 /// An `answer` step: the open question of the agent the step names (or the id it gives; an id no
@@ -227,8 +218,13 @@ fn answer(
     if !wait {
         return Ok(());
     }
+    until_idle(sim, hooks, super::DEFAULT_KEY)
+}
+
+/// Steps until the runtime is idle; stuck when nothing is scheduled before.
+fn until_idle(sim: &mut Sim, hooks: &mut impl Hooks, key: &str) -> Result<(), RunError> {
     while !sim.runtime().is_idle() {
-        if !one_step(sim, hooks, super::DEFAULT_KEY)? {
+        if !one_step(sim, hooks, key)? {
             return Err(sim.stuck());
         }
     }
