@@ -319,6 +319,27 @@ fn forks_persist_and_a_broken_fork_record_is_an_error_naming_what_is_wrong() {
         Err(RestoreError::State(m)) => assert!(m.contains("which is not running"), "{m}"),
         other => panic!("expected a state error, got {:?}", other.map(|_| ())),
     }
+    // A fork that would wait for the user's next message, which a fork never does.
+    let mut json: serde_json::Value = serde_json::from_str(&state).unwrap();
+    json["conversations"][0]["forks"][0]["waiting"] = serde_json::json!({ "for": "user" });
+    match restore(&s, &json.to_string(), &context) {
+        Err(RestoreError::State(m)) => assert!(m.contains("which a fork never does"), "{m}"),
+        other => panic!("expected a state error, got {:?}", other.map(|_| ())),
+    }
+    // Main parked on a wait whose fork the state lost: it would wait forever.
+    let mut json: serde_json::Value = serde_json::from_str(&state).unwrap();
+    json["conversations"][0]["forks"] = serde_json::json!([]);
+    match restore(&s, &json.to_string(), &context) {
+        Err(RestoreError::State(m)) => assert!(m.contains("which is not running"), "{m}"),
+        other => panic!("expected a state error, got {:?}", other.map(|_| ())),
+    }
+    // A place far beyond any arena.
+    let mut json: serde_json::Value = serde_json::from_str(&state).unwrap();
+    json["conversations"][0]["forks"][0]["slot"] = serde_json::json!(4_000_000_000u32);
+    match restore(&s, &json.to_string(), &context) {
+        Err(RestoreError::State(m)) => assert!(m.contains("beyond the limit"), "{m}"),
+        other => panic!("expected a state error, got {:?}", other.map(|_| ())),
+    }
 }
 
 #[test]

@@ -168,6 +168,26 @@ pub struct Question {
     pub text: Arc<str>,
 }
 
+/// An `ask_user` input as the user is shown it: the question, then each option on a line of its
+/// own.
+pub fn question_text(input: &serde_json::Value) -> String {
+    let mut text = input
+        .get("question")
+        .and_then(|q| q.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(options) = input.get("options").and_then(|o| o.as_array()) {
+        for option in options {
+            text.push_str("\n- ");
+            match option.as_str() {
+                Some(s) => text.push_str(s),
+                None => text.push_str(&option.to_string()),
+            }
+        }
+    }
+    text
+}
+
 /// How the runtime answered an intervention.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]

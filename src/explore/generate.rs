@@ -446,7 +446,7 @@ fn reply(
 
 /// A reply of seed 001's tree for a fork-enabled agent (or one of its forks), drawn about one
 /// time in three: forks, a fork and a wait on it, or a wait on a handle (some never given). A
-/// fork of a fork's fork forks no further.
+/// fork's fork forks no further (it only waits).
 fn tree_reply(rng: &mut SimRng, agent: &str, i: usize) -> Option<ScriptedReply> {
     if !rng.chance(0.35) {
         return None;

@@ -279,10 +279,11 @@ impl Hooks for Recorder<'_> {
         Some((agent, intervention))
     }
 
-    fn on_answer(&mut self, question: uuid::Uuid, text: &str) {
+    fn on_answer(&mut self, asking: Option<&str>, question: uuid::Uuid, text: &str) {
+        // By the asking agent's path when there is one: ids move when a shrunk replay drops steps.
         self.push(StepKind::Answer {
-            agent: None,
-            question: Some(question),
+            agent: asking.map(str::to_owned),
+            question: asking.is_none().then_some(question),
             text: text.to_owned(),
             wait: false,
         });

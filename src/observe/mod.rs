@@ -39,7 +39,8 @@ pub mod names {
     pub const ITERATION_BOUND: &str = "iteration-bound";
     /// Each popped frame delivers exactly one result to exactly its parent.
     pub const SINGLE_DELIVERY: &str = "single-delivery";
-    /// Each user message goes to the frame on top, or to main when the stack is empty.
+    /// Each user message goes to the frame on top, or to main when the stack is empty, or to the
+    /// fork with a question open that the top frame's parked `wait` leads to.
     pub const ROUTING: &str = "routing";
     /// After the main agent answers, or after an unwind, no frame of that session remains.
     pub const CLEANUP: &str = "cleanup";
@@ -65,14 +66,16 @@ pub mod names {
     /// A run never waits in vain: when nothing is scheduled, every conversation is idle, unless
     /// a model call stalled or a tool hung (checked by the simulator, which knows).
     pub const PROGRESS: &str = "progress";
-    /// Every live frame is a live node of the agent tree, parents and subagents agree, no ended
-    /// agent is live and no agent runs on under an ended parent.
+    /// The runtime has as many live frames as the events left agents alive, and every agent a
+    /// step touched agrees with the runtime: a live one has its frame with its status under a
+    /// parent that lists it, an ended one leaves no fork running.
     pub const TREE_CONSISTENCY: &str = "tree-consistency";
     /// Every status change is one the status machine allows, from the status the agent had;
     /// terminal statuses are absorbing.
     pub const STATUS_TRANSITIONS: &str = "status-transitions";
     /// A `wait(h)` answers only once fork `h` of its caller has ended, with exactly that fork's
-    /// result (`No fork with handle <h>` when the caller never started one).
+    /// result and error flag (`No fork with handle <h>` when the caller starts no such fork; a
+    /// skip text only when the caller ends in the step).
     pub const FORK_WAIT: &str = "fork-wait";
 
     /// Every invariant the observer checks, in a stable order.
@@ -350,8 +353,14 @@ impl Observer {
             } => self
                 .tree
                 .on_fork_started(*caller_id, *handle, frame.frame_id),
-            Event::ForkEnded { frame, result, .. } => {
-                self.tree.on_fork_ended(frame.frame_id, result);
+            Event::ForkEnded {
+                frame,
+                result,
+                status,
+                ..
+            } => {
+                let failed = *status != crate::agents::tree::Status::Completed;
+                self.tree.on_fork_ended(frame.frame_id, result, failed);
             }
             Event::Wait {
                 frame_id,
@@ -359,6 +368,11 @@ impl Observer {
                 handle,
                 ..
             } => self.tree.on_wait(*frame_id, tool_use_id, *handle),
+            Event::Question {
+                agent_id,
+                tool_use_id,
+                ..
+            } => self.tree.on_question(*agent_id, tool_use_id),
             Event::Push { key, frame, depth } => {
                 let k = self.touch(key);
                 let model = &mut self.keys[k].frames;

@@ -15,8 +15,29 @@ use crate::runtime::Runtime;
 
 use super::{names, violation, Violation};
 
-/// A fork as the events showed it: its agent id, and its result once it ended.
-type ForkSeen = (Uuid, Option<Arc<str>>);
+/// A fork as the events showed it: its agent id, and its result (and whether it failed) once it
+/// ended.
+type ForkSeen = (Uuid, Option<(Arc<str>, bool)>);
+
+/// A `wait`'s answer that only the end of its step can judge.
+#[derive(Clone, Debug)]
+enum Deferred {
+    /// Answered with a skip text: its caller must end in the same step.
+    Skipped {
+        caller: Uuid,
+        frame: Arc<str>,
+        tool_use_id: Arc<str>,
+        content: Arc<str>,
+    },
+    /// Answered `No fork with handle <h>`: no fork `h` of its caller may start in the step (a
+    /// fork starts once the turn that forked it has stepped).
+    NoFork {
+        caller: Uuid,
+        handle: u32,
+        frame: Arc<str>,
+        tool_use_id: Arc<str>,
+    },
+}
 
 /// What the observer knows of the tree, from the events only.
 #[derive(Clone, Debug)]
@@ -34,6 +55,10 @@ pub(super) struct TreeModel {
     fork_of: FxHashMap<Uuid, (Uuid, u32)>,
     /// `wait` calls not answered yet, by caller and tool use: the handle named.
     waits: FxHashMap<(Uuid, Arc<str>), Option<u32>>,
+    /// Answers to judge at the end of the step.
+    deferred: SmallVec<[Deferred; 1]>,
+    /// Agents with a question open, by the `ask_user` it answers.
+    asking: FxHashMap<Uuid, Arc<str>>,
 }
 
 impl Default for TreeModel {
@@ -46,6 +71,8 @@ impl Default for TreeModel {
             forks: FxHashMap::default(),
             fork_of: FxHashMap::default(),
             waits: FxHashMap::default(),
+            deferred: SmallVec::new(),
+            asking: FxHashMap::default(),
         }
     }
 }
@@ -125,10 +152,54 @@ impl TreeModel {
     /// ended one has no frame and leaves no fork running.
     #[inline]
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if !self.deferred.is_empty() {
+            self.check_deferred()?;
+        }
         if self.touched.is_empty() {
             return Ok(());
         }
         self.check_touched(rt)
+    }
+
+    /// The `wait` answers of the step that needed its end: a skip only for a caller that ended,
+    /// `No fork` only for a handle no fork of the caller got.
+    #[cold]
+    fn check_deferred(&mut self) -> Result<(), Violation> {
+        for d in std::mem::take(&mut self.deferred) {
+            match d {
+                Deferred::Skipped {
+                    caller,
+                    frame,
+                    tool_use_id,
+                    content,
+                } => {
+                    let ended = self
+                        .agents
+                        .get(&caller)
+                        .is_some_and(|(s, _)| s.is_terminal());
+                    if !ended {
+                        return Err(violation(
+                            names::FORK_WAIT,
+                            format!("{frame}'s wait ({tool_use_id}) got {content:?}, but {frame} goes on"),
+                        ));
+                    }
+                }
+                Deferred::NoFork {
+                    caller,
+                    handle,
+                    frame,
+                    tool_use_id,
+                } => {
+                    if let Some((fork, _)) = self.forks.get(&(caller, handle)) {
+                        return Err(violation(
+                            names::FORK_WAIT,
+                            format!("{frame}'s wait({handle}) ({tool_use_id}) was told there is no fork {handle}, but {frame} started fork {handle} ({fork})"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check_touched(&mut self, rt: &Runtime) -> Result<(), Violation> {
@@ -233,13 +304,18 @@ impl TreeModel {
         self.fork_of.insert(fork, (caller, handle));
     }
 
-    /// A fork ended with `result`.
-    pub(super) fn on_fork_ended(&mut self, fork: Uuid, result: &Arc<str>) {
+    /// A fork ended with `result`, failed (`is_error`) or not.
+    pub(super) fn on_fork_ended(&mut self, fork: Uuid, result: &Arc<str>, is_error: bool) {
         if let Some(at) = self.fork_of.remove(&fork) {
             if let Some((_, r)) = self.forks.get_mut(&at) {
-                *r = Some(result.clone());
+                *r = Some((result.clone(), is_error));
             }
         }
+    }
+
+    /// Agent `agent` asked the user (its `ask_user` is `tool_use_id`).
+    pub(super) fn on_question(&mut self, agent: Uuid, tool_use_id: &Arc<str>) {
+        self.asking.insert(agent, tool_use_id.clone());
     }
 
     /// A frame called `wait` on `handle`.
@@ -248,20 +324,24 @@ impl TreeModel {
     }
 
     /// Whether agent `caller` waits (through a parked `wait`, and forks that wait in turn) on
-    /// fork `target`.
+    /// fork `target`, which asked the user: the end of that chain, with a question open by its
+    /// events.
     pub(super) fn waits_on(&self, caller: Uuid, target: Uuid) -> bool {
         let mut at = caller;
         // Forks nest only as deep as forks fork; a bound keeps a broken model from looping.
         for _ in 0..64 {
+            // The running fork a parked wait of `at` names (the least id, should there be more
+            // than one, whatever order the map holds them in).
             let next = self
                 .waits
                 .iter()
                 .filter(|((c, _), _)| *c == at)
-                .find_map(|(_, h)| self.forks.get(&(at, (*h)?)))
+                .filter_map(|(_, h)| self.forks.get(&(at, (*h)?)))
                 .filter(|(_, result)| result.is_none())
-                .map(|(fork, _)| *fork);
+                .map(|(fork, _)| *fork)
+                .min();
             match next {
-                Some(fork) if fork == target => return true,
+                Some(fork) if fork == target => return self.asking.contains_key(&target),
                 Some(fork) => at = fork,
                 None => return false,
             }
@@ -269,9 +349,10 @@ impl TreeModel {
         false
     }
 
-    /// A `tool_result`: if it answers a `wait`, it must be the result of a fork that ended, or
-    /// say that the caller has no such fork. A skip text (the caller itself ends) is judged by
-    /// `tool-execution`, not here.
+    /// A `tool_result`: if it answers a `wait`, it must be the result of a fork that ended, with
+    /// its error flag, or say that the caller has no such fork (checked again at the end of the
+    /// step, once the step's forks have started), or be a skip text of a caller that ends in the
+    /// step (an interruption's text aside, which the watchdog's checks judge).
     #[inline]
     pub(super) fn on_result(
         &mut self,
@@ -281,6 +362,14 @@ impl TreeModel {
         content: &Arc<str>,
         is_error: bool,
     ) -> Result<(), Violation> {
+        if !self.asking.is_empty()
+            && self
+                .asking
+                .get(&frame_id)
+                .is_some_and(|asked| asked == tool_use_id)
+        {
+            self.asking.remove(&frame_id);
+        }
         if self.waits.is_empty() {
             return Ok(());
         }
@@ -298,12 +387,35 @@ impl TreeModel {
         let Some(handle) = self.waits.remove(&(frame_id, tool_use_id.clone())) else {
             return Ok(());
         };
-        if super::semantic::is_skip(content) {
+        let ended_so = |m: &Self| {
+            handle
+                .and_then(|h| m.forks.get(&(frame_id, h)))
+                .is_some_and(|(_, r)| r.as_ref().is_some_and(|(text, _)| text == content))
+        };
+        if super::semantic::is_skip(content) && !ended_so(self) {
+            if &**content != crate::model::messages::TOOL_INTERRUPTED {
+                self.deferred.push(Deferred::Skipped {
+                    caller: frame_id,
+                    frame: frame.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    content: content.clone(),
+                });
+            }
             return Ok(());
         }
         let shown = handle.map_or_else(|| "?".to_owned(), |h| h.to_string());
         match handle.and_then(|h| self.forks.get(&(frame_id, h))) {
-            None if is_error && content.starts_with("No fork with handle") => Ok(()),
+            None if is_error && content.starts_with("No fork with handle") => {
+                if let Some(handle) = handle {
+                    self.deferred.push(Deferred::NoFork {
+                        caller: frame_id,
+                        handle,
+                        frame: frame.clone(),
+                        tool_use_id: tool_use_id.clone(),
+                    });
+                }
+                Ok(())
+            }
             None => Err(violation(
                 names::FORK_WAIT,
                 format!("{frame}'s wait({shown}) ({tool_use_id}) got {content:?}, though no fork {shown} of {frame} had ended"),
@@ -312,10 +424,12 @@ impl TreeModel {
                 names::FORK_WAIT,
                 format!("{frame}'s wait({shown}) ({tool_use_id}) got {content:?} while fork {shown} ({fork}) still runs"),
             )),
-            Some((fork, Some(result))) if result != content => Err(violation(
-                names::FORK_WAIT,
-                format!("{frame}'s wait({shown}) ({tool_use_id}) got {content:?}, but fork {shown} ({fork}) ended with {result:?}"),
-            )),
+            Some((fork, Some((result, failed)))) if result != content || *failed != is_error => {
+                Err(violation(
+                    names::FORK_WAIT,
+                    format!("{frame}'s wait({shown}) ({tool_use_id}) got {content:?} (error: {is_error}), but fork {shown} ({fork}) ended with {result:?} (error: {failed})"),
+                ))
+            }
             Some(_) => Ok(()),
         }
     }
@@ -384,8 +498,8 @@ mod tests {
         assert_eq!(v.invariant, names::FORK_WAIT);
         assert!(v.message.contains("still runs"), "{v}");
         // Answered with fork 2's result.
-        m.on_fork_ended(id(10), &"one".into());
-        m.on_fork_ended(id(11), &"two".into());
+        m.on_fork_ended(id(10), &"one".into(), false);
+        m.on_fork_ended(id(11), &"two".into(), false);
         m.on_wait(caller, &w2, Some(1));
         let v = m
             .on_result(caller, &f, &w2, &"two".into(), false)
@@ -397,14 +511,39 @@ mod tests {
         m.on_wait(caller, &w3, Some(7));
         let no = "No fork with handle 7".into();
         assert!(m.on_result(caller, &f, &w3, &no, true).is_ok());
+        assert!(m.check_deferred().is_ok());
+        // `No fork` for a handle the caller's fork gets in the same step (forked in the same
+        // reply) is caught at the step's end.
+        m.on_wait(caller, &w3, Some(3));
+        let no3 = "No fork with handle 3".into();
+        assert!(m.on_result(caller, &f, &w3, &no3, true).is_ok());
+        m.on_fork_started(caller, 3, id(12));
+        let v = m.check_deferred().unwrap_err();
+        assert!(v.message.contains("started fork 3"), "{v}");
+        // The right result with the wrong error flag.
+        m.on_fork_ended(id(12), &"three".into(), true);
+        m.on_wait(caller, &w3, Some(3));
+        let v = m
+            .on_result(caller, &f, &w3, &"three".into(), false)
+            .unwrap_err();
+        assert!(v.message.contains("(error: true)"), "{v}");
         m.on_wait(caller, &w3, Some(7));
         let v = m
             .on_result(caller, &f, &w3, &"seven".into(), false)
             .unwrap_err();
         assert!(v.message.contains("no fork 7 of main had ended"), "{v}");
+        // A skip text only for a caller that ends in the step.
         m.on_wait(caller, &w1, Some(1));
         let skip = crate::model::messages::AGENT_DELETED.into();
         assert!(m.on_result(caller, &f, &w1, &skip, true).is_ok());
+        let v = m.check_deferred().unwrap_err();
+        assert!(v.message.contains("but main goes on"), "{v}");
+        m.on_wait(caller, &w1, Some(1));
+        assert!(m.on_result(caller, &f, &w1, &skip, true).is_ok());
+        m.on_state(caller, &f, None, Status::Running).unwrap();
+        m.on_state(caller, &f, Some(Status::Running), Status::Deleted)
+            .unwrap();
+        assert!(m.check_deferred().is_ok());
         // A result of another tool use is none of its business.
         assert!(m
             .on_result(caller, &f, &"t9".into(), &"x".into(), false)
@@ -421,12 +560,21 @@ mod tests {
         assert!(!m.waits_on(main, f1), "no wait parked yet");
         m.on_wait(main, &"w1".into(), Some(1));
         m.on_wait(f1, &"w2".into(), Some(1));
-        assert!(m.waits_on(main, f1));
-        assert!(m.waits_on(main, f11), "through the fork that waits in turn");
+        let (name, up): (Arc<str>, Option<Status>) = ("fork".into(), None);
+        for f in [f1, f11] {
+            m.on_state(f, &name, up, Status::Running).unwrap();
+        }
+        assert!(!m.waits_on(main, f11), "fork 1#1 did not ask");
+        m.on_question(f11, &"q".into());
+        assert!(!m.waits_on(main, f1), "fork 1 waits itself, it did not ask");
+        assert!(
+            m.waits_on(main, f11),
+            "through the fork that waits in turn, to the one that asked"
+        );
         assert!(!m.waits_on(main, f2), "fork 2 is not waited on");
-        // Once fork 1 ended, main no longer waits on it.
-        m.on_fork_ended(f1, &"done".into());
-        assert!(!m.waits_on(main, f1));
+        // Once fork 1 ended, main no longer waits through it.
+        m.on_fork_ended(f1, &"done".into(), false);
+        assert!(!m.waits_on(main, f11));
     }
 
     #[test]

@@ -148,26 +148,17 @@ pub(super) fn run_next_tool(
             super::fork::wait_fork(frame, at, handle, cx)
         }
         Builtin::AskUser => {
-            let Some(question) = input.get("question").and_then(|q| q.as_str()) else {
+            if input.get("question").and_then(|q| q.as_str()).is_none() {
                 let text = messages::missing_field("question").into();
                 cx.finish_tool(frame, at, None, text, true);
                 return None;
-            };
+            }
             if cx.config.query_user == crate::runtime::config::QueryUser::None {
                 // Nobody to ask: answered at once, and the turn goes on.
                 cx.finish_tool(frame, at, None, messages::NO_ANSWER.into(), false);
                 return None;
             }
-            let mut text = question.to_owned();
-            if let Some(options) = input.get("options").and_then(|o| o.as_array()) {
-                for option in options {
-                    text.push_str("\n- ");
-                    match option.as_str() {
-                        Some(s) => text.push_str(s),
-                        None => text.push_str(&option.to_string()),
-                    }
-                }
-            }
+            let text = crate::agents::tree::question_text(&input);
             let question = cx.ids.next_uuid();
             cx.record(|| Event::Question {
                 key: cx.key.clone(),

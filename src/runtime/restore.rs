@@ -16,7 +16,7 @@ use crate::runtime::planted::PlantedBug;
 use super::{Runtime, RuntimeConfig};
 
 /// Arena places a restore accepts (far more frames than any runtime holds at once).
-const MAX_PLACE: u32 = 1 << 20;
+const MAX_PLACE: u32 = 1 << 14;
 
 impl Runtime {
     /// The persisted form of every conversation. Meaningful between inputs, when every frame
@@ -115,7 +115,7 @@ impl Runtime {
         state: &str,
         context: &str,
     ) -> Result<Runtime, crate::persist::RestoreError> {
-        use crate::persist::{parse_state, replay_context, RestoreError};
+        use crate::persist::{parse_state, replay_context, RestoreError, Waiting};
         let state = parse_state(state)?;
         // A place far beyond any arena a runtime grows is a corrupt state, not a reason to
         // allocate it.
@@ -178,8 +178,16 @@ impl Runtime {
             // Forks, callers first: each runs under its caller's definition, named as it was.
             for meta in conv.forks {
                 let (agent_id, name) = (meta.frame_id, meta.agent_name.clone());
-                let base = meta.agent_name.split('#').next().unwrap_or_default();
-                let base = rt.declared_as(meta.agent_type, base)?;
+                if matches!(meta.waiting, Waiting::User | Waiting::Child) {
+                    return Err(RestoreError::State(format!(
+                        "fork {agent_id} ({name}) waits for {}, which a fork never does",
+                        if matches!(meta.waiting, Waiting::User) {
+                            "the user's next message"
+                        } else {
+                            "a child"
+                        }
+                    )));
+                }
                 let of = meta.node.as_ref().and_then(|n| n.fork_of).ok_or_else(|| {
                     RestoreError::State(format!("fork {agent_id} ({name}) names no caller"))
                 })?;
@@ -189,6 +197,12 @@ impl Runtime {
                         of.caller
                     ))
                 })?;
+                // The caller's own definition, as the fork was started with.
+                let base = rt
+                    .stacks
+                    .frame(caller)
+                    .map(|c| c.agent.clone())
+                    .expect("a placed caller lives");
                 let agent = super::fork::fork_def(&base, name);
                 let place = meta.slot;
                 let (mut frame, reissue) = rt.frame_from_meta(meta, agent, &mut sessions, None)?;
@@ -213,6 +227,24 @@ impl Runtime {
                 }
                 if let Some(waiting) = reissue {
                     rt.reissue(id, waiting)?;
+                }
+            }
+        }
+        // Every parked `wait` names a fork of its frame that runs: anything else would wait
+        // forever.
+        for frame in rt.stacks.live_frames() {
+            if let Phase::AwaitFork { handle, .. } = frame.phase {
+                let runs = frame
+                    .node
+                    .more()
+                    .forks
+                    .iter()
+                    .any(|r| r.handle == handle && r.frame.is_some());
+                if !runs {
+                    return Err(RestoreError::State(format!(
+                        "frame {} ({}) waits for its fork {handle}, which is not running",
+                        frame.frame_id, frame.agent.name
+                    )));
                 }
             }
         }
@@ -269,9 +301,9 @@ impl Runtime {
                 question,
             } => (
                 Phase::AwaitAnswer {
+                    // A state written before questions had ids: one derived from the tool use.
+                    question: question.unwrap_or_else(|| legacy_question_id(&tool_use_id)),
                     tool_use_id,
-                    // A state written before questions had ids: a fresh one.
-                    question: question.unwrap_or_else(|| self.ids.next_uuid()),
                 },
                 None,
             ),
@@ -457,6 +489,18 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// The id of a question persisted before questions had ids: derived from its `ask_user`, so that
+/// no id is drawn (which would shift every later one).
+fn legacy_question_id(tool_use_id: &str) -> uuid::Uuid {
+    let fnv = |seed: u64| {
+        tool_use_id.bytes().fold(seed, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    };
+    let (hi, lo) = (fnv(0xcbf2_9ce4_8422_2325), fnv(0x8422_2325_cbf2_9ce4));
+    uuid::Uuid::from_u64_pair(hi, lo)
 }
 
 /// What a frame waits for, as `state.json` says it.

@@ -335,11 +335,11 @@ impl Runtime {
                         crate::model::transcript::Block::ToolUse { id, input, .. }
                             if id == tool_use_id =>
                         {
-                            Some(input.get("question").and_then(|q| q.as_str()).unwrap_or(""))
+                            Some(tree::question_text(input))
                         }
                         _ => None,
                     })
-                    .unwrap_or("");
+                    .unwrap_or_default();
                 Some(Question {
                     id: *question,
                     agent_id: f.frame_id,

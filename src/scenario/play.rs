@@ -50,8 +50,9 @@ pub trait Hooks {
     /// The player fed an intervention (from a step or the hooks).
     fn on_intervene(&mut self, _agent: &str, _intervention: &Intervention) {}
 
-    /// The player answered a question (by its id).
-    fn on_answer(&mut self, _question: uuid::Uuid, _text: &str) {}
+    /// The player answered a question: by its id, asked by the agent at `asking` (a path, when
+    /// a question had the id).
+    fn on_answer(&mut self, _asking: Option<&str>, _question: uuid::Uuid, _text: &str) {}
 
     /// The player took one simulator step (also one that failed).
     fn on_step(&mut self) {}
@@ -213,7 +214,15 @@ fn answer(
                 .map(|q| q.id)
         })
         .unwrap_or_default();
-    hooks.on_answer(id, text);
+    // The hooks get the asking agent's path too: a replay whose ids moved (a shrunk one)
+    // still answers the same agent.
+    let asking = sim
+        .runtime()
+        .questions()
+        .into_iter()
+        .find(|q| q.id == id)
+        .and_then(|q| super::tree::path_of(sim.runtime(), q.agent_id));
+    hooks.on_answer(asking.as_deref(), id, text);
     sim.answer(id, text)?;
     if !wait {
         return Ok(());
@@ -246,6 +255,10 @@ fn one_step(sim: &mut Sim, hooks: &mut impl Hooks, key: &str) -> Result<bool, Ru
         hooks.on_intervene(&agent, &intervention);
         let id = super::tree::resolve(sim.runtime(), &agent).unwrap_or_default();
         sim.intervene(id, intervention)?;
+        if sim.runtime().is_idle() {
+            // The intervention ended what was running (a deletion): progress, not a stall.
+            return Ok(true);
+        }
     }
     let result = sim.step();
     // A step that failed was taken too: a replay must take it to fail the same way.
