@@ -22,17 +22,10 @@ use agentsim::wire::Provider;
 
 /// The user messages of a scenario the tokio driver can express, if it can.
 fn expressible(s: &Scenario) -> Option<Vec<String>> {
-    // Forks are addressed by script name (`main#1`), which a request over the wire does not
-    // carry: mock-llm would answer a fork from its caller's script.
-    let forks = std::iter::once(&s.catalog.main)
-        .chain(s.catalog.skills.values())
-        .chain(s.catalog.agents.values())
-        .any(|d| d.fork);
     if s.expect_violation.is_some()
         || s.config.planted.is_some()
         || s.config.interruptions.is_some()
         || s.config.persist
-        || forks
     {
         return None;
     }

@@ -8,7 +8,9 @@
 //!    gives them (all must hold: the system prompt contains a text, the model name, a header's
 //!    value, the tool set), otherwise the request's model name equals the agent's `model` (or its
 //!    name) or the request's system prompt equals the agent's `system`. Exactly one agent must
-//!    match; none or several is a miss that lists every agent's rule.
+//!    match; none or several is a miss that lists every agent's rule, except that among agents
+//!    matched by these default rules the one whose model name is the request's wins (a fork of
+//!    seed 001 sends its script name, `main#1`, as its model, with its caller's system prompt).
 //! 2. *Conversation.* A conversation is named by its agent and its first user message. Among the
 //!    conversations of that name (several when a runtime starts alike conversations, in parallel
 //!    or one after another), the request belongs to the first, in order of first appearance, whose
@@ -101,6 +103,10 @@ pub enum Route {
 }
 
 impl Route {
+    fn is_default(&self) -> bool {
+        matches!(self, Route::Default { .. })
+    }
+
     fn holds(&self, request: &Request, first: &str, headers: &[(&str, &str)]) -> bool {
         match self {
             Route::Rule(rule) => holds(rule, request, first, headers),
@@ -408,9 +414,24 @@ impl Book {
         first: &str,
         headers: &[(&str, &str)],
     ) -> Result<usize, Miss> {
-        let matching: Vec<usize> = (0..self.agents.len())
+        let mut matching: Vec<usize> = (0..self.agents.len())
             .filter(|&i| self.agents[i].route.holds(request, first, headers))
             .collect();
+        if matching.len() > 1 {
+            // By default rules, the model name is the more specific key: a fork sends its script
+            // name (`main#1`) as its model and keeps its caller's system prompt.
+            let by_model: Vec<usize> = matching
+                .iter()
+                .copied()
+                .filter(|&i| match &self.agents[i].route {
+                    Route::Default { model, .. } => request.model.as_deref() == Some(model),
+                    Route::Rule(_) => false,
+                })
+                .collect();
+            if by_model.len() == 1 && matching.iter().all(|&i| self.agents[i].route.is_default()) {
+                matching = by_model;
+            }
+        }
         match matching[..] {
             [one] => Ok(one),
             _ => {
@@ -1055,6 +1076,32 @@ mod tests {
         assert_eq!((b2.conversation, b2.turn, b2.entry), (2, 1, Some(3)));
         let (b1, _) = ask(&mut book, "worker", turn(&id1, "a")).unwrap();
         assert_eq!((b1.conversation, b1.turn, b1.entry), (1, 1, Some(4)));
+    }
+
+    #[test]
+    fn a_fork_is_found_by_its_model_name_though_it_keeps_its_callers_system_prompt() {
+        let mut fork = agent("main#1", vec![text("forked")]);
+        fork.route = Route::Default {
+            model: "main#1".into(),
+            system: String::new(),
+        };
+        let mut book = Book::new(vec![agent("main", vec![text("main")]), fork]);
+        // The fork's request: its script name as the model, main's system prompt.
+        let request = crate::wire::anthropic::validate(&json!({
+            "model": "main#1", "max_tokens": 1, "system": "You are `main`.",
+            "messages": [{"role": "user", "content": "hi"}]
+        }))
+        .unwrap();
+        let (address, _) = book.answer(Provider::Anthropic, &request, &[]).unwrap();
+        assert_eq!(address.agent, "main#1");
+        // Main's own request still goes to main.
+        let (address, _) = ask(
+            &mut book,
+            "main",
+            json!([{"role": "user", "content": "hi"}]),
+        )
+        .unwrap();
+        assert_eq!(address.agent, "main");
     }
 
     #[test]
