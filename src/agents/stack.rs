@@ -288,6 +288,13 @@ impl AgentStackManager {
             .all(|f| self.asker_from(f.id).is_some())
     }
 
+    /// Whether conversation `slot` has a turn running that does not wait for the user (a message
+    /// arriving now waits in its inbox).
+    #[inline]
+    pub fn busy(&self, slot: usize) -> bool {
+        !self.entries[slot].stack.is_empty() && self.asker(slot).is_none()
+    }
+
     /// The frame a user's next message for conversation `slot` goes to: the top frame when it
     /// waits for the user, or the fork it waits on that asked a question (following forks that
     /// wait on forks). `None` when the conversation is busy (or has no frame).

@@ -245,15 +245,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             if !tree_rng.chance(0.6) {
                 continue;
             }
-            let def = if agent == "main" {
-                Some(&mut catalog.main)
-            } else {
-                catalog
-                    .skills
-                    .get_mut(agent.as_str())
-                    .or_else(|| catalog.agents.get_mut(agent.as_str()))
-            };
-            if let Some(def) = def {
+            if let Some(def) = catalog.get_mut(agent) {
                 Arc::make_mut(def).fork = true;
                 forking.push(agent.clone());
             }

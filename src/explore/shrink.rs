@@ -206,15 +206,7 @@ impl Edit {
                 drop_fork_scripts(&mut c, name);
             }
             Edit::NoFork(name) => {
-                let def = if name == "main" {
-                    Some(&mut c.catalog.main)
-                } else {
-                    c.catalog
-                        .skills
-                        .get_mut(name)
-                        .or_else(|| c.catalog.agents.get_mut(name))
-                };
-                let def = def?;
+                let def = c.catalog.get_mut(name)?;
                 if !def.fork {
                     return None;
                 }

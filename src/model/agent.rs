@@ -162,6 +162,17 @@ impl Catalog {
             .map(|d| &**d)
     }
 
+    /// The agent named `name`, to change: main, a skill or an agent.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Arc<AgentDef>> {
+        if self.main.name == name {
+            return Some(&mut self.main);
+        }
+        match self.skills.get_mut(name) {
+            Some(def) => Some(def),
+            None => self.agents.get_mut(name),
+        }
+    }
+
     /// Adds a skill or an agent (by its kind).
     pub fn add(&mut self, def: AgentDef) -> &mut Catalog {
         let map = match def.kind {

@@ -369,6 +369,24 @@ impl Session {
         })
     }
 
+    /// Where the `tool_use` with this id sits (the latest, if ids repeat).
+    pub fn tool_use_by_id(&self, id: &str) -> Option<BlockAt> {
+        self.messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(m, message)| {
+                let b = message
+                    .content
+                    .iter()
+                    .position(|b| matches!(b, Block::ToolUse { id: i, .. } if &**i == id))?;
+                Some(BlockAt {
+                    message: m as u32,
+                    block: b as u32,
+                })
+            })
+    }
+
     /// The `tool_use` block at `at`, if there is one.
     pub fn tool_use_at(&self, at: BlockAt) -> Option<ToolUse<'_>> {
         self.messages

@@ -569,7 +569,6 @@ fn agent_tree(records: &[Record]) -> String {
             agent_id,
             frame,
             parent_id,
-            from,
             status,
             result,
             ..
@@ -577,9 +576,9 @@ fn agent_tree(records: &[Record]) -> String {
         else {
             continue;
         };
-        let i = match (from, index.get(agent_id)) {
-            (_, Some(&i)) => i,
-            (_, None) => {
+        let i = match index.get(agent_id) {
+            Some(&i) => i,
+            None => {
                 index.insert(*agent_id, nodes.len());
                 nodes.push(TreeNode {
                     id: *agent_id,

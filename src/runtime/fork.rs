@@ -15,11 +15,11 @@ use crate::model::ids::FrameId;
 use crate::model::messages;
 use crate::model::transcript::{BlockAt, Session};
 use crate::persist::ContextEntry;
-use crate::protocol::{Effect, Event, FrameInfo};
+use crate::protocol::{Event, FrameInfo};
 use crate::runtime::planted::PlantedBug;
 
 use super::turn::{TurnAction, TurnCx, TurnInput, TurnResult};
-use super::{frame_timers, Runtime};
+use super::Runtime;
 
 /// The script name of a fork: `<caller>#<handle>` (`main#1`, `research#2`, `main#1#1`).
 pub fn fork_name(caller: &str, handle: u32) -> String {
@@ -220,13 +220,7 @@ impl Runtime {
             Status::Deleted => messages::AGENT_DELETED,
             _ => messages::FORK_CANCELLED,
         };
-        self.with_frame(id, |frame, cx| {
-            for timer in frame_timers(&frame.phase) {
-                cx.effects.push_back(Effect::CancelTimer { timer });
-            }
-            cx.resolve_all(frame, skip);
-            frame.phase = Phase::AwaitUser;
-        });
+        self.with_frame(id, |frame, cx| cx.stop(frame, Some(skip), Phase::AwaitUser));
         let Some(mut fork) = self.stacks.remove_detached(id) else {
             return;
         };

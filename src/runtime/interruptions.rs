@@ -18,7 +18,7 @@ use crate::model::messages;
 use crate::protocol::{Effect, Event, PopReason};
 
 use super::turn::{TurnAction, TurnInput, TurnResult};
-use super::{frame_timers, Runtime};
+use super::Runtime;
 
 impl Runtime {
     pub(super) fn interruption_config(&self) -> InterruptionConfig {
@@ -170,13 +170,9 @@ impl Runtime {
 
     /// Aborts frame `id`'s in-flight model call or tools, then lets it decide.
     fn abort_and_resolve(&mut self, id: FrameId) {
+        // The aborted call's reply or the tools' results arrive later as stale inputs.
         self.with_frame(id, |frame, cx| {
-            for timer in frame_timers(&frame.phase) {
-                cx.effects.push_back(Effect::CancelTimer { timer });
-            }
-            // The aborted call's reply or the tools' results arrive later as stale inputs.
-            cx.resolve_all(frame, messages::TOOL_INTERRUPTED);
-            frame.phase = Phase::Loop;
+            cx.stop(frame, Some(messages::TOOL_INTERRUPTED), Phase::Loop)
         });
         match self.decide(id) {
             Ok(prompt) => self.drive(id, prompt),

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use crate::agents::frame::{BatchItem, ForkOf, ForkRecord, NodeMore, Phase, StackFrame};
 use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::ids::{call_id, CallId, FrameId, IdSource};
-use crate::model::transcript::{Block, BlockAt, Session};
+use crate::model::transcript::{BlockAt, Session};
 use crate::protocol::{Effect, Event};
 use crate::runtime::planted::PlantedBug;
 
@@ -318,7 +318,7 @@ impl Runtime {
                 tool_use_id,
                 handle,
             } => {
-                let at = tool_use_block(&session, &tool_use_id).ok_or_else(|| {
+                let at = session.tool_use_by_id(&tool_use_id).ok_or_else(|| {
                     RestoreError::State(format!(
                         "frame {} waits for fork {handle} in tool use {tool_use_id}, which its session does not hold",
                         meta.frame_id
@@ -399,7 +399,7 @@ impl Runtime {
             call_id(id.index(), *seq)
         };
         let find = |frame: &StackFrame, tool_use_id: &str| {
-            tool_use_block(&frame.session, tool_use_id).ok_or_else(|| {
+            frame.session.tool_use_by_id(tool_use_id).ok_or_else(|| {
                 RestoreError::State(format!(
                     "frame {} waits for tool use {tool_use_id}, which is not in its session",
                     frame.frame_id
@@ -545,23 +545,4 @@ fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
             None => Waiting::User,
         },
     }
-}
-
-/// Where the `tool_use` with this id sits in a session (the latest, if ids repeat).
-fn tool_use_block(session: &Session, id: &str) -> Option<BlockAt> {
-    session
-        .messages
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(m, message)| {
-            let b = message
-                .content
-                .iter()
-                .position(|b| matches!(b, Block::ToolUse { id: i, .. } if &**i == id))?;
-            Some(BlockAt {
-                message: m as u32,
-                block: b as u32,
-            })
-        })
 }

@@ -12,7 +12,7 @@ use crate::protocol::{Effect, Event, FrameInfo, PopReason};
 use crate::runtime::planted::PlantedBug;
 
 use super::turn::TurnInput;
-use super::{frame_timers, Runtime};
+use super::Runtime;
 
 impl Runtime {
     pub(super) fn is_cancel(&self, text: &str) -> bool {
@@ -21,8 +21,7 @@ impl Runtime {
 
     pub(super) fn on_user(&mut self, slot: usize, text: Arc<str>) {
         let entry = self.stacks.entry(slot);
-        let top_busy =
-            !self.stacks.entry(slot).stack.is_empty() && self.stacks.asker(slot).is_none();
+        let top_busy = self.stacks.busy(slot);
         if !entry.stack.is_empty() && self.is_cancel(&text) {
             let top_only = self
                 .config
@@ -53,7 +52,7 @@ impl Runtime {
     /// Delivers queued messages while the conversation waits for the user.
     pub(super) fn pump(&mut self, slot: usize) {
         loop {
-            if !self.stacks.entry(slot).stack.is_empty() && self.stacks.asker(slot).is_none() {
+            if self.stacks.busy(slot) {
                 return;
             }
             let entry = self.stacks.entry_mut(slot);
@@ -205,11 +204,7 @@ impl Runtime {
         let keep = usize::from(self.config.has_bug(PlantedBug::CancelLeavesFrame));
         while self.stacks.entry(slot).stack.depth() > keep {
             self.with_top(slot, |frame, cx| {
-                for timer in frame_timers(&frame.phase) {
-                    cx.effects.push_back(Effect::CancelTimer { timer });
-                }
-                cx.resolve_all(frame, messages::CANCELLED_BY_USER);
-                frame.phase = Phase::AwaitUser;
+                cx.stop(frame, Some(messages::CANCELLED_BY_USER), Phase::AwaitUser)
             });
             let frame = self.pop(
                 slot,

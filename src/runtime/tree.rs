@@ -19,7 +19,7 @@ use crate::protocol::{Effect, Event, PopReason, StreamEvent};
 use crate::runtime::planted::PlantedBug;
 
 use super::turn::{TurnCx, TurnInput};
-use super::{frame_timers, Runtime};
+use super::Runtime;
 
 impl TurnCx<'_> {
     /// Moves `frame` to status `to` and publishes the change (an `agent-state` stream event and
@@ -327,18 +327,9 @@ impl Runtime {
                 };
                 let text = f
                     .session
-                    .messages
-                    .iter()
-                    .rev()
-                    .flat_map(|m| m.content.iter())
-                    .find_map(|b| match b {
-                        crate::model::transcript::Block::ToolUse { id, input, .. }
-                            if id == tool_use_id =>
-                        {
-                            Some(tree::question_text(input))
-                        }
-                        _ => None,
-                    })
+                    .tool_use_by_id(tool_use_id)
+                    .and_then(|at| f.session.tool_use_at(at))
+                    .map(|u| tree::question_text(u.input))
                     .unwrap_or_default();
                 Some(Question {
                     id: *question,
@@ -424,15 +415,8 @@ impl Runtime {
                 .top_id(slot)
                 .expect("deeper than the deleted frame");
             self.cancel_forks_of(top);
-            self.with_frame(top, |frame, cx| {
-                for timer in frame_timers(&frame.phase) {
-                    cx.effects.push_back(Effect::CancelTimer { timer });
-                }
-                if !leave_open {
-                    cx.resolve_all(frame, messages::AGENT_DELETED);
-                }
-                frame.phase = Phase::AwaitUser;
-            });
+            let skip = (!leave_open).then_some(messages::AGENT_DELETED);
+            self.with_frame(top, |frame, cx| cx.stop(frame, skip, Phase::AwaitUser));
             let popped = self.pop(slot, PopReason::Deleted, &text);
             if !popped.is_main() {
                 self.journal(|| ContextEntry::AgentSessionComplete {

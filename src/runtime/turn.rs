@@ -209,6 +209,18 @@ impl TurnCx<'_> {
         self.add_result(frame, id, content, is_error);
     }
 
+    /// Stops `frame` where it is: its timers are cancelled, its open tool uses answered with
+    /// `skip` (when given; a call in flight becomes stale), and it is left in `then`.
+    pub(super) fn stop(&mut self, frame: &mut StackFrame, skip: Option<&str>, then: Phase) {
+        for timer in super::frame_timers(&frame.phase) {
+            self.effects.push_back(Effect::CancelTimer { timer });
+        }
+        if let Some(skip) = skip {
+            self.resolve_all(frame, skip);
+        }
+        frame.phase = then;
+    }
+
     /// Answers every unresolved `tool_use` of the frame with the same error text.
     pub fn resolve_all(&mut self, frame: &mut StackFrame, content: &str) {
         let ids: Vec<Arc<str>> = frame
