@@ -487,10 +487,34 @@ pub enum Event {
         frame: Arc<str>,
         /// The question's id.
         question_id: Uuid,
-        /// The `ask_user` tool use it answers.
-        tool_use_id: Arc<str>,
+        /// The `ask_user` tool use it answers (`None` for a workflow's question).
+        tool_use_id: Option<Arc<str>>,
         /// The question as shown (with its options).
         text: Arc<str>,
+    },
+    /// A workflow agent entered a step of seed 001's six-step workflow (its prompt follows in
+    /// its session).
+    WorkflowStep {
+        /// Session key.
+        key: Arc<str>,
+        /// Its frame name.
+        frame: Arc<str>,
+        /// Its agent id.
+        frame_id: Uuid,
+        /// The step.
+        step: crate::agents::workflow::Step,
+    },
+    /// A workflow agent started (`waiting`) or stopped waiting for every child it spawned
+    /// (seed 001's six-step workflow).
+    WaitSubagents {
+        /// Session key.
+        key: Arc<str>,
+        /// Its frame name.
+        frame: Arc<str>,
+        /// Its agent id.
+        frame_id: Uuid,
+        /// Whether it now waits.
+        waiting: bool,
     },
     /// An answer given by question id (seed 001).
     Answer {
@@ -498,6 +522,8 @@ pub enum Event {
         key: Option<Arc<str>>,
         /// The question's id.
         question_id: Uuid,
+        /// The asking agent, when it asks.
+        agent_id: Option<Uuid>,
         /// The asking agent's frame name, when it asks.
         frame: Option<Arc<str>>,
         /// The answer's text.

@@ -70,11 +70,14 @@ pub enum Phase {
     AwaitUser,
     /// The frame asked the user a question with `ask_user`; the answer becomes the tool's result.
     AwaitAnswer {
-        /// The `ask_user` tool use.
-        tool_use_id: Arc<str>,
+        /// The `ask_user` tool use (`None` for a workflow's question, which the model's decision
+        /// text asked).
+        tool_use_id: Option<Arc<str>>,
         /// The question's id (an answer may name it).
         question: Uuid,
     },
+    /// A workflow agent's main execution ended; it waits for every fork it started to end.
+    AwaitSubagents,
     /// The frame's `wait` tool waits for one of its forks to end.
     AwaitFork {
         /// The `wait` tool use.
@@ -95,6 +98,10 @@ pub struct ForkRecord {
     pub frame: Option<FrameId>,
     /// Its final text and whether it failed, once it ended.
     pub result: Option<(Arc<str>, bool)>,
+    /// Its status: running, then how it ended.
+    pub status: Status,
+    /// The task it was started with.
+    pub task: Arc<str>,
 }
 
 /// What makes a frame a fork: its caller and its handle there.
@@ -140,6 +147,8 @@ pub struct NodeMore {
     pub forks: Vec<ForkRecord>,
     /// Set when the frame is itself a fork.
     pub fork_of: Option<ForkOf>,
+    /// A workflow agent's progress (`workflow: six_step`).
+    pub workflow: Option<crate::agents::workflow::WorkflowRun>,
 }
 
 static NO_MORE: NodeMore = NodeMore {
@@ -148,6 +157,7 @@ static NO_MORE: NodeMore = NodeMore {
     pending_modify: None,
     forks: Vec::new(),
     fork_of: None,
+    workflow: None,
 };
 
 impl NodeState {

@@ -8,3 +8,4 @@ pub mod stack;
 pub mod tools;
 pub mod tree;
 pub mod watchdog;
+pub mod workflow;

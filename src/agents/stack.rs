@@ -320,6 +320,21 @@ impl AgentStackManager {
                         .find(|r| r.handle == *handle)?
                         .frame?;
                 }
+                // A workflow agent waiting for its children: the least (by agent id) running
+                // child on whose behalf a frame waits for the user.
+                Phase::AwaitSubagents => {
+                    return frame
+                        .node
+                        .more()
+                        .forks
+                        .iter()
+                        .filter_map(|r| {
+                            let asker = self.asker_from(r.frame?)?;
+                            Some((r.agent_id, asker))
+                        })
+                        .min_by_key(|(agent, _)| *agent)
+                        .map(|(_, asker)| asker);
+                }
                 _ => return None,
             }
         }

@@ -162,8 +162,8 @@ pub struct Question {
     pub key: Arc<str>,
     /// The asking agent's frame name.
     pub frame: Arc<str>,
-    /// The `ask_user` tool use it answers.
-    pub tool_use_id: Arc<str>,
+    /// The `ask_user` tool use it answers (`None` for a workflow's question).
+    pub tool_use_id: Option<Arc<str>>,
     /// The question.
     pub text: Arc<str>,
 }

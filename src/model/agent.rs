@@ -70,6 +70,8 @@ pub struct AgentDef {
     pub batch: Option<EmptyAnswer>,
     /// Offered seed 001's `fork` and `wait` (DESIGN §8).
     pub fork: bool,
+    /// Runs seed 001's six-step workflow (DESIGN §8).
+    pub workflow: Option<crate::agents::workflow::WorkflowDef>,
 }
 
 /// What a batch delegation does when the child's final answer is empty (seed 004's `AgentTool`).
@@ -112,6 +114,7 @@ impl AgentDef {
             passthrough: false,
             batch: None,
             fork: false,
+            workflow: None,
         }
     }
 

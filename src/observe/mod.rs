@@ -373,6 +373,14 @@ impl Observer {
                 tool_use_id,
                 ..
             } => self.tree.on_question(*agent_id, tool_use_id),
+            Event::Answer {
+                agent_id: Some(agent_id),
+                accepted: true,
+                ..
+            } => self.tree.on_answered(*agent_id),
+            Event::WaitSubagents {
+                frame_id, waiting, ..
+            } => self.tree.on_wait_all(*frame_id, *waiting),
             Event::Push { key, frame, depth } => {
                 let k = self.touch(key);
                 let model = &mut self.keys[k].frames;
@@ -671,6 +679,7 @@ impl Observer {
                         ));
                     }
                 }
+                self.tree.on_answered(*frame_id);
                 self.on_user_message(k, *frame_id, text);
             }
             Event::Response { key, .. } | Event::Cancelled { key, .. } => {

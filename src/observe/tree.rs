@@ -57,8 +57,11 @@ pub(super) struct TreeModel {
     waits: FxHashMap<(Uuid, Arc<str>), Option<u32>>,
     /// Answers to judge at the end of the step.
     deferred: SmallVec<[Deferred; 1]>,
-    /// Agents with a question open, by the `ask_user` it answers.
-    asking: FxHashMap<Uuid, Arc<str>>,
+    /// Agents with a question open, by the `ask_user` it answers (`None`: a workflow's question,
+    /// which the answer itself closes).
+    asking: FxHashMap<Uuid, Option<Arc<str>>>,
+    /// Workflow agents waiting for all their children.
+    waiting_all: SmallVec<[Uuid; 2]>,
 }
 
 impl Default for TreeModel {
@@ -73,6 +76,7 @@ impl Default for TreeModel {
             waits: FxHashMap::default(),
             deferred: SmallVec::new(),
             asking: FxHashMap::default(),
+            waiting_all: SmallVec::new(),
         }
     }
 }
@@ -141,6 +145,12 @@ impl TreeModel {
         }
         if to.is_terminal() {
             self.live -= 1;
+            if !self.asking.is_empty() {
+                self.asking.remove(&agent_id);
+            }
+            if !self.waiting_all.is_empty() {
+                self.waiting_all.retain(|a| *a != agent_id);
+            }
         }
         self.touched.push(agent_id);
         Ok(())
@@ -313,9 +323,18 @@ impl TreeModel {
         }
     }
 
-    /// Agent `agent` asked the user (its `ask_user` is `tool_use_id`).
-    pub(super) fn on_question(&mut self, agent: Uuid, tool_use_id: &Arc<str>) {
+    /// Agent `agent` asked the user (its `ask_user` is `tool_use_id`; `None` for a workflow's
+    /// question).
+    pub(super) fn on_question(&mut self, agent: Uuid, tool_use_id: &Option<Arc<str>>) {
         self.asking.insert(agent, tool_use_id.clone());
+    }
+
+    /// Agent `agent` got a user's message or an answer: a workflow's question it had open is
+    /// closed (an `ask_user` closes with its result).
+    pub(super) fn on_answered(&mut self, agent: Uuid) {
+        if !self.asking.is_empty() && self.asking.get(&agent).is_some_and(Option::is_none) {
+            self.asking.remove(&agent);
+        }
     }
 
     /// A frame called `wait` on `handle`.
@@ -323,30 +342,55 @@ impl TreeModel {
         self.waits.insert((caller, tool_use_id.clone()), handle);
     }
 
-    /// Whether agent `caller` waits (through a parked `wait`, and forks that wait in turn) on
-    /// fork `target`, which asked the user: the end of that chain, with a question open by its
-    /// events.
+    /// Whether agent `caller` waits (through a parked `wait`, a workflow's wait for its
+    /// children, and forks that wait in turn) on fork `target`, which asked the user: the end of
+    /// that chain, with a question open by its events.
     pub(super) fn waits_on(&self, caller: Uuid, target: Uuid) -> bool {
-        let mut at = caller;
+        caller != target && self.asker_of(caller, 0) == Some(target)
+    }
+
+    /// The agent that waits for the user on behalf of `at`, as the runtime routes: `at` if it
+    /// has a question open; else the end of the chain from the running fork its parked `wait`
+    /// names (the least id, should there be more than one, whatever order the map holds them
+    /// in); else, while it waits for its workflow children, the end of the chain from the least
+    /// running child that has one.
+    fn asker_of(&self, at: Uuid, depth: u32) -> Option<Uuid> {
         // Forks nest only as deep as forks fork; a bound keeps a broken model from looping.
-        for _ in 0..64 {
-            // The running fork a parked wait of `at` names (the least id, should there be more
-            // than one, whatever order the map holds them in).
-            let next = self
-                .waits
-                .iter()
-                .filter(|((c, _), _)| *c == at)
-                .filter_map(|(_, h)| self.forks.get(&(at, (*h)?)))
-                .filter(|(_, result)| result.is_none())
-                .map(|(fork, _)| *fork)
-                .min();
-            match next {
-                Some(fork) if fork == target => return self.asking.contains_key(&target),
-                Some(fork) => at = fork,
-                None => return false,
-            }
+        if depth > 64 {
+            return None;
         }
-        false
+        if self.asking.contains_key(&at) {
+            return Some(at);
+        }
+        let parked = self
+            .waits
+            .iter()
+            .filter(|((c, _), _)| *c == at)
+            .filter_map(|(_, h)| self.forks.get(&(at, (*h)?)))
+            .filter(|(_, result)| result.is_none())
+            .map(|(fork, _)| *fork)
+            .min();
+        if let Some(fork) = parked {
+            return self.asker_of(fork, depth + 1);
+        }
+        if !self.waiting_all.contains(&at) {
+            return None;
+        }
+        self.forks
+            .iter()
+            .filter(|((c, _), (_, result))| *c == at && result.is_none())
+            .map(|(_, (fork, _))| *fork)
+            .filter(|fork| self.asker_of(*fork, depth + 1).is_some())
+            .min()
+            .and_then(|fork| self.asker_of(fork, depth + 1))
+    }
+
+    /// A workflow agent waits for its children (`true`) or stopped waiting.
+    pub(super) fn on_wait_all(&mut self, agent: Uuid, waiting: bool) {
+        self.waiting_all.retain(|a| *a != agent);
+        if waiting {
+            self.waiting_all.push(agent);
+        }
     }
 
     /// A `tool_result`: if it answers a `wait`, it must be the result of a fork that ended, with
@@ -366,7 +410,7 @@ impl TreeModel {
             && self
                 .asking
                 .get(&frame_id)
-                .is_some_and(|asked| asked == tool_use_id)
+                .is_some_and(|asked| asked.as_ref() == Some(tool_use_id))
         {
             self.asking.remove(&frame_id);
         }

@@ -106,8 +106,9 @@ pub enum Waiting {
     User,
     /// The answer to an `ask_user`.
     Answer {
-        /// The `ask_user` tool use.
-        tool_use_id: Arc<str>,
+        /// The `ask_user` tool use (absent for a workflow's question).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<Arc<str>>,
         /// The question's id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         question: Option<Uuid>,
@@ -129,6 +130,8 @@ pub enum Waiting {
         /// Each run of the batch.
         runs: Vec<BatchRun>,
     },
+    /// A workflow agent's wait for every fork it started.
+    Subagents,
     /// A `wait` for one of its forks.
     Fork {
         /// The `wait` tool use.
@@ -223,6 +226,9 @@ pub struct NodeMeta {
     /// What makes it a fork: its caller and its handle there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork_of: Option<ForkOfMeta>,
+    /// A workflow agent's progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<crate::agents::workflow::WorkflowRun>,
 }
 
 /// A fork a frame started, as `state.json` keeps it.
@@ -235,6 +241,13 @@ pub struct ForkMeta {
     /// Its final text and whether it failed, once it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<(Arc<str>, bool)>,
+    /// How it ended (absent while it runs, and in states written before it was kept: then read
+    /// from the error flag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<crate::agents::tree::Status>,
+    /// The task it was started with.
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub task: Arc<str>,
 }
 
 /// A fork's caller and handle, as `state.json` keeps them.

@@ -290,6 +290,13 @@ pub fn line(entry: &Entry) -> String {
                 Some(h) => format!("{frame} waits for fork {h} ({tool_use_id})"),
                 None => format!("{frame} waits for no fork ({tool_use_id})"),
             },
+            Event::WorkflowStep { frame, step, .. } => {
+                format!("{frame} enters workflow step {}", step.as_str())
+            }
+            Event::WaitSubagents { frame, waiting, .. } => match waiting {
+                true => format!("{frame} waits for its subagents"),
+                false => format!("{frame}'s subagents have all ended"),
+            },
             Event::ForkEnded {
                 frame,
                 status,
@@ -365,6 +372,8 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::ForkStarted { key, .. }
         | Event::ForkEnded { key, .. }
         | Event::Wait { key, .. }
+        | Event::WaitSubagents { key, .. }
+        | Event::WorkflowStep { key, .. }
         | Event::Question { key, .. }
         | Event::Cancelled { key, .. } => key,
         Event::Intervention { key, .. } | Event::Answer { key, .. } => key.as_ref()?,

@@ -165,11 +165,11 @@ pub(super) fn run_next_tool(
                 agent_id: frame.frame_id,
                 frame: frame.agent.frame_name.clone(),
                 question_id: question,
-                tool_use_id: id.clone(),
+                tool_use_id: Some(id.clone()),
                 text: text.as_str().into(),
             });
             frame.phase = Phase::AwaitAnswer {
-                tool_use_id: id,
+                tool_use_id: Some(id),
                 question,
             };
             if frame.is_fork() {

@@ -38,16 +38,32 @@ pub(super) fn fork_def(caller: &AgentDef, name: String) -> Arc<AgentDef> {
 /// Starts fork `handle` of `frame` with `prompt`: its frame waits in the turn context until the
 /// orchestration places and starts it, once the caller's step is over.
 pub(super) fn start_fork(frame: &mut StackFrame, prompt: &str, cx: &mut TurnCx<'_>) -> u32 {
-    let handle = u32::try_from(frame.node.more().forks.len() + 1).unwrap_or(u32::MAX);
-    let agent = fork_def(&frame.agent, fork_name(&frame.agent.name, handle));
-    let agent_session_id = cx.ids.next_uuid();
-    let frame_id = cx.ids.next_uuid();
     // The caller's conversation up to its last complete exchange (the reply that forks is still
     // open), then the prompt.
     let cut = frame
         .session
         .next_unresolved()
         .map_or(frame.session.messages.len(), |(at, _)| at.message as usize);
+    new_fork(frame, prompt, cut, None, cx)
+}
+
+/// Starts a workflow child of `frame` (step 4 of the six steps): a fork whose session is only
+/// its subquestion, running the same workflow at `depth`.
+pub(super) fn start_child(frame: &mut StackFrame, task: &str, depth: u32, cx: &mut TurnCx<'_>) {
+    new_fork(frame, task, 0, Some(depth), cx);
+}
+
+fn new_fork(
+    frame: &mut StackFrame,
+    prompt: &str,
+    cut: usize,
+    workflow_depth: Option<u32>,
+    cx: &mut TurnCx<'_>,
+) -> u32 {
+    let handle = u32::try_from(frame.node.more().forks.len() + 1).unwrap_or(u32::MAX);
+    let agent = fork_def(&frame.agent, fork_name(&frame.agent.name, handle));
+    let agent_session_id = cx.ids.next_uuid();
+    let frame_id = cx.ids.next_uuid();
     let session = Session::forked(agent_session_id, &frame.session, cut, prompt);
     cx.journal(|| ContextEntry::ForkSession {
         agent_session_id,
@@ -61,11 +77,17 @@ pub(super) fn start_fork(frame: &mut StackFrame, prompt: &str, cx: &mut TurnCx<'
         caller: frame.id,
         handle,
     });
+    if let Some(depth) = workflow_depth {
+        fork.node.more_mut().workflow =
+            Some(crate::agents::workflow::WorkflowRun::pending(depth));
+    }
     frame.node.more_mut().forks.push(ForkRecord {
         handle,
         agent_id: frame_id,
         frame: None,
         result: None,
+        status: Status::Running,
+        task: prompt.into(),
     });
     cx.forks.push(fork);
     handle
@@ -250,8 +272,15 @@ impl Runtime {
         {
             r.frame = None;
             r.result = Some((text.clone(), is_error));
+            r.status = status;
         }
-        if let Phase::AwaitFork { at, handle } = caller.phase {
+        if matches!(caller.phase, Phase::AwaitSubagents)
+            && caller.node.more().forks.iter().all(|r| r.frame.is_none())
+        {
+            let caller_slot = caller.conversation as usize;
+            self.drive(of.caller, TurnInput::SubagentsDone);
+            self.pump(caller_slot);
+        } else if let Phase::AwaitFork { at, handle } = caller.phase {
             let any = self.config.has_bug(PlantedBug::WaitResumedByAnyFork);
             if handle == of.handle || any {
                 let caller_slot = caller.conversation as usize;
@@ -278,6 +307,7 @@ impl Runtime {
         for r in caller.node.more_mut().forks.iter_mut() {
             if let Some(fork) = r.frame.take() {
                 r.result = Some((messages::FORK_CANCELLED.into(), true));
+                r.status = Status::Error;
                 running.push(fork);
             }
         }

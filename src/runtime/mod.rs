@@ -26,6 +26,7 @@ mod restore;
 mod routing;
 mod tree;
 mod turn;
+mod workflow;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

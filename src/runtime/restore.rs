@@ -7,6 +7,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::agents::frame::{BatchItem, ForkOf, ForkRecord, NodeMore, Phase, StackFrame};
+use crate::agents::tree::Status;
 use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::ids::{call_id, CallId, FrameId, IdSource};
 use crate::model::transcript::{BlockAt, Session};
@@ -91,6 +92,8 @@ impl Runtime {
                         handle: r.handle,
                         agent_id: r.agent_id,
                         result: r.result.clone(),
+                        status: r.status.is_terminal().then_some(r.status),
+                        task: r.task.clone(),
                     })
                     .collect(),
                 fork_of: f.node.more().fork_of.and_then(|of| {
@@ -99,6 +102,7 @@ impl Runtime {
                         handle: of.handle,
                     })
                 }),
+                workflow: f.node.more().workflow,
             }),
         }
     }
@@ -299,14 +303,27 @@ impl Runtime {
             Waiting::Answer {
                 tool_use_id,
                 question,
-            } => (
-                Phase::AwaitAnswer {
-                    // A state written before questions had ids: one derived from the tool use.
-                    question: question.unwrap_or_else(|| legacy_question_id(&tool_use_id)),
-                    tool_use_id,
-                },
-                None,
-            ),
+            } => {
+                // A state written before questions had ids: one derived from the tool use.
+                let question = match (question, &tool_use_id) {
+                    (Some(q), _) => q,
+                    (None, Some(id)) => legacy_question_id(id),
+                    (None, None) => {
+                        return Err(RestoreError::State(format!(
+                            "frame {} waits for an answer to a question with neither an id nor a tool use",
+                            meta.frame_id
+                        )))
+                    }
+                };
+                (
+                    Phase::AwaitAnswer {
+                        question,
+                        tool_use_id,
+                    },
+                    None,
+                )
+            }
+            Waiting::Subagents => (Phase::AwaitSubagents, None),
             // Its child is the next frame; it is named once pushed.
             Waiting::Child => (
                 Phase::AwaitChildren {
@@ -360,7 +377,14 @@ impl Runtime {
                     handle: f.handle,
                     agent_id: f.agent_id,
                     frame: None,
+                    status: match (f.status, &f.result) {
+                        (Some(s), _) => s,
+                        (None, Some((_, true))) => Status::Error,
+                        (None, Some((_, false))) => Status::Completed,
+                        (None, None) => Status::Running,
+                    },
                     result: f.result,
+                    task: f.task,
                 })
                 .collect();
             let more = NodeMore {
@@ -369,6 +393,7 @@ impl Runtime {
                 pending_modify: node.pending_modify,
                 forks,
                 fork_of: None,
+                workflow: node.workflow,
             };
             if more != NodeMore::default() {
                 frame.node.more = Some(Box::new(more));
@@ -466,7 +491,11 @@ impl Runtime {
                 }
                 Phase::AwaitTools { batch }
             }
-            Waiting::User | Waiting::Answer { .. } | Waiting::Child | Waiting::Fork { .. } => {
+            Waiting::User
+            | Waiting::Answer { .. }
+            | Waiting::Child
+            | Waiting::Subagents
+            | Waiting::Fork { .. } => {
                 unreachable!("only calls in flight are issued again")
             }
         };
@@ -515,6 +544,7 @@ fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
             question: Some(*question),
         },
         Phase::AwaitChildren { .. } => Waiting::Child,
+        Phase::AwaitSubagents => Waiting::Subagents,
         Phase::AwaitLlm { .. } => Waiting::Llm,
         Phase::AwaitTool { at, name, .. } => match frame.session.tool_use_at(*at) {
             Some(u) => Waiting::Tool {

@@ -325,12 +325,16 @@ impl Runtime {
                 else {
                     return None;
                 };
-                let text = f
-                    .session
-                    .tool_use_by_id(tool_use_id)
-                    .and_then(|at| f.session.tool_use_at(at))
-                    .map(|u| tree::question_text(u.input))
-                    .unwrap_or_default();
+                let text = match tool_use_id {
+                    Some(id) => f
+                        .session
+                        .tool_use_by_id(id)
+                        .and_then(|at| f.session.tool_use_at(at))
+                        .map(|u| tree::question_text(u.input))
+                        .unwrap_or_default(),
+                    // A workflow's question is the text of the decision that asked it.
+                    None => crate::agents::workflow::question_of(&f.session),
+                };
                 Some(Question {
                     id: *question,
                     agent_id: f.frame_id,
@@ -365,6 +369,9 @@ impl Runtime {
                     .as_ref()
                     .map(|(_, slot, _, _)| self.stacks.entry(*slot).key.clone()),
                 question_id,
+                agent_id: asking
+                    .as_ref()
+                    .and_then(|(id, ..)| Some(self.stacks.frame(*id)?.frame_id)),
                 frame: asking.as_ref().map(|(_, _, name, _)| name.clone()),
                 text: text.clone(),
                 accepted: asking.is_some(),

@@ -60,6 +60,8 @@ pub enum TurnInput {
         /// The timer.
         timer: CallId,
     },
+    /// Every fork a workflow agent waited for ended.
+    SubagentsDone,
     /// The fork a `wait` waited for ended.
     ForkDone {
         /// The `wait` tool use.
@@ -247,9 +249,20 @@ pub fn execute_turn(
     cx: &mut TurnCx<'_>,
 ) -> Option<TurnResult> {
     match input {
-        TurnInput::Start => frame.phase = Phase::Loop,
+        TurnInput::Start => {
+            frame.phase = Phase::Loop;
+            if frame.agent.workflow.is_some() {
+                super::workflow::begin(frame, cx);
+            }
+        }
         TurnInput::User(text) => match std::mem::take(&mut frame.phase) {
-            Phase::AwaitAnswer { tool_use_id, .. } => {
+            Phase::AwaitAnswer {
+                tool_use_id: None, ..
+            } => return super::workflow::answered(frame, text, cx),
+            Phase::AwaitAnswer {
+                tool_use_id: Some(tool_use_id),
+                ..
+            } => {
                 if cx.config.has_bug(PlantedBug::AnswerCountsAnIteration) {
                     frame.iteration += 1;
                 }
@@ -265,6 +278,9 @@ pub fn execute_turn(
                 }
                 frame.session.add_user_message(text);
                 frame.phase = Phase::Loop;
+                if frame.agent.workflow.is_some() {
+                    super::workflow::begin(frame, cx);
+                }
             }
         },
         TurnInput::ChildResult {
@@ -299,6 +315,12 @@ pub fn execute_turn(
                 return None;
             }
         }
+        TurnInput::SubagentsDone => {
+            if !matches!(frame.phase, Phase::AwaitSubagents) {
+                return None;
+            }
+            return super::workflow::children_done(frame, cx);
+        }
         TurnInput::ForkDone {
             at,
             content,
@@ -315,7 +337,7 @@ pub fn execute_turn(
 }
 
 /// The loop proper, from the frame's current phase.
-fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
+pub(super) fn run(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
     // Set when running tools just found none left, so the loop head need not look again.
     let mut all_resolved = false;
     loop {
@@ -477,6 +499,9 @@ fn on_reply(
         // Text next to tool uses is recorded but not sent (DESIGN §3 item 5).
         frame.phase = Phase::RunTools;
         run(frame, cx)
+    } else if frame.agent.workflow.is_some() && super::workflow::active(frame) {
+        // A workflow agent's text is the decision of its step.
+        super::workflow::on_text(frame, text.unwrap_or_else(|| "".into()), cx)
     } else {
         frame.phase = Phase::AwaitUser;
         Some(TurnResult::new(

@@ -383,12 +383,31 @@ pub struct AgentSpec {
     /// the caller's definition; its script is `<agent>#<handle>` (`main#1`, `research#2`).
     #[serde(default)]
     pub fork: bool,
+    /// Run seed 001's six-step workflow (`six_step`): clarify, blocking questions, subquestions
+    /// run by concurrent children, the main execution, a summary. Each decision is a reply of the
+    /// agent's script; children's scripts are `<agent>#<n>`.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkflowSpec>")]
+    pub workflow: Option<Spanned<WorkflowSpec>>,
+    /// The workflow's depth bound (default 2): an agent at this depth spawns no children (the
+    /// agent a user or a tool starts is at depth 0).
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub max_depth: Option<Spanned<u32>>,
     /// For `agentsim mock-llm`: `shared` (default: the agent's conversations share one script,
     /// handed out turn by turn) or `per_conversation` (each conversation gets the whole script
     /// from its first entry; for load tests and runtimes that start many alike conversations).
     #[serde(default)]
     #[schemars(with = "Option<ScriptMode>")]
     pub script: Option<Spanned<ScriptMode>>,
+}
+
+/// A workflow an agent runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowSpec {
+    /// Seed 001's six steps.
+    SixStep,
 }
 
 /// How an agent's script is shared by its conversations (`agentsim mock-llm`).
@@ -443,6 +462,13 @@ impl<'de> Deserialize<'de> for ReplyEntry {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ReplyEntry, E> {
                 Ok(ReplyEntry::Text(v.to_owned()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ReplyEntry, E> {
+                // YAML reads an unquoted NO, yes, off, ... as a boolean: a workflow's `NO` is
+                // the likeliest way to meet it.
+                Err(E::custom(format!(
+                    "a reply is text, but YAML read this one as the boolean `{v}` (an unquoted NO, no, yes, off, on, ... is a boolean): quote it, as in `- \"NO\"`"
+                )))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ReplyEntry, A::Error> {
                 ReplySpec::deserialize(de::value::MapAccessDeserializer::new(map))
@@ -1000,6 +1026,10 @@ pub struct NodeExpect {
     /// Frame names of the agents it started, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagents: Option<Vec<String>>,
+    /// A workflow agent's `metadata.subagents`, each child as `<status>: <result>`, in the
+    /// order they started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_subagents: Option<Vec<String>>,
 }
 
 /// Expected `tool_result`.

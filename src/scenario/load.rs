@@ -453,12 +453,14 @@ impl Builder<'_> {
                 numbered.then(|| base.to_owned())
             };
             if let Some(base) = fork_of(agent) {
-                let forks = catalog.get(&base).is_some_and(|d| d.fork);
+                let forks = catalog
+                    .get(&base)
+                    .is_some_and(|d| d.fork || d.workflow.is_some());
                 if !known(&base) || !forks {
                     return Err(self.error(
                         entries.referenced,
                         format!(
-                            "llm script for '{agent}', a fork of '{base}', but '{base}' is not a declared agent with `fork: true`"
+                            "llm script for '{agent}', a fork of '{base}', but '{base}' is not a declared agent with `fork: true` or a `workflow`"
                         ),
                     ));
                 }
@@ -639,6 +641,28 @@ impl Builder<'_> {
         def.passthrough = s.passthrough.is_some();
         def.batch = s.batch;
         def.fork = s.fork;
+        match (&s.workflow, &s.max_depth) {
+            (Some(_), _) if def.passthrough => {
+                return Err(self.error(
+                    at,
+                    format!("'{name}': a passthrough skill runs no model call, so it cannot run a `workflow`"),
+                ));
+            }
+            (Some(_), depth) => {
+                def.workflow = Some(crate::agents::workflow::WorkflowDef {
+                    max_depth: depth
+                        .as_ref()
+                        .map_or(crate::agents::workflow::DEFAULT_MAX_DEPTH, |d| d.value),
+                });
+            }
+            (None, Some(depth)) => {
+                return Err(self.error(
+                    depth.referenced,
+                    format!("agent '{name}': `max_depth` bounds a workflow's children, but the agent has no `workflow: six_step`"),
+                ));
+            }
+            (None, None) => {}
+        }
         Ok(def)
     }
 

@@ -118,6 +118,23 @@ fn check_node(rt: &Runtime, what: &str, want: &NodeExpect, got: &Node, out: &mut
             .collect();
         expect("subagents", format!("{subagents:?}"), format!("{actual:?}"));
     }
+    if let Some(want) = &want.metadata_subagents {
+        let actual: Option<Vec<String>> = got
+            .metadata
+            .get("subagents")
+            .and_then(|v| v.as_array())
+            .map(|children| {
+                children
+                    .iter()
+                    .map(|c| {
+                        let field = |k: &str| c.get(k).and_then(|v| v.as_str()).unwrap_or("none");
+                        format!("{}: {}", field("status"), field("result"))
+                    })
+                    .collect()
+            });
+        let actual = actual.map_or_else(|| "none".to_owned(), |a| format!("{a:?}"));
+        expect("metadata_subagents", format!("{want:?}"), actual);
+    }
 }
 
 /// The `tree` expectation: the live tree, entry by entry.
