@@ -504,6 +504,18 @@ pub enum Event {
         /// The step.
         step: crate::agents::workflow::Step,
     },
+    /// A workflow agent's summary ended its workflow: the summary is its result (a child pops
+    /// with it as a success, a main frame sends it, a fork ends with it).
+    WorkflowDone {
+        /// Session key.
+        key: Arc<str>,
+        /// Its frame name.
+        frame: Arc<str>,
+        /// Its agent id.
+        frame_id: Uuid,
+        /// The summary.
+        result: Arc<str>,
+    },
     /// A workflow agent started (`waiting`) or stopped waiting for every child it spawned
     /// (seed 001's six-step workflow).
     WaitSubagents {

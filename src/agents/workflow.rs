@@ -34,9 +34,6 @@ pub const NEEDS_MORE_INFO: &str = "needs_more_info: yes";
 pub const MAX_BLOCKING: u8 = 3;
 /// At most this many subquestions.
 pub const MAX_SUBQUESTIONS: usize = 4;
-/// The default depth bound: the agent a user starts is at depth 0, its children at 1, theirs at
-/// 2, which spawn none.
-pub const DEFAULT_MAX_DEPTH: u32 = 2;
 
 /// Step 1's prompt.
 pub const CLARIFY_PROMPT: &str = "Workflow step 1, clarify: if the task is unclear, reply with one question for the user; otherwise reply NO.";
@@ -50,20 +47,7 @@ pub const MAIN_PROMPT: &str = "Workflow step 4: carry out the task.";
 pub const MAIN_AGAIN_PROMPT: &str =
     "Workflow step 4 again: carry out the task with the user's answer.";
 
-/// An agent's workflow option (`workflow: six_step`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WorkflowDef {
-    /// Children are spawned only by agents at a depth below this.
-    pub max_depth: u32,
-}
-
-impl Default for WorkflowDef {
-    fn default() -> WorkflowDef {
-        WorkflowDef {
-            max_depth: DEFAULT_MAX_DEPTH,
-        }
-    }
-}
+pub use crate::model::agent::{WorkflowDef, DEFAULT_MAX_DEPTH};
 
 /// Where a workflow agent is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

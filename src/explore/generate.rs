@@ -69,6 +69,10 @@ pub struct Knobs {
     /// scripts fork and wait (drawn from a stream of its own, so that the rest of the scenario is
     /// the one the seed gives without it).
     pub tree: f64,
+    /// Chance that a scenario declares an agent `workflow: six_step` whose replies are often
+    /// decisions (`NO`, `NO_QUESTION`, `NONE`, subquestion lines, a summary that needs more
+    /// information); drawn from a stream of its own too.
+    pub workflow: f64,
 }
 
 impl Default for Knobs {
@@ -81,6 +85,7 @@ impl Default for Knobs {
             hang: 0.0,
             duplicate_ids: 0.0,
             tree: 0.25,
+            workflow: 0.15,
         }
     }
 }
@@ -95,6 +100,10 @@ const OPEN_STREAM: u64 = 0x4F50;
 const TREE_STREAM: u64 = 0x7EEE;
 /// Stream of the fork and wait replies drawn past a script's end.
 const MORE_TREE_STREAM: u64 = 0x7EEF;
+/// Stream of the workflow's draws.
+const WORKFLOW_STREAM: u64 = 0x5157;
+/// Stream of the decision replies drawn past a script's end.
+const MORE_WORKFLOW_STREAM: u64 = 0x5158;
 /// Share of generated scenarios whose scripts end where they end (to exercise running out).
 pub const FIXED_SCRIPTS: f64 = 0.05;
 
@@ -108,6 +117,8 @@ struct GeneratedReplies {
     knobs: Knobs,
     /// Agents declared `fork: true`.
     forking: Vec<String>,
+    /// Agents declared `workflow: six_step`.
+    workflows: Vec<String>,
 }
 
 impl MoreReplies for GeneratedReplies {
@@ -126,6 +137,12 @@ impl MoreReplies for GeneratedReplies {
             &self.knobs,
         );
         let base = agent.split('#').next().unwrap_or(agent);
+        if self.workflows.iter().any(|f| f == base) {
+            let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_WORKFLOW_STREAM);
+            if let Some(r) = workflow_reply(&mut rng, agent, call - 1) {
+                return Some(r);
+            }
+        }
         if self.forking.iter().any(|f| f == base) {
             let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_TREE_STREAM);
             if let Some(r) = tree_reply(&mut rng, agent, call - 1) {
@@ -272,6 +289,39 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         }
     }
 
+    // Seed 001's six-step workflow, from a stream of its own: one agent runs it, and many of its
+    // replies (and its children's) are decisions.
+    let mut wf_rng = SimRng::new(seed).fork(seed, WORKFLOW_STREAM);
+    let mut workflows = Vec::new();
+    if cfg.knobs.workflow > 0.0 && wf_rng.chance(cfg.knobs.workflow) {
+        let agent = pick(&mut wf_rng, &agents).clone();
+        if let Some(def) = catalog.get_mut(&agent) {
+            let max_depth = wf_rng.below(2) as u32;
+            Arc::make_mut(def).workflow = Some(crate::agents::workflow::WorkflowDef { max_depth });
+            workflows.push(agent.clone());
+        }
+        for agent in &workflows {
+            if let Some(script) = scripts.get_mut(agent) {
+                for (i, r) in script.iter_mut().enumerate() {
+                    if let Some(d) = workflow_reply(&mut wf_rng, agent, i) {
+                        *r = d;
+                    }
+                }
+            }
+            for handle in 1..=2 {
+                let name = format!("{agent}#{handle}");
+                let len = 1 + wf_rng.below(5) as usize;
+                let replies = (0..len)
+                    .map(|i| {
+                        let r = reply(&mut wf_rng, &name, i, &tool_names, &names, &cfg.knobs);
+                        workflow_reply(&mut wf_rng, &name, i).unwrap_or(r)
+                    })
+                    .collect();
+                scripts.entry(name).or_insert(replies);
+            }
+        }
+    }
+
     let mut steps = Vec::new();
     let n_steps = 1 + rng.below(cfg.max_user_steps as u64) as usize;
     for i in 0..n_steps {
@@ -304,6 +354,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             agents: names.clone(),
             knobs: cfg.knobs,
             forking: forking.clone(),
+            workflows: workflows.clone(),
         }) as Arc<dyn MoreReplies>
     });
 
@@ -455,6 +506,26 @@ fn tree_reply(rng: &mut SimRng, agent: &str, i: usize) -> Option<ScriptedReply> 
     };
     Some(ScriptedReply {
         kind: ReplyKind::Content(blocks),
+        after_ms: *pick(rng, &[0, 0, 20, 300]),
+        usage: Usage::default(),
+    })
+}
+
+/// A decision of seed 001's workflow for a workflow agent (or one of its children), drawn about
+/// two times in three: `NO`, `NO_QUESTION`, `NONE`, subquestion lines, or a summary that needs
+/// more information. The other replies stay as drawn: their text is read as a question, a main
+/// execution's end or a summary, whichever step the agent is at.
+fn workflow_reply(rng: &mut SimRng, agent: &str, i: usize) -> Option<ScriptedReply> {
+    let text = match rng.below(12) {
+        0..=2 => crate::agents::workflow::NO.to_owned(),
+        3..=5 => crate::agents::workflow::NO_QUESTION.to_owned(),
+        6 => crate::agents::workflow::NONE.to_owned(),
+        7 => format!("{agent} sub {i}.1\n{agent} sub {i}.2"),
+        8 => format!("{agent} summary {i}\nneeds_more_info: yes"),
+        _ => return None,
+    };
+    Some(ScriptedReply {
+        kind: ReplyKind::Content(vec![ScriptBlock::Text(text.into())]),
         after_ms: *pick(rng, &[0, 0, 20, 300]),
         usage: Usage::default(),
     })

@@ -67,6 +67,14 @@ pub fn configurations() -> Vec<(&'static str, Knobs)> {
         ),
         ("tree", Knobs { tree: 0.9, ..d }),
         (
+            "workflow",
+            Knobs {
+                workflow: 0.9,
+                tree: 0.3,
+                ..d
+            },
+        ),
+        (
             "odd-tools",
             Knobs {
                 hang: 0.1,

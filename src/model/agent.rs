@@ -71,7 +71,26 @@ pub struct AgentDef {
     /// Offered seed 001's `fork` and `wait` (DESIGN §8).
     pub fork: bool,
     /// Runs seed 001's six-step workflow (DESIGN §8).
-    pub workflow: Option<crate::agents::workflow::WorkflowDef>,
+    pub workflow: Option<WorkflowDef>,
+}
+
+/// The default depth bound: the agent a user starts is at depth 0, its children at 1, theirs at
+/// 2, which spawn none.
+pub const DEFAULT_MAX_DEPTH: u32 = 2;
+
+/// An agent's workflow option (`workflow: six_step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkflowDef {
+    /// Children are spawned only by agents at a depth below this.
+    pub max_depth: u32,
+}
+
+impl Default for WorkflowDef {
+    fn default() -> WorkflowDef {
+        WorkflowDef {
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
 }
 
 /// What a batch delegation does when the child's final answer is empty (seed 004's `AgentTool`).

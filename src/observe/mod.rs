@@ -372,7 +372,12 @@ impl Observer {
                 agent_id,
                 tool_use_id,
                 ..
-            } => self.tree.on_question(*agent_id, tool_use_id),
+            } => {
+                if tool_use_id.is_none() {
+                    self.on_workflow_decision(*agent_id);
+                }
+                self.tree.on_question(*agent_id, tool_use_id)
+            }
             Event::Answer {
                 agent_id: Some(agent_id),
                 accepted: true,
@@ -380,7 +385,23 @@ impl Observer {
             } => self.tree.on_answered(*agent_id),
             Event::WaitSubagents {
                 frame_id, waiting, ..
-            } => self.tree.on_wait_all(*frame_id, *waiting),
+            } => {
+                self.on_workflow_decision(*frame_id);
+                self.tree.on_wait_all(*frame_id, *waiting)
+            }
+            Event::WorkflowStep { frame_id, step, .. } => {
+                self.on_workflow_decision(*frame_id);
+                self.tree.on_workflow_step(*frame_id, *step)
+            }
+            Event::WorkflowDone {
+                frame, frame_id, ..
+            } => {
+                self.tree.on_workflow_done(*frame_id, frame)?;
+                // A main frame's summary is its answer to the user, judged as one.
+                if &**frame != "main" {
+                    self.on_workflow_done(*frame_id);
+                }
+            }
             Event::Push { key, frame, depth } => {
                 let k = self.touch(key);
                 let model = &mut self.keys[k].frames;

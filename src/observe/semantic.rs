@@ -383,6 +383,18 @@ impl Observer {
         self.step.watchdog.push((k, frame.clone()));
     }
 
+    /// A workflow agent's text reply was a decision of its workflow (it entered a step, asked a
+    /// question, or waits for its children), not an answer to the user.
+    pub(super) fn on_workflow_decision(&mut self, frame_id: Uuid) {
+        self.step.answered.retain(|f| *f != frame_id);
+    }
+
+    /// A workflow agent ended its workflow with its summary: a success, like a batch child's
+    /// answer.
+    pub(super) fn on_workflow_done(&mut self, frame_id: Uuid) {
+        self.step.delegated.push(frame_id);
+    }
+
     /// A batch child (the frame on top of conversation `k` with this name) answered.
     pub(super) fn on_delegation(&mut self, k: usize, frame: &Arc<str>, what: &str) {
         if what != "answer" {

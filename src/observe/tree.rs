@@ -62,6 +62,8 @@ pub(super) struct TreeModel {
     asking: FxHashMap<Uuid, Option<Arc<str>>>,
     /// Workflow agents waiting for all their children.
     waiting_all: SmallVec<[Uuid; 2]>,
+    /// Workflow agents at their summary step.
+    summarizing: SmallVec<[Uuid; 2]>,
 }
 
 impl Default for TreeModel {
@@ -77,6 +79,7 @@ impl Default for TreeModel {
             deferred: SmallVec::new(),
             asking: FxHashMap::default(),
             waiting_all: SmallVec::new(),
+            summarizing: SmallVec::new(),
         }
     }
 }
@@ -150,6 +153,9 @@ impl TreeModel {
             }
             if !self.waiting_all.is_empty() {
                 self.waiting_all.retain(|a| *a != agent_id);
+            }
+            if !self.summarizing.is_empty() {
+                self.summarizing.retain(|a| *a != agent_id);
             }
         }
         self.touched.push(agent_id);
@@ -385,6 +391,27 @@ impl TreeModel {
             .and_then(|fork| self.asker_of(fork, depth + 1))
     }
 
+    /// A workflow agent entered `step`.
+    pub(super) fn on_workflow_step(&mut self, agent: Uuid, step: crate::agents::workflow::Step) {
+        self.summarizing.retain(|a| *a != agent);
+        if step == crate::agents::workflow::Step::Summary {
+            self.summarizing.push(agent);
+        }
+    }
+
+    /// A workflow agent's workflow ended: only a summary ends it.
+    pub(super) fn on_workflow_done(&mut self, agent: Uuid, frame: &str) -> Result<(), Violation> {
+        let before = self.summarizing.len();
+        self.summarizing.retain(|a| *a != agent);
+        if self.summarizing.len() == before {
+            return Err(violation(
+                names::ERROR_PROPAGATION,
+                format!("{frame} ({agent}) ended its workflow with a result, but it never reached its summary step"),
+            ));
+        }
+        Ok(())
+    }
+
     /// A workflow agent waits for its children (`true`) or stopped waiting.
     pub(super) fn on_wait_all(&mut self, agent: Uuid, waiting: bool) {
         self.waiting_all.retain(|a| *a != agent);
@@ -609,7 +636,7 @@ mod tests {
             m.on_state(f, &name, up, Status::Running).unwrap();
         }
         assert!(!m.waits_on(main, f11), "fork 1#1 did not ask");
-        m.on_question(f11, &"q".into());
+        m.on_question(f11, &Some("q".into()));
         assert!(!m.waits_on(main, f1), "fork 1 waits itself, it did not ask");
         assert!(
             m.waits_on(main, f11),
@@ -619,6 +646,46 @@ mod tests {
         // Once fork 1 ended, main no longer waits through it.
         m.on_fork_ended(f1, &"done".into(), false);
         assert!(!m.waits_on(main, f11));
+    }
+
+    #[test]
+    fn a_workflow_agent_waiting_for_its_children_leads_to_the_least_asking_one() {
+        let mut m = TreeModel::default();
+        let (main, c1, c2, c3) = (id(1), id(12), id(11), id(13));
+        for (h, c) in [(1, c1), (2, c2), (3, c3)] {
+            m.on_fork_started(main, h, c);
+        }
+        m.on_question(c1, &None);
+        m.on_question(c3, &None);
+        assert!(
+            !m.waits_on(main, c1),
+            "main does not wait for its children yet"
+        );
+        m.on_wait_all(main, true);
+        assert!(!m.waits_on(main, c3), "the least asking child by id is c1");
+        assert!(m.waits_on(main, c1));
+        assert!(!m.waits_on(main, c2), "c2 did not ask");
+        // Answering c1 closes its workflow question: the message would go to c3 next.
+        m.on_answered(c1);
+        assert!(m.waits_on(main, c3));
+        m.on_wait_all(main, false);
+        assert!(!m.waits_on(main, c3));
+    }
+
+    #[test]
+    fn a_workflow_ends_only_from_its_summary_step() {
+        use crate::agents::workflow::Step;
+        let mut m = TreeModel::default();
+        let (a, name) = (id(1), "agent:w");
+        m.on_workflow_step(a, Step::Main);
+        let v = m.on_workflow_done(a, name).unwrap_err();
+        assert_eq!(v.invariant, names::ERROR_PROPAGATION);
+        m.on_workflow_step(a, Step::Summary);
+        m.on_workflow_done(a, name).unwrap();
+        assert!(
+            m.on_workflow_done(a, name).is_err(),
+            "once ended, not again"
+        );
     }
 
     #[test]

@@ -293,6 +293,9 @@ pub fn line(entry: &Entry) -> String {
             Event::WorkflowStep { frame, step, .. } => {
                 format!("{frame} enters workflow step {}", step.as_str())
             }
+            Event::WorkflowDone { frame, result, .. } => {
+                format!("{frame}'s workflow ends with its summary {result:?}")
+            }
             Event::WaitSubagents { frame, waiting, .. } => match waiting {
                 true => format!("{frame} waits for its subagents"),
                 false => format!("{frame}'s subagents have all ended"),
@@ -374,6 +377,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::Wait { key, .. }
         | Event::WaitSubagents { key, .. }
         | Event::WorkflowStep { key, .. }
+        | Event::WorkflowDone { key, .. }
         | Event::Question { key, .. }
         | Event::Cancelled { key, .. } => key,
         Event::Intervention { key, .. } | Event::Answer { key, .. } => key.as_ref()?,

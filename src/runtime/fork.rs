@@ -78,8 +78,7 @@ fn new_fork(
         handle,
     });
     if let Some(depth) = workflow_depth {
-        fork.node.more_mut().workflow =
-            Some(crate::agents::workflow::WorkflowRun::pending(depth));
+        fork.node.more_mut().workflow = Some(crate::agents::workflow::WorkflowRun::pending(depth));
     }
     frame.node.more_mut().forks.push(ForkRecord {
         handle,

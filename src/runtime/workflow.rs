@@ -115,7 +115,7 @@ pub(super) fn on_text(
             r.step = Step::MoreInfo;
             ask(frame, text, cx)
         }
-        Step::Summary | Step::MoreInfo | Step::Pending => finish(frame, text),
+        Step::Summary | Step::MoreInfo | Step::Pending => finish(frame, text, cx),
     }
 }
 
@@ -124,7 +124,12 @@ fn after_blocking(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnRes
     let depth = run_of(frame).depth;
     let max = frame.agent.workflow.map_or(0, |w| w.max_depth);
     if depth < max {
-        go(frame, Step::Subquestions, wf::SUBQUESTIONS_PROMPT.into(), cx)
+        go(
+            frame,
+            Step::Subquestions,
+            wf::SUBQUESTIONS_PROMPT.into(),
+            cx,
+        )
     } else {
         go(frame, Step::Main, wf::MAIN_PROMPT.into(), cx)
     }
@@ -213,7 +218,10 @@ fn summary(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
         .forks
         .iter()
         .map(|r| {
-            let result = r.result.as_ref().map_or_else(|| "".into(), |(t, _)| t.clone());
+            let result = r
+                .result
+                .as_ref()
+                .map_or_else(|| "".into(), |(t, _)| t.clone());
             (r.task.clone(), r.status.as_str(), result)
         })
         .collect();
@@ -223,7 +231,13 @@ fn summary(frame: &mut StackFrame, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
 
 /// The summary is the agent's result; `metadata.subagents` lists each child's id, status and
 /// result.
-fn finish(frame: &mut StackFrame, text: Arc<str>) -> Option<TurnResult> {
+fn finish(frame: &mut StackFrame, text: Arc<str>, cx: &mut TurnCx<'_>) -> Option<TurnResult> {
+    cx.record(|| Event::WorkflowDone {
+        key: cx.key.clone(),
+        frame: frame.agent.frame_name.clone(),
+        frame_id: frame.frame_id,
+        result: text.clone(),
+    });
     let more = frame.node.more_mut();
     let subagents: Vec<serde_json::Value> = more
         .forks

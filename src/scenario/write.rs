@@ -196,6 +196,12 @@ fn agent_value(
     if def.stream {
         m.insert("stream".into(), json!(true));
     }
+    if let Some(w) = def.workflow {
+        m.insert("workflow".into(), json!("six_step"));
+        if w.max_depth != crate::model::agent::DEFAULT_MAX_DEPTH {
+            m.insert("max_depth".into(), json!(w.max_depth));
+        }
+    }
     if def.fork {
         m.insert("fork".into(), json!(true));
     }
