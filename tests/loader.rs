@@ -115,6 +115,26 @@ fn nonsense_settings_are_located_errors() {
             "t.yaml:2:",
             "cannot be negative",
         ),
+        (
+            "name: t\nagents:\n  main: {max_depth: 1}\nsteps: [{user: x}]\n",
+            "t.yaml:3:",
+            "no `workflow: six_step`",
+        ),
+        (
+            "name: t\nagents:\n  main: {workflow: seven_step}\nsteps: [{user: x}]\n",
+            "t.yaml:3:",
+            "six_step",
+        ),
+        (
+            "name: t\nagents:\n  main: {workflow: six_step}\nllm:\n  main:\n    - NO\nsteps: [{user: x}]\n",
+            "t.yaml:6:",
+            "quote it",
+        ),
+        (
+            "name: t\nagents:\n  main: {}\nllm:\n  main#1: [hi]\nsteps: [{user: x}]\n",
+            "t.yaml:5:",
+            "`fork: true` or a `workflow`",
+        ),
     ];
     for (text, at, what) in cases {
         let err = scenario::parse(text, Path::new("t.yaml"))

@@ -28,6 +28,9 @@ const FORK_ENDS: [&str; 4] = ["completed", "failed", "cancelled", "deleted"];
 const INTERVENTIONS: [&str; 4] = ["deletion", "modification", "refused", "not found"];
 const ERRORS: [&str; 4] = ["rate limit", "overloaded", "network", "other"];
 
+/// The workflow steps entered that coverage counts.
+const WORKFLOW_STEPS: [&str; 5] = ["clarify", "blocking", "subquestions", "main", "summary"];
+
 const PUSH: usize = 0; // 2 kinds x 3 bands
 const POP_CHILD: usize = PUSH + 6; // 4 reasons x 3 bands
 const POP_MAIN: usize = POP_CHILD + 12; // 4 reasons
@@ -46,7 +49,11 @@ const INTERVENTION: usize = FORK_ENDED + 4; // 4 outcomes
 const TASK_CHANGED: usize = INTERVENTION + 4;
 const FORK_ASKS: usize = TASK_CHANGED + 1;
 const FORK_ANSWERED: usize = FORK_ASKS + 1;
-const PRE: usize = FORK_ANSWERED + 1; // one per invariant
+const WORKFLOW_STEP: usize = FORK_ANSWERED + 1; // 5 steps entered
+const WORKFLOW_ASKS: usize = WORKFLOW_STEP + 5;
+const WORKFLOW_WAITS: usize = WORKFLOW_ASKS + 1;
+const WORKFLOW_DONE: usize = WORKFLOW_WAITS + 1;
+const PRE: usize = WORKFLOW_DONE + 1; // one per invariant
 /// How many features there are.
 pub const FEATURES: usize = PRE + names::ALL.len();
 // A run's features are the bits of a `u128`.
@@ -84,6 +91,10 @@ pub fn feature_name(i: usize) -> String {
         TASK_CHANGED => "modified task delivered".into(),
         FORK_ASKS => "fork asks the user".into(),
         FORK_ANSWERED => "user message answers a fork".into(),
+        _ if i < WORKFLOW_ASKS => format!("workflow enters {}", WORKFLOW_STEPS[i - WORKFLOW_STEP]),
+        WORKFLOW_ASKS => "workflow asks the user".into(),
+        WORKFLOW_WAITS => "workflow waits for its subagents".into(),
+        WORKFLOW_DONE => "workflow ends with its summary".into(),
         _ => format!("precondition of {}", names::ALL[i - PRE]),
     }
 }
@@ -296,6 +307,16 @@ impl RunCoverage {
                 }
             }
             Event::TaskChanged { .. } => self.hit(TASK_CHANGED),
+            Event::WorkflowStep { step, .. } => {
+                if let Some(i) = WORKFLOW_STEPS.iter().position(|s| *s == step.as_str()) {
+                    self.hit(WORKFLOW_STEP + i);
+                }
+            }
+            Event::Question {
+                tool_use_id: None, ..
+            } => self.hit(WORKFLOW_ASKS),
+            Event::WaitSubagents { waiting: true, .. } => self.hit(WORKFLOW_WAITS),
+            Event::WorkflowDone { .. } => self.hit(WORKFLOW_DONE),
             Event::Question { frame, .. } if frame.starts_with("fork:") => self.hit(FORK_ASKS),
 
             Event::AgentState {
