@@ -298,7 +298,7 @@ impl AgentStackManager {
     /// The frame a user's next message for conversation `slot` goes to: the top frame when it
     /// waits for the user, or the fork it waits on that asked a question (following forks that
     /// wait on forks). `None` when the conversation is busy (or has no frame).
-    #[inline]
+    #[inline(always)]
     pub fn asker(&self, slot: usize) -> Option<FrameId> {
         self.asker_from(self.top_id(slot)?)
     }
@@ -320,24 +320,27 @@ impl AgentStackManager {
                         .find(|r| r.handle == *handle)?
                         .frame?;
                 }
-                // A workflow agent waiting for its children: the least (by agent id) running
-                // child on whose behalf a frame waits for the user.
-                Phase::AwaitSubagents => {
-                    return frame
-                        .node
-                        .more()
-                        .forks
-                        .iter()
-                        .filter_map(|r| {
-                            let asker = self.asker_from(r.frame?)?;
-                            Some((r.agent_id, asker))
-                        })
-                        .min_by_key(|(agent, _)| *agent)
-                        .map(|(_, asker)| asker);
-                }
+                Phase::AwaitSubagents => return self.asker_among_children(frame),
                 _ => return None,
             }
         }
+    }
+
+    /// A workflow agent waiting for its children: the frame that waits for the user on behalf
+    /// of the least (by agent id) running child that has one.
+    #[cold]
+    fn asker_among_children(&self, frame: &StackFrame) -> Option<FrameId> {
+        frame
+            .node
+            .more()
+            .forks
+            .iter()
+            .filter_map(|r| {
+                let asker = self.asker_from(r.frame?)?;
+                Some((r.agent_id, asker))
+            })
+            .min_by_key(|(agent, _)| *agent)
+            .map(|(_, asker)| asker)
     }
 
     /// The stack in `slot` with its frames.

@@ -85,6 +85,7 @@ impl Clock {
         }
     }
 
+    #[inline]
     fn pop(&mut self) -> Option<Scheduled> {
         match self.only.take() {
             Some(only) => Some(only),
@@ -119,6 +120,7 @@ impl Clock {
     }
 
     /// Pops the next live item due at or before `limit`, moving the clock to its time.
+    #[inline]
     pub fn pop_due(&mut self, limit: u64) -> Option<Scheduled> {
         self.skip_cancelled();
         if self.peek()?.at > limit {
