@@ -104,6 +104,13 @@ impl fmt::Display for Status {
 
 /// The comment a node carries (seed 001's `userComment`) when nobody intervened.
 pub const UNCHANGED: &str = "unchanged";
+/// [`UNCHANGED`] as one shared text: every node nobody commented on names it, so that ending an
+/// agent allocates nothing for it.
+pub fn unchanged() -> Arc<str> {
+    static TEXT: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| UNCHANGED.into()).clone()
+}
+
 /// The comment that deletes an agent.
 pub const DELETE: &str = "delete";
 /// The comment that changes an agent's task to its new `user_content`.

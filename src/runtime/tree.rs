@@ -475,7 +475,7 @@ fn node_of_detached_bare(key: &Arc<str>, f: &StackFrame) -> Node {
             .more()
             .user_comment
             .clone()
-            .unwrap_or_else(|| tree::UNCHANGED.into()),
+            .unwrap_or_else(tree::unchanged),
         user_content: f.node.user_content.clone(),
         subagents: Vec::new(),
         result: None,
