@@ -66,12 +66,12 @@ pub enum DriveError {
 
 /// The tools an agent's model calls are offered: the external tools it may use and the built-ins
 /// of its kind, each with an open object schema (the runtime reads inputs itself).
-fn tools_for(rt: &Runtime, kind: AgentKind, allows: impl Fn(&str) -> bool) -> Vec<String> {
+fn tools_for(rt: &Runtime, agent: &crate::model::agent::AgentDef) -> Vec<String> {
     let mut names: Vec<String> = rt
         .config()
         .tools
         .keys()
-        .filter(|n| allows(n))
+        .filter(|n| agent.allows(n))
         .cloned()
         .collect();
     if !rt.catalog().skills.is_empty() {
@@ -80,8 +80,12 @@ fn tools_for(rt: &Runtime, kind: AgentKind, allows: impl Fn(&str) -> bool) -> Ve
     if !rt.catalog().agents.is_empty() {
         names.push(builtin::USE_AGENT.into());
     }
-    if kind != AgentKind::Main {
+    if agent.kind != AgentKind::Main {
         names.push(builtin::COMPLETE.into());
+    }
+    if agent.fork {
+        names.push(builtin::FORK.into());
+        names.push(builtin::WAIT.into());
     }
     names.push(builtin::ASK_USER.into());
     names
@@ -136,6 +140,289 @@ fn ends_a_task(input: &Input) -> bool {
     )
 }
 
+/// The effect-applying half of the tokio driver, for any number of conversations: it owns the
+/// runtime, feeds it inputs (telling it the time first), and turns its effects into tasks (model
+/// calls, tool runs, timers) whose outcomes come back as inputs through [`Engine::next_input`].
+/// [`run_conversation`] drives one conversation with it; `agentsim serve` drives a service.
+pub struct Engine {
+    rt: Runtime,
+    core: Core<Memory>,
+    tools: MockTools,
+    tx: mpsc::UnboundedSender<Input>,
+    rx: mpsc::UnboundedReceiver<Input>,
+    started: Instant,
+    timers: BTreeMap<CallId, tokio::task::JoinHandle<()>>,
+    in_flight: usize,
+    step: u64,
+    schema: serde_json::Value,
+    /// A script that runs out answers its call with a model error (or a tool failure) instead of
+    /// stopping the driver: a service keeps serving.
+    lenient: bool,
+    model_calls: u64,
+    tool_runs: u64,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        for (_, h) in std::mem::take(&mut self.timers) {
+            h.abort();
+        }
+    }
+}
+
+impl Engine {
+    /// An engine over a fresh runtime of `setup`. With `lenient`, a model script or a tool
+    /// script that runs out fails that one call instead of the whole drive.
+    pub fn new(setup: &Setup, lenient: bool) -> Engine {
+        let (tx, rx) = mpsc::unbounded_channel::<Input>();
+        Engine {
+            rt: Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone()),
+            core: Core::new(setup.limits, Memory::default()),
+            tools: MockTools::new(setup.tools.clone()),
+            tx,
+            rx,
+            started: Instant::now(),
+            timers: BTreeMap::new(),
+            in_flight: 0,
+            step: 0,
+            schema: json!({"type": "object"}),
+            lenient,
+            model_calls: 0,
+            tool_runs: 0,
+        }
+    }
+
+    /// The runtime, to read.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The runtime, for inputs given through its own methods (`intervene`, `answer`); call
+    /// [`Engine::pump`] after.
+    pub fn runtime_mut(&mut self) -> &mut Runtime {
+        self.rt.set_now(self.started.elapsed().as_millis() as u64);
+        &mut self.rt
+    }
+
+    /// Feeds one input, the time told first.
+    pub fn handle(&mut self, input: Input) {
+        self.rt.set_now(self.started.elapsed().as_millis() as u64);
+        self.rt.handle(input);
+        self.rt.clear_events();
+        self.step += 1;
+    }
+
+    /// Whether the runtime waits for nothing the engine started and has nothing to do.
+    pub fn is_idle(&self) -> bool {
+        self.rt.is_idle() && self.in_flight == 0
+    }
+
+    /// Model calls and tool runs started so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.model_calls, self.tool_runs)
+    }
+
+    /// The next outcome of a task the engine started (`None` never happens while the engine
+    /// lives: it holds a sender).
+    pub async fn next_input(&mut self) -> Option<Input> {
+        let input = self.rx.recv().await?;
+        if let Input::Timer { timer } = &input {
+            self.timers.remove(timer);
+        } else if ends_a_task(&input) {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
+        Some(input)
+    }
+
+    /// Applies every effect the runtime has for the driver: `output` sees each `Send` and
+    /// `Stream` first; model calls, tool runs and timers become tasks.
+    pub fn pump(
+        &mut self,
+        backend: &mut Backend,
+        mut output: impl FnMut(&Effect),
+    ) -> Result<(), DriveError> {
+        while let Some(effect) = self.rt.poll_effect() {
+            if matches!(effect, Effect::Send { .. } | Effect::Stream { .. }) {
+                output(&effect);
+            }
+            let step = self.step;
+            let at = || (step, String::new());
+            match self.core.take(&self.rt, effect, at)? {
+                Work::CallModel { call, request } => {
+                    self.model_calls += 1;
+                    let tx = self.tx.clone();
+                    let model = match backend {
+                        Backend::Http(model) => model,
+                        Backend::Scripted(mock) => {
+                            let answer = match mock.answer(&request, &mut Vec::new()) {
+                                Ok(answer) => answer,
+                                Err(e) if self.lenient => {
+                                    let message = e.into_run_error(String::new).to_string();
+                                    tracing::warn!(%message, "a model script ran out");
+                                    let error = LlmError {
+                                        kind: crate::model::llm::LlmErrorKind::Other,
+                                        message,
+                                    };
+                                    self.in_flight += 1;
+                                    let _ = tx.send(Input::LlmError { call, error });
+                                    continue;
+                                }
+                                Err(e) => return Err(e.into_run_error(String::new).into()),
+                            };
+                            self.in_flight += 1;
+                            if answer.delivery == Delivery::Stall {
+                                // Never answers: the runtime waits, and so does the driver.
+                                continue;
+                            }
+                            tokio::spawn(scripted_reply(call, answer, tx));
+                            continue;
+                        }
+                    };
+                    let names = tools_for(&self.rt, &request.agent);
+                    let specs: Vec<ToolSpec<'_>> = names
+                        .iter()
+                        .map(|n| ToolSpec {
+                            name: n,
+                            description: "",
+                            schema: &self.schema,
+                        })
+                        .collect();
+                    let model_name = request
+                        .model
+                        .map_or_else(|| request.agent.name.to_string(), str::to_owned);
+                    let out = Outgoing {
+                        model: &model_name,
+                        system: request.system,
+                        messages: request.messages,
+                        tools: &specs,
+                        max_tokens: 4096,
+                        stream: request.agent.stream,
+                    };
+                    // The body is built here, from the borrowed request; the call goes on in
+                    // its own task.
+                    let body = crate::wire::encode::request(model.provider(), &out);
+                    let streamed = out.stream;
+                    let model = model.clone();
+                    self.in_flight += 1;
+                    tokio::spawn(async move {
+                        let pieces = tx.clone();
+                        let on_text = move |t: &str| {
+                            let chunk = Chunk::Text(t.into());
+                            let _ = pieces.send(Input::LlmChunk { call, chunk });
+                        };
+                        match model.send(body, on_text).await {
+                            Ok(reply) => {
+                                for input in reply_inputs(call, reply, streamed) {
+                                    let _ = tx.send(input);
+                                }
+                            }
+                            Err(e) => {
+                                let error = LlmError {
+                                    kind: e.kind,
+                                    message: e.message,
+                                };
+                                let _ = tx.send(Input::LlmError { call, error });
+                            }
+                        }
+                    });
+                }
+                Work::RunTool { call, run } => {
+                    self.tool_runs += 1;
+                    let step: ToolStep = match self.tools.next(run.name, run.input) {
+                        Ok(step) => step,
+                        Err(e) if self.lenient => {
+                            let message = format!(
+                                "the script of tool '{}' has no entry for call {}",
+                                e.tool, e.call
+                            );
+                            tracing::warn!(%message, "a tool script ran out");
+                            self.in_flight += 1;
+                            let result = Err(ToolError(message));
+                            let _ = self.tx.send(Input::ToolDone { call, result });
+                            continue;
+                        }
+                        Err(e) => {
+                            return Err(RunError::ToolScriptExhausted {
+                                tool: e.tool,
+                                call: e.call,
+                            }
+                            .into())
+                        }
+                    };
+                    let result = match step.behavior {
+                        ToolBehavior::Result { content, is_error } => {
+                            Ok(ToolOutput { content, is_error })
+                        }
+                        ToolBehavior::Fail(m) => Err(ToolError(m.to_string())),
+                        ToolBehavior::Hang => continue,
+                    };
+                    let tx = self.tx.clone();
+                    self.in_flight += 1;
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
+                        let _ = tx.send(Input::ToolDone { call, result });
+                    });
+                }
+                Work::SetTimer { timer, after_ms } => {
+                    let tx = self.tx.clone();
+                    let handle = tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                        let _ = tx.send(Input::Timer { timer });
+                    });
+                    self.timers.insert(timer, handle);
+                }
+                Work::CancelTimer { timer } => {
+                    if let Some(h) = self.timers.remove(&timer) {
+                        h.abort();
+                    }
+                }
+                Work::Output | Work::Done => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A scripted reply delivered after its latency, in real milliseconds.
+async fn scripted_reply(
+    call: CallId,
+    answer: super::backend::ModelAnswer,
+    tx: mpsc::UnboundedSender<Input>,
+) {
+    tokio::time::sleep(Duration::from_millis(answer.after_ms)).await;
+    match answer.delivery {
+        Delivery::Content(content) => {
+            let reply = LlmReply {
+                content,
+                usage: answer.usage,
+            };
+            let _ = tx.send(Input::LlmReply { call, reply });
+        }
+        Delivery::Stream(pieces) => {
+            for (delay, block) in pieces {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let chunk = match block {
+                    Block::Text { text } => Chunk::Text(text),
+                    other => Chunk::ToolUse(other),
+                };
+                let _ = tx.send(Input::LlmChunk { call, chunk });
+            }
+            let _ = tx.send(Input::LlmEnd {
+                call,
+                usage: answer.usage,
+            });
+        }
+        Delivery::Error { kind, message } => {
+            let error = LlmError {
+                kind,
+                message: message.to_string(),
+            };
+            let _ = tx.send(Input::LlmError { call, error });
+        }
+        Delivery::Stall => {}
+    }
+}
+
 /// Runs one conversation (`key`) of `setup` under tokio: each of `users` in turn, each until the
 /// runtime is idle again, with `backend` answering the model calls. `quiet` bounds how long the
 /// driver waits for any outcome while the runtime is busy.
@@ -146,17 +433,9 @@ pub async fn run_conversation(
     users: &[String],
     quiet: Duration,
 ) -> Result<Driven, DriveError> {
-    let mut rt = Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone());
-    let mut core = Core::new(setup.limits, Memory::default());
-    let mut tools = MockTools::new(setup.tools.clone());
-    let (tx, mut rx) = mpsc::unbounded_channel::<Input>();
-    let started = Instant::now();
-    let schema = json!({"type": "object"});
-    let mut timers: BTreeMap<CallId, tokio::task::JoinHandle<()>> = BTreeMap::new();
-    let mut in_flight = 0usize;
+    let mut engine = Engine::new(setup, false);
     let mut driven = Driven::default();
     let key: Arc<str> = key.into();
-    let mut step = 0u64;
     for text in users {
         let mut next = Some(Input::User {
             key: key.clone(),
@@ -164,177 +443,23 @@ pub async fn run_conversation(
         });
         loop {
             if let Some(input) = next.take() {
-                rt.set_now(started.elapsed().as_millis() as u64);
-                rt.handle(input);
-                rt.clear_events();
-                step += 1;
+                engine.handle(input);
             }
-            while let Some(effect) = rt.poll_effect() {
-                if let Effect::Send { text, .. } = &effect {
+            engine.pump(backend, |effect| {
+                if let Effect::Send { text, .. } = effect {
                     driven.sent.push(text.to_string());
                 }
-                let at = || (step, String::new());
-                match core.take(&rt, effect, at)? {
-                    Work::CallModel { call, request } => {
-                        driven.model_calls += 1;
-                        let model = match backend {
-                            Backend::Http(model) => model,
-                            Backend::Scripted(mock) => {
-                                let answer = mock
-                                    .answer(&request, &mut Vec::new())
-                                    .map_err(|e| e.into_run_error(String::new))?;
-                                if answer.delivery == Delivery::Stall {
-                                    // Never answers: the runtime waits, and so does the driver.
-                                    in_flight += 1;
-                                    continue;
-                                }
-                                let tx = tx.clone();
-                                in_flight += 1;
-                                tokio::spawn(async move {
-                                    tokio::time::sleep(Duration::from_millis(answer.after_ms))
-                                        .await;
-                                    match answer.delivery {
-                                        Delivery::Content(content) => {
-                                            let reply = LlmReply {
-                                                content,
-                                                usage: answer.usage,
-                                            };
-                                            let _ = tx.send(Input::LlmReply { call, reply });
-                                        }
-                                        Delivery::Stream(pieces) => {
-                                            for (delay, block) in pieces {
-                                                tokio::time::sleep(Duration::from_millis(delay))
-                                                    .await;
-                                                let chunk = match block {
-                                                    Block::Text { text } => Chunk::Text(text),
-                                                    other => Chunk::ToolUse(other),
-                                                };
-                                                let _ = tx.send(Input::LlmChunk { call, chunk });
-                                            }
-                                            let _ = tx.send(Input::LlmEnd {
-                                                call,
-                                                usage: answer.usage,
-                                            });
-                                        }
-                                        Delivery::Error { kind, message } => {
-                                            let error = LlmError {
-                                                kind,
-                                                message: message.to_string(),
-                                            };
-                                            let _ = tx.send(Input::LlmError { call, error });
-                                        }
-                                        Delivery::Stall => {}
-                                    }
-                                });
-                                continue;
-                            }
-                        };
-                        let names = tools_for(&rt, request.agent.kind, |n| request.agent.allows(n));
-                        let specs: Vec<ToolSpec<'_>> = names
-                            .iter()
-                            .map(|n| ToolSpec {
-                                name: n,
-                                description: "",
-                                schema: &schema,
-                            })
-                            .collect();
-                        let model_name = request
-                            .model
-                            .map_or_else(|| request.agent.name.to_string(), str::to_owned);
-                        let out = Outgoing {
-                            model: &model_name,
-                            system: request.system,
-                            messages: request.messages,
-                            tools: &specs,
-                            max_tokens: 4096,
-                            stream: request.agent.stream,
-                        };
-                        // The body is built here, from the borrowed request; the call goes on
-                        // in its own task.
-                        let body = crate::wire::encode::request(model.provider(), &out);
-                        let streamed = out.stream;
-                        let model = model.clone();
-                        let tx = tx.clone();
-                        in_flight += 1;
-                        tokio::spawn(async move {
-                            let pieces = tx.clone();
-                            let on_text = move |t: &str| {
-                                let chunk = Chunk::Text(t.into());
-                                let _ = pieces.send(Input::LlmChunk { call, chunk });
-                            };
-                            match model.send(body, on_text).await {
-                                Ok(reply) => {
-                                    for input in reply_inputs(call, reply, streamed) {
-                                        let _ = tx.send(input);
-                                    }
-                                }
-                                Err(e) => {
-                                    let error = LlmError {
-                                        kind: e.kind,
-                                        message: e.message,
-                                    };
-                                    let _ = tx.send(Input::LlmError { call, error });
-                                }
-                            }
-                        });
-                    }
-                    Work::RunTool { call, run } => {
-                        driven.tool_runs += 1;
-                        let step: ToolStep = tools.next(run.name, run.input).map_err(|e| {
-                            RunError::ToolScriptExhausted {
-                                tool: e.tool,
-                                call: e.call,
-                            }
-                        })?;
-                        let result = match step.behavior {
-                            ToolBehavior::Result { content, is_error } => {
-                                Ok(ToolOutput { content, is_error })
-                            }
-                            ToolBehavior::Fail(m) => Err(ToolError(m.to_string())),
-                            ToolBehavior::Hang => continue,
-                        };
-                        let tx = tx.clone();
-                        in_flight += 1;
-                        tokio::spawn(async move {
-                            tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
-                            let _ = tx.send(Input::ToolDone { call, result });
-                        });
-                    }
-                    Work::SetTimer { timer, after_ms } => {
-                        let tx = tx.clone();
-                        let handle = tokio::spawn(async move {
-                            tokio::time::sleep(Duration::from_millis(after_ms)).await;
-                            let _ = tx.send(Input::Timer { timer });
-                        });
-                        timers.insert(timer, handle);
-                    }
-                    Work::CancelTimer { timer } => {
-                        if let Some(h) = timers.remove(&timer) {
-                            h.abort();
-                        }
-                    }
-                    Work::Output | Work::Done => {}
-                }
-            }
-            if rt.is_idle() && in_flight == 0 {
+            })?;
+            if engine.is_idle() {
                 break;
             }
-            match tokio::time::timeout(quiet, rx.recv()).await {
-                Ok(Some(input)) => {
-                    if let Input::Timer { timer } = &input {
-                        timers.remove(timer);
-                    } else if ends_a_task(&input) {
-                        in_flight -= 1;
-                    }
-                    next = Some(input);
-                }
-                Ok(None) => unreachable!("the driver holds a sender"),
+            match tokio::time::timeout(quiet, engine.next_input()).await {
+                Ok(Some(input)) => next = Some(input),
+                Ok(None) => unreachable!("the engine holds a sender"),
                 Err(_) => return Err(DriveError::Stuck(quiet)),
             }
         }
     }
-    for (_, h) in timers {
-        h.abort();
-    }
+    (driven.model_calls, driven.tool_runs) = engine.counts();
     Ok(driven)
 }
