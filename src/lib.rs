@@ -57,6 +57,8 @@
 //!   expectations.
 //! - [`explore`]: many seeds with faults, generated scenarios, shrinking, planted bugs.
 //! - [`report`]: the transcript's text and JSON renderings.
+//! - `serve` (features `mock-server` and `http-model`): `agentsim serve`, the reference runtime
+//!   as an HTTP service.
 //! - [`workloads`]: the benchmark workloads shared by `cargo bench` and `agentsim bench`.
 #![deny(missing_docs)]
 
@@ -72,6 +74,8 @@ pub mod protocol;
 pub mod report;
 pub mod runtime;
 pub mod scenario;
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+pub mod serve;
 pub mod sim;
 pub mod store;
 pub mod wire;

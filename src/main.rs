@@ -146,6 +146,38 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Serve the reference runtime over HTTP, driven by tokio in real time: send user messages
+    /// to conversations, watch the agent tree and its stream of events, intervene on agents.
+    ///
+    /// Endpoints: POST /conversations/{key}/messages {"text"} (202, queued); GET
+    /// /conversations/{key} (what it was sent, whether it is idle); GET /agent/tree; GET
+    /// /agent/{id}; POST /agent/{id}/intervene {"user_comment", "user_content", "status"} (200
+    /// accepted, 404 not found, 409 refused); GET /agent/stream (server-sent events). Errors are
+    /// JSON. Prints `listening on http://ADDR` first; runs until Ctrl-C or SIGTERM. Seed 003's
+    /// webhook, question and session endpoints are not built yet.
+    #[cfg(all(feature = "mock-server", feature = "http-model"))]
+    Serve {
+        /// The scenario whose agents, tools and settings to run (and, with `--llm scripted`,
+        /// whose `llm` scripts answer the model calls). Without it: only a main agent, no tools.
+        scenario: Option<PathBuf>,
+        /// Address to listen on (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+        /// Who answers the model calls: the scenario's scripts (in real milliseconds), or a
+        /// provider's API at --base-url (the key from ANTHROPIC_API_KEY or OPENAI_API_KEY).
+        #[arg(long, value_enum, default_value_t = ServeLlm::Scripted)]
+        llm: ServeLlm,
+        /// The API's base URL, e.g. https://api.anthropic.com/v1 or the address of `agentsim
+        /// mock-llm` (http://127.0.0.1:8080/v1).
+        #[arg(long)]
+        base_url: Option<String>,
+        /// A bearer token every request must carry (`Authorization: Bearer T`); 401 without it.
+        #[arg(long, env = "AGENTSIM_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The largest request body taken, in bytes; larger ones get 413.
+        #[arg(long, default_value_t = 1 << 20)]
+        body_limit: usize,
+    },
     /// Find bugs nobody scripted: run a scenario (faults and timings varied per seed) or freshly
     /// generated scenarios under many seeds, checking every invariant after every step.
     ///
@@ -319,6 +351,18 @@ enum Command {
         #[arg(long, default_value_t = 0, env = "AGENTSIM_SEED")]
         seed: u64,
     },
+}
+
+/// Who answers `agentsim serve`'s model calls.
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ServeLlm {
+    /// The scenario's `llm` scripts.
+    Scripted,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// OpenAI's Chat Completions API.
+    Openai,
 }
 
 fn parse_against(s: &str) -> Result<(String, std::net::SocketAddr), String> {
@@ -610,6 +654,15 @@ fn main() -> ExitCode {
             };
             mock_llm(&scenario, options, report.as_deref(), transcript.as_deref())
         }
+        #[cfg(all(feature = "mock-server", feature = "http-model"))]
+        Command::Serve {
+            scenario,
+            addr,
+            llm,
+            base_url,
+            token,
+            body_limit,
+        } => serve(scenario.as_deref(), addr, llm, base_url, token, body_limit),
         Command::Schema => {
             let schema = scenario::format::schema();
             println!(
@@ -888,6 +941,104 @@ fn bench_mock_llm(
 
 /// Ctrl-C, or SIGTERM on Unix.
 #[cfg(feature = "mock-server")]
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+fn serve(
+    file: Option<&Path>,
+    addr: std::net::SocketAddr,
+    llm: ServeLlm,
+    base_url: Option<String>,
+    token: Option<String>,
+    body_limit: usize,
+) -> ExitCode {
+    use agentsim::drive::scripted::MockLlm;
+    use agentsim::drive::tokio_driver::Backend;
+    use agentsim::wire::Provider;
+    use std::io::Write as _;
+    let usage = |message: String| {
+        eprintln!("error: {message}");
+        ExitCode::from(2)
+    };
+    let scenario = match file.map(scenario::load).transpose() {
+        Ok(s) => s,
+        Err(e) => return usage(e.to_string()),
+    };
+    let mut setup = match &scenario {
+        Some(s) => s.driver_setup(),
+        None => {
+            let empty = scenario::parse("name: serve\nsteps: []\n", Path::new("serve"))
+                .expect("the empty scenario loads");
+            empty.driver_setup()
+        }
+    };
+    // A service has no run budget: it answers as many calls as its users make.
+    setup.limits.max_llm_calls = u64::MAX;
+    setup.limits.max_steps = u64::MAX;
+    if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return usage("--token cannot be empty".to_owned());
+    }
+    let backend = match (llm, &scenario, base_url) {
+        (ServeLlm::Scripted, _, Some(_)) => {
+            return usage("--base-url goes with --llm anthropic or openai".to_owned())
+        }
+        (ServeLlm::Scripted, None, None) => return usage(
+            "--llm scripted (the default) needs a SCENARIO whose `llm` scripts answer the model"
+                .to_owned(),
+        ),
+        (ServeLlm::Scripted, Some(s), None) => {
+            Backend::Scripted(MockLlm::new(s.scripts.clone()).with_more(s.more_replies.clone()))
+        }
+        (_, _, None) => {
+            return usage("--llm anthropic and --llm openai need --base-url".to_owned())
+        }
+        (provider, _, Some(url)) => {
+            let (provider, var) = match provider {
+                ServeLlm::Anthropic => (Provider::Anthropic, "ANTHROPIC_API_KEY"),
+                _ => (Provider::OpenAiChat, "OPENAI_API_KEY"),
+            };
+            let key = std::env::var(var).unwrap_or_default();
+            match agentsim::drive::http::HttpModel::new(
+                provider,
+                &url,
+                &key,
+                std::time::Duration::from_secs(120),
+            ) {
+                Ok(model) => Backend::Http(model),
+                Err(e) => return usage(format!("--base-url {url}: {e}")),
+            }
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return usage(format!("cannot start the async runtime: {e}")),
+    };
+    let options = agentsim::serve::Options {
+        addr,
+        token,
+        body_limit,
+    };
+    let result = runtime.block_on(async {
+        let running = agentsim::serve::start(setup, backend, options).await?;
+        println!("listening on http://{}", running.addr);
+        let _ = std::io::stdout().flush();
+        let stop = running.stopper();
+        tokio::spawn(async move {
+            stop_signal().await;
+            stop();
+        });
+        running.finish().await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 async fn stop_signal() {
     #[cfg(unix)]
     {

@@ -278,7 +278,7 @@ impl Engine {
                             continue;
                         }
                     };
-                    let names = tools_for(&self.rt, &request.agent);
+                    let names = tools_for(&self.rt, request.agent);
                     let specs: Vec<ToolSpec<'_>> = names
                         .iter()
                         .map(|n| ToolSpec {

@@ -1,0 +1,530 @@
+//! `agentsim serve`: the reference runtime as an HTTP service (DESIGN §10), driven by the tokio
+//! [`Engine`] in real time, with the model answered by a scenario's scripts or by a provider's
+//! API over HTTP.
+//!
+//! One task owns the engine (and so the runtime); HTTP handlers talk to it through a command
+//! channel and read what it published: the text each conversation was sent, and a broadcast of
+//! stream events for `GET /agent/stream`. The endpoints:
+//!
+//! - `POST /conversations/{key}/messages` `{"text": ...}`: a user message (202, queued);
+//! - `GET /conversations/{key}`: what the conversation was sent so far, and whether it is idle;
+//! - `GET /agent/tree`: the live agents, without messages (seed 001's `getAgentTree`);
+//! - `GET /agent/{id}`: one agent, live with its messages or ended (404 when unknown);
+//! - `POST /agent/{id}/intervene` `{"user_comment"?, "user_content"?, "status"?}` (seed 001's
+//!   `userIntervention`): 200 accepted, 404 not found, 409 refused with the reason;
+//! - `GET /agent/stream`: server-sent events, one per stream event of any conversation (an
+//!   `agent-state` on every status change, and the text deltas and tool indicators of agents
+//!   declared `stream`), and one `message` per text sent to a user.
+//!
+//! Every error is JSON, `{"ok": false, "error": ...}`: 400 for a body that is not JSON or lacks a
+//! field or has a wrong type, 401 without the bearer token when one is configured, 404 for an
+//! unknown path, agent or conversation, 405 for a wrong method, 413 over the body limit. The
+//! server stops gracefully on [`Running::stop`] (the CLI: Ctrl-C or SIGTERM).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use uuid::Uuid;
+
+use crate::agents::tree::{Intervention, InterventionOutcome, Node, Status};
+use crate::drive::tokio_driver::{Backend, Engine, Setup};
+use crate::protocol::{Effect, Input};
+
+/// The largest request body taken by default, in bytes.
+pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+
+/// How `agentsim serve` runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Where to listen (port 0 picks a free one).
+    pub addr: SocketAddr,
+    /// The bearer token every request must carry, if any.
+    pub token: Option<String>,
+    /// The largest request body taken, in bytes.
+    pub body_limit: usize,
+}
+
+/// A question to the engine's task, answered on its channel.
+enum Command {
+    Message {
+        key: Arc<str>,
+        text: Arc<str>,
+    },
+    Intervene {
+        agent: Uuid,
+        intervention: Intervention,
+        reply: oneshot::Sender<InterventionOutcome>,
+    },
+    Tree(oneshot::Sender<Vec<Node>>),
+    Agent(Uuid, oneshot::Sender<Option<Node>>),
+    Idle(Arc<str>, oneshot::Sender<bool>),
+}
+
+/// What the handlers share.
+struct Shared {
+    commands: mpsc::UnboundedSender<Command>,
+    token: Option<String>,
+    events: broadcast::Sender<(String, Value)>,
+    /// The text each conversation was sent, in order.
+    sent: Mutex<BTreeMap<String, Vec<String>>>,
+    stop: watch::Sender<bool>,
+    /// Why the engine stopped, if it did.
+    failure: Mutex<Option<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A server that runs.
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    engine: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Asks the server to stop: it stops taking connections, finishes the requests in flight,
+    /// and its engine stops.
+    pub fn stop(&self) {
+        let _ = self.shared.stop.send(true);
+    }
+
+    /// A handle that stops the server (for a signal handler).
+    pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || {
+            let _ = shared.stop.send(true);
+        }
+    }
+
+    /// Waits until the server stopped; an error if it could not serve or its engine failed.
+    pub async fn finish(self) -> std::io::Result<()> {
+        let served = self
+            .server
+            .await
+            .map_err(|e| std::io::Error::other(format!("the server task failed: {e}")))?;
+        let _ = self.engine.await;
+        served?;
+        match lock(&self.shared.failure).take() {
+            Some(failure) => Err(std::io::Error::other(failure)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Starts serving a runtime of `setup` whose model calls `backend` answers.
+pub async fn start(setup: Setup, backend: Backend, options: Options) -> std::io::Result<Running> {
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", options.addr))
+        })?;
+    let addr = listener.local_addr()?;
+    let (commands, rx) = mpsc::unbounded_channel();
+    let (events, _) = broadcast::channel(1024);
+    let (stop, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        commands,
+        token: options.token,
+        events,
+        sent: Mutex::new(BTreeMap::new()),
+        stop,
+        failure: Mutex::new(None),
+    });
+    let engine = tokio::spawn(run_engine(
+        Engine::new(&setup, true),
+        backend,
+        rx,
+        shared.clone(),
+    ));
+    let app = Router::new()
+        .route("/conversations/{key}/messages", post(message))
+        .route("/conversations/{key}", get(conversation))
+        .route("/agent/tree", get(tree))
+        .route("/agent/stream", get(stream))
+        .route("/agent/{id}", get(agent))
+        .route("/agent/{id}/intervene", post(intervene))
+        .fallback(unknown)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(options.body_limit))
+        .with_state(shared.clone());
+    let mut stopped = shared.stop.subscribe();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(Running {
+        addr,
+        shared,
+        server,
+        engine,
+    })
+}
+
+/// The engine's task: commands from the handlers and outcomes of its own tasks, each followed by
+/// the effects it leads to, until the server stops.
+async fn run_engine(
+    mut engine: Engine,
+    mut backend: Backend,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    shared: Arc<Shared>,
+) {
+    let mut stop = shared.stop.subscribe();
+    loop {
+        tokio::select! {
+            command = commands.recv() => match command {
+                Some(command) => apply(&mut engine, command, &shared),
+                None => return,
+            },
+            input = engine.next_input() => match input {
+                Some(input) => engine.handle(input),
+                None => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let published = engine.pump(&mut backend, |effect| publish(&shared, effect));
+        if let Err(e) = published {
+            tracing::error!(error = %e, "the engine stopped");
+            *lock(&shared.failure) = Some(e.to_string());
+            let _ = shared.stop.send(true);
+            return;
+        }
+    }
+}
+
+fn apply(engine: &mut Engine, command: Command, shared: &Shared) {
+    match command {
+        Command::Message { key, text } => {
+            lock(&shared.sent).entry(key.to_string()).or_default();
+            engine.handle(Input::User { key, text });
+        }
+        Command::Intervene {
+            agent,
+            intervention,
+            reply,
+        } => {
+            let outcome = engine.runtime_mut().intervene(agent, intervention);
+            let _ = reply.send(outcome);
+        }
+        Command::Tree(reply) => {
+            let _ = reply.send(engine.runtime().tree());
+        }
+        Command::Agent(id, reply) => {
+            let _ = reply.send(engine.runtime().agent(id));
+        }
+        Command::Idle(key, reply) => {
+            let stacks = engine.runtime().stacks();
+            let idle = stacks
+                .slot(&key)
+                .is_none_or(|slot| !stacks.busy(slot) && stacks.entry(slot).inbox.is_empty());
+            let _ = reply.send(idle);
+        }
+    }
+}
+
+/// Publishes what the runtime sends out: text for a user is kept with its conversation and
+/// broadcast as a `message`; a stream event is broadcast under its type.
+fn publish(shared: &Shared, effect: &Effect) {
+    match effect {
+        Effect::Send { key, text, .. } => {
+            lock(&shared.sent)
+                .entry(key.to_string())
+                .or_default()
+                .push(text.to_string());
+            let data = json!({ "key": &**key, "text": &**text });
+            let _ = shared.events.send(("message".to_owned(), data));
+        }
+        Effect::Stream { key, event } => {
+            let mut data = serde_json::to_value(event).unwrap_or(Value::Null);
+            let kind = data
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("stream")
+                .replace('_', "-");
+            if let Value::Object(map) = &mut data {
+                map.insert("key".to_owned(), json!(&**key));
+            }
+            let _ = shared.events.send((kind, data));
+        }
+        _ => {}
+    }
+}
+
+/// A JSON error: `{"ok": false, "error": ...}` with its status.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, axum::Json(json!({ "ok": false, "error": self.1 }))).into_response()
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> ApiError {
+    ApiError(status, message.into())
+}
+
+/// `Err` with a 401 unless the request carries the configured bearer token.
+fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = &shared.token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(token.as_str()) {
+        Ok(())
+    } else {
+        Err(error(StatusCode::UNAUTHORIZED, "unauthorized"))
+    }
+}
+
+/// A request's JSON body as `T`: 413 over the limit, 400 for what is not JSON or not a `T`.
+fn body<T: serde::de::DeserializeOwned>(
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let bytes = bytes.map_err(|r| {
+        let status = r.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "the request body is larger than the server's limit".to_owned()
+        } else {
+            r.body_text()
+        };
+        error(status, message)
+    })?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not JSON: {e}"),
+        )
+    })?;
+    serde_json::from_value(value).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not what this endpoint takes: {e}"),
+        )
+    })
+}
+
+fn agent_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("'{text}' is not an agent id (a uuid)"),
+        )
+    })
+}
+
+/// Asks the engine's task; a 503 if it stopped.
+async fn ask<T>(
+    shared: &Shared,
+    make: impl FnOnce(oneshot::Sender<T>) -> Command,
+) -> Result<T, ApiError> {
+    let (tx, rx) = oneshot::channel();
+    let gone = || error(StatusCode::SERVICE_UNAVAILABLE, "the runtime has stopped");
+    shared.commands.send(make(tx)).map_err(|_| gone())?;
+    rx.await.map_err(|_| gone())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageBody {
+    text: String,
+}
+
+async fn message(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let MessageBody { text } = body(bytes)?;
+        if key.trim().is_empty() {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "a conversation key cannot be empty",
+            ));
+        }
+        let command = Command::Message {
+            key: key.as_str().into(),
+            text: text.into(),
+        };
+        shared
+            .commands
+            .send(command)
+            .map_err(|_| error(StatusCode::SERVICE_UNAVAILABLE, "the runtime has stopped"))?;
+        let reply = json!({ "ok": true, "status": "queued", "key": key });
+        Ok((StatusCode::ACCEPTED, axum::Json(reply)).into_response())
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn conversation(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> Response {
+    if let Err(e) = authorize(&shared, &headers) {
+        return e.into_response();
+    }
+    let Some(sent) = lock(&shared.sent).get(&key).cloned() else {
+        let message = format!("conversation not found: {key}");
+        return error(StatusCode::NOT_FOUND, message).into_response();
+    };
+    let idle = match ask(&shared, |tx| Command::Idle(key.as_str().into(), tx)).await {
+        Ok(idle) => idle,
+        Err(e) => return e.into_response(),
+    };
+    axum::Json(json!({ "key": key, "sent": sent, "idle": idle })).into_response()
+}
+
+async fn tree(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&shared, &headers) {
+        return e.into_response();
+    }
+    match ask(&shared, Command::Tree).await {
+        Ok(nodes) => axum::Json(nodes).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn agent(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let run = async {
+        authorize(&shared, &headers)?;
+        let id = agent_id(&id)?;
+        match ask(&shared, |tx| Command::Agent(id, tx)).await? {
+            Some(node) => Ok(axum::Json(node).into_response()),
+            None => Err(error(
+                StatusCode::NOT_FOUND,
+                format!("agent not found: {id}"),
+            )),
+        }
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InterventionBody {
+    #[serde(default)]
+    user_comment: Option<String>,
+    #[serde(default)]
+    user_content: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+async fn intervene(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = async {
+        authorize(&shared, &headers)?;
+        let id = agent_id(&id)?;
+        let b: InterventionBody = body(bytes)?;
+        let status = match b.status.as_deref() {
+            None => None,
+            Some(s) => Some(Status::parse(s).ok_or_else(|| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!("'{s}' is not a status (running, awaiting_user, completed, error, deleted, modified)"),
+                )
+            })?),
+        };
+        let intervention = Intervention {
+            user_comment: b.user_comment.map(Into::into),
+            user_content: b.user_content.map(Into::into),
+            status,
+        };
+        let outcome = ask(&shared, |reply| Command::Intervene {
+            agent: id,
+            intervention,
+            reply,
+        })
+        .await?;
+        Ok(match outcome {
+            InterventionOutcome::Accepted => {
+                axum::Json(json!({ "ok": true, "outcome": "accepted" })).into_response()
+            }
+            InterventionOutcome::NotFound => {
+                let body = json!({ "ok": false, "outcome": "not_found", "error": format!("agent not found: {id}") });
+                (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+            }
+            InterventionOutcome::Refused { reason } => {
+                let body = json!({ "ok": false, "outcome": "refused", "error": reason });
+                (StatusCode::CONFLICT, axum::Json(body)).into_response()
+            }
+        })
+    };
+    run.await.unwrap_or_else(|e: ApiError| e.into_response())
+}
+
+async fn stream(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&shared, &headers) {
+        return e.into_response();
+    }
+    let events = shared.events.subscribe();
+    // The stream ends when the server stops, so that a graceful shutdown does not wait on it.
+    let stop = shared.stop.subscribe();
+    let items = futures_util::stream::unfold(events, move |mut events| {
+        let mut stop = stop.clone();
+        async move {
+            let event = tokio::select! {
+                got = events.recv() => match got {
+                    Ok((kind, data)) => SseEvent::default().event(kind).data(data.to_string()),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        // A slow reader missed events: it is told how many.
+                        let data = json!({ "missed": n }).to_string();
+                        SseEvent::default().event("lagged").data(data)
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = stop.wait_for(|s| *s) => return None,
+            };
+            Some((Ok::<_, std::convert::Infallible>(event), events))
+        }
+    });
+    Sse::new(items)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+async fn unknown(method: Method, uri: Uri) -> ApiError {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no such endpoint: {method} {}", uri.path()),
+    )
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} does not take {method}", uri.path()),
+    )
+}

@@ -1,0 +1,390 @@
+//! `agentsim serve` over loopback with a real HTTP client (reqwest): conversations, the agent
+//! tree, interventions, the event stream, and every kind of bad request, each answered with a JSON
+//! error. Loops that wait for the server are bounded and stop by themselves.
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentsim::drive::scripted::MockLlm;
+use agentsim::drive::tokio_driver::Backend;
+use agentsim::scenario;
+use agentsim::serve::{self, Options, Running};
+use serde_json::{json, Value};
+
+const SCENARIO: &str = r#"
+name: serve
+agents:
+  main: {}
+  researcher: { kind: agent }
+tools:
+  # The first search takes long enough to be seen in the tree; the second never ends, so that
+  # the researcher running it can be deleted.
+  search:
+    - { result: three results, after: 1s }
+    - { hang: true }
+llm:
+  main:
+    - use_agent: { agent: researcher, message: find hotels }
+    - The researcher says three hotels.
+    - use_agent: { agent: researcher, message: find restaurants }
+    - The researcher was stopped.
+  researcher:
+    - tool_use: { name: search, input: { q: hotels } }
+    - complete: three hotels
+    - tool_use: { name: search, input: { q: restaurants } }
+steps: []
+"#;
+
+async fn start(token: Option<&str>, body_limit: usize) -> Running {
+    let s = scenario::parse(SCENARIO, Path::new("serve.yaml")).unwrap();
+    let mut setup = s.driver_setup();
+    setup.limits.max_llm_calls = u64::MAX;
+    let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
+    let options = Options {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        token: token.map(str::to_owned),
+        body_limit,
+    };
+    serve::start(setup, backend, options).await.unwrap()
+}
+
+/// GETs `path` until `done` holds of its JSON body (at most five seconds).
+async fn poll(client: &reqwest::Client, url: &str, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..250 {
+        let body: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+        if done(&body) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{url} never reached the state waited for");
+}
+
+#[tokio::test]
+async fn a_conversation_runs_its_tree_is_visible_and_a_deletion_resumes_the_parent() {
+    let running = start(None, serve::DEFAULT_BODY_LIMIT).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+
+    let r = client
+        .post(format!("{base}/conversations/c1/messages"))
+        .json(&json!({ "text": "plan a trip" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    assert_eq!(r.json::<Value>().await.unwrap()["status"], "queued");
+
+    // While the researcher's search runs, the tree has main and the researcher under it.
+    let tree = poll(&client, &format!("{base}/agent/tree"), |t| {
+        t.as_array().is_some_and(|a| a.len() == 2)
+    })
+    .await;
+    let (main, researcher) = (&tree[0], &tree[1]);
+    assert_eq!(main["name"], "main");
+    assert_eq!(researcher["name"], "agent:researcher");
+    assert_eq!(researcher["parent_id"], main["agent_id"]);
+    assert_eq!(main["subagents"], json!([researcher["agent_id"]]));
+    assert!(tree
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n.get("messages").is_none()));
+    // One agent has its messages.
+    let id = researcher["agent_id"].as_str().unwrap();
+    let one: Value = client
+        .get(format!("{base}/agent/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["messages"][0]["role"], "user");
+
+    let done = poll(&client, &format!("{base}/conversations/c1"), |c| {
+        c["idle"] == true && c["sent"].as_array().is_some_and(|s| !s.is_empty())
+    })
+    .await;
+    assert_eq!(done["sent"], json!(["The researcher says three hotels."]));
+    // The ended researcher is still readable, completed with its result.
+    let ended: Value = client
+        .get(format!("{base}/agent/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&ended["status"], &ended["result"]),
+        (&json!("completed"), &json!("three hotels"))
+    );
+
+    // A second turn: the researcher's search hangs long enough to be deleted.
+    client
+        .post(format!("{base}/conversations/c1/messages"))
+        .json(&json!({ "text": "and restaurants?" }))
+        .send()
+        .await
+        .unwrap();
+    let tree = poll(&client, &format!("{base}/agent/tree"), |t| {
+        t.as_array().is_some_and(|a| a.len() == 2)
+    })
+    .await;
+    let id = tree[1]["agent_id"].as_str().unwrap().to_owned();
+    let refused = client
+        .post(format!("{base}/agent/{id}/intervene"))
+        .json(&json!({ "status": "completed" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 409);
+    let r = client
+        .post(format!("{base}/agent/{id}/intervene"))
+        .json(&json!({ "user_comment": "delete" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["outcome"], "accepted");
+    let done = poll(&client, &format!("{base}/conversations/c1"), |c| {
+        c["sent"].as_array().is_some_and(|s| s.len() == 2)
+    })
+    .await;
+    assert_eq!(done["sent"][1], "The researcher was stopped.");
+    // An ended agent cannot be intervened on.
+    let r = client
+        .post(format!("{base}/agent/{id}/intervene"))
+        .json(&json!({ "user_comment": "delete" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["outcome"], "not_found");
+
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_stream_carries_agent_states_and_messages_as_server_sent_events() {
+    let running = start(None, serve::DEFAULT_BODY_LIMIT).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let mut stream = client
+        .get(format!("{base}/agent/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    client
+        .post(format!("{base}/conversations/c9/messages"))
+        .json(&json!({ "text": "plan a trip" }))
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !text.contains("event: message") {
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk())
+            .await
+            .expect("the stream's events come within five seconds")
+            .unwrap()
+            .expect("the stream stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("event: agent-state"), "{text}");
+    let states: Vec<Value> = text
+        .split("\n\n")
+        .filter(|e| e.starts_with("event: agent-state"))
+        .filter_map(|e| {
+            e.split_once("data: ")
+                .map(|(_, d)| serde_json::from_str(d).unwrap())
+        })
+        .collect();
+    assert_eq!(states[0]["status"], "running");
+    assert_eq!(states[0]["key"], "c9");
+    assert!(states.iter().all(|s| s.get("messages").is_none()));
+    assert!(
+        states
+            .iter()
+            .any(|s| s["name"] == "agent:researcher" && s["status"] == "completed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""text":"The researcher says three hotels.""#),
+        "{text}"
+    );
+    // Stopping the server ends the stream instead of waiting on it.
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_requests_get_json_errors_with_the_right_status() {
+    let running = start(Some("s3cret"), 64).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let auth = |r: reqwest::RequestBuilder| r.bearer_auth("s3cret");
+    async fn status_and_error(r: reqwest::RequestBuilder) -> (u16, String) {
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.expect("every error is JSON");
+        assert_eq!(body["ok"], false);
+        (
+            status,
+            body["error"].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+    let msg = format!("{base}/conversations/c1/messages");
+    let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
+        (
+            client.get(format!("{base}/agent/tree")),
+            401,
+            "unauthorized",
+        ),
+        (
+            client
+                .get(format!("{base}/agent/tree"))
+                .bearer_auth("wrong"),
+            401,
+            "unauthorized",
+        ),
+        (auth(client.post(&msg)).body("{\"text\": "), 400, "not JSON"),
+        (
+            auth(client.post(&msg)).body("{}"),
+            400,
+            "missing field `text`",
+        ),
+        (
+            auth(client.post(&msg)).body("{\"text\": 7}"),
+            400,
+            "invalid type",
+        ),
+        (
+            auth(client.post(&msg)).body(format!("{{\"text\": \"{}\"}}", "x".repeat(100))),
+            413,
+            "limit",
+        ),
+        (
+            auth(client.get(format!("{base}/agent/not-a-uuid"))),
+            400,
+            "not an agent id",
+        ),
+        (
+            auth(client.get(format!("{base}/agent/{}", uuid::Uuid::nil()))),
+            404,
+            "agent not found",
+        ),
+        (
+            auth(client.get(format!("{base}/conversations/nobody"))),
+            404,
+            "conversation not found",
+        ),
+        (
+            auth(client.post(format!("{base}/agent/{}/intervene", uuid::Uuid::nil())))
+                .body("{\"status\": \"asleep\"}"),
+            400,
+            "not a status",
+        ),
+        (
+            auth(client.get(format!("{base}/v1/nothing"))),
+            404,
+            "no such endpoint",
+        ),
+        (
+            auth(client.delete(format!("{base}/agent/tree"))),
+            405,
+            "does not take DELETE",
+        ),
+    ];
+    for (request, status, fragment) in cases {
+        let (got, error) = status_and_error(request).await;
+        assert_eq!(got, status, "{error}");
+        assert!(error.contains(fragment), "{status}: {error}");
+    }
+    // With the token, a good request is taken.
+    let r = auth(client.post(&msg))
+        .body("{\"text\": \"hi\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+#[test]
+fn the_cli_serves_until_interrupted_and_exits_cleanly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("agentsim-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("serve.yaml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(["serve", file.to_str().unwrap(), "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {line:?}"))
+        .to_owned();
+    // A request over a plain TCP connection: the server answers.
+    {
+        use std::io::{Read, Write};
+        let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        tcp.write_all(b"GET /agent/tree HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut reply = String::new();
+        tcp.read_to_string(&mut reply).unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    }
+    // SIGINT stops it gracefully, with success.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let mut status = None;
+    for _ in 0..250 {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("agentsim serve did not stop within five seconds of SIGINT");
+    };
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_cli_says_what_is_missing() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a SCENARIO"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(["serve", "--llm", "anthropic", "--addr", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("need --base-url"));
+}
