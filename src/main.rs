@@ -1852,6 +1852,7 @@ fn explore_cmd(
                     agentsim::sim::RunError::Violation { .. } => "violation",
                     agentsim::sim::RunError::Restore(_) => "restore failed",
                     agentsim::sim::RunError::Persist(_) => "persisting failed",
+                    agentsim::sim::RunError::Store(_) => "session store refused",
                 };
                 *limits
                     .lock()

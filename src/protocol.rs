@@ -112,6 +112,58 @@ pub enum Input {
         /// The answer.
         text: Arc<str>,
     },
+    /// A trigger starts a session of `agent` with `payload` (seed 003's webhook; see
+    /// [`crate::runtime::Runtime::trigger`], which also returns the session's id).
+    Trigger {
+        /// The agent to run.
+        agent: Arc<str>,
+        /// The webhook's payload.
+        payload: serde_json::Value,
+    },
+}
+
+/// What the store of async sessions must record (seed 003, DESIGN §9), in the order it happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionOp {
+    /// A trigger started a `running` session.
+    Started {
+        /// The session (its conversation's key).
+        session: Uuid,
+        /// Its agent.
+        agent: Arc<str>,
+        /// The webhook envelope, as JSON text (`original_payload`).
+        payload: Arc<str>,
+    },
+    /// Its agent asked: a question opens and the session waits (`pending_input`).
+    Asked {
+        /// The session.
+        session: Uuid,
+        /// The question's id.
+        question: Uuid,
+        /// The question.
+        text: Arc<str>,
+        /// Its options and other context, as JSON text.
+        context: Option<Arc<str>>,
+    },
+    /// A question timed out: with `answer`, that default is its answer and the session runs on;
+    /// without, the session fails.
+    TimedOut {
+        /// The session.
+        session: Uuid,
+        /// The question.
+        question: Uuid,
+        /// The default answer, under the `default_answer` policy.
+        answer: Option<Arc<str>>,
+    },
+    /// The session ended: `completed` with its agent's final text, or failed with the reason.
+    Ended {
+        /// The session.
+        session: Uuid,
+        /// Whether it completed.
+        completed: bool,
+        /// The final text, or why it failed.
+        result: Arc<str>,
+    },
 }
 
 /// What the runtime asks its driver to do.
@@ -164,6 +216,8 @@ pub enum Effect {
         /// The whole file.
         json: String,
     },
+    /// Record this in the store of async sessions (seed 003).
+    Session(SessionOp),
 }
 
 /// A borrowed view of one pending external tool run (see [`crate::runtime::Runtime::tool_run`]).
@@ -491,6 +545,34 @@ pub enum Event {
         tool_use_id: Option<Arc<str>>,
         /// The question as shown (with its options).
         text: Arc<str>,
+    },
+    /// A trigger started a session (seed 003), or named an agent the catalog lacks.
+    Triggered {
+        /// The session's key (`None` when refused).
+        key: Option<Arc<str>>,
+        /// The agent.
+        agent: Arc<str>,
+        /// Whether it started.
+        started: bool,
+    },
+    /// An async session's question changed: it timed out (with the default answer, or failing
+    /// the session).
+    QuestionTimedOut {
+        /// Session key.
+        key: Arc<str>,
+        /// The question.
+        question_id: Uuid,
+        /// The default answer it got, if any.
+        answer: Option<Arc<str>>,
+    },
+    /// An async session ended.
+    SessionEnded {
+        /// Session key.
+        key: Arc<str>,
+        /// Whether it completed (else it failed).
+        completed: bool,
+        /// Its result or the failure.
+        result: Arc<str>,
     },
     /// A workflow agent entered a step of seed 001's six-step workflow (its prompt follows in
     /// its session).

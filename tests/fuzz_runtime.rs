@@ -366,7 +366,10 @@ impl Driver {
                 Effect::SetTimer { timer, .. } => self.timers.push(timer),
                 Effect::AppendContext { line } => self.context.push_str(&line),
                 Effect::WriteState { json } => self.state = Some(json),
-                Effect::CancelTimer { .. } | Effect::Send { .. } | Effect::Stream { .. } => {}
+                Effect::CancelTimer { .. }
+                | Effect::Send { .. }
+                | Effect::Stream { .. }
+                | Effect::Session(_) => {}
             }
         }
         checked

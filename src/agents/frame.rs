@@ -75,6 +75,8 @@ pub enum Phase {
         tool_use_id: Option<Arc<str>>,
         /// The question's id (an answer may name it).
         question: Uuid,
+        /// An async question's timeout (seed 003) and when it fires, in the driver's ms.
+        timer: Option<(CallId, u64)>,
     },
     /// A workflow agent's main execution ended; it waits for every fork it started to end.
     AwaitSubagents,

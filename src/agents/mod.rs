@@ -4,6 +4,7 @@
 //! between frames is the runtime's.
 
 pub mod frame;
+pub mod session;
 pub mod stack;
 pub mod tools;
 pub mod tree;

@@ -180,6 +180,9 @@ pub struct StackEntry {
     pub inbox: VecDeque<Arc<str>>,
     /// Token usage of the whole conversation.
     pub usage: Usage,
+    /// A session a trigger started (seed 003): its agent runs as the conversation's main agent,
+    /// no user talks to it, and its questions are persisted. `None` for a user's conversation.
+    pub session: Option<Box<crate::agents::session::AsyncSession>>,
 }
 
 /// Stacks keyed by the provider's session key (seed 000's `AgentStackManager`), and the arena of
@@ -215,6 +218,7 @@ impl AgentStackManager {
             main_session_id,
             inbox: VecDeque::new(),
             usage: Usage::default(),
+            session: None,
         });
         self.by_key.insert(key, slot);
         slot

@@ -100,6 +100,9 @@ pub enum RunError {
     /// What the runtime persisted could not be written.
     #[error("persisting failed: {0}")]
     Persist(String),
+    /// The store of async sessions refused what the runtime told it (seed 003's lifecycle).
+    #[error("the session store refused: {0}")]
+    Store(String),
     /// An invariant broke.
     #[error("invariant {} broken at step {step} ({at_ms}ms): {}", violation.invariant, violation.message)]
     Violation {
@@ -125,6 +128,7 @@ impl RunError {
             RunError::Stuck { .. } => "stuck",
             RunError::Restore(_) => "restore",
             RunError::Persist(_) => "persist",
+            RunError::Store(_) => "store",
             RunError::Violation { .. } => "violation",
         }
     }
@@ -200,6 +204,8 @@ pub enum Work<'r> {
     },
     /// Text or a stream event for the user (the runtime's events already record it).
     Output,
+    /// Record this in the store of async sessions.
+    Session(crate::protocol::SessionOp),
     /// Nothing left to do: the effect was handled here (persistence), or it named a stale call.
     Done,
 }
@@ -280,6 +286,7 @@ impl<P: Persistence> Core<P> {
                 Work::Done
             }
             Effect::Send { .. } | Effect::Stream { .. } => Work::Output,
+            Effect::Session(op) => Work::Session(op),
         })
     }
 }

@@ -55,4 +55,11 @@ pub enum Note {
         /// New time.
         to_ms: u64,
     },
+    /// An answer to an async session's question that the store did not take (seed 003).
+    AsyncAnswer {
+        /// The question.
+        question: uuid::Uuid,
+        /// `duplicate_ignored` or `not_found`.
+        outcome: &'static str,
+    },
 }

@@ -376,7 +376,8 @@ impl Engine {
                         h.abort();
                     }
                 }
-                Work::Output | Work::Done => {}
+                // No store of async sessions under this driver yet: nothing triggers one here.
+                Work::Output | Work::Done | Work::Session(_) => {}
             }
         }
         Ok(())

@@ -72,6 +72,27 @@ pub struct AgentDef {
     pub fork: bool,
     /// Runs seed 001's six-step workflow (DESIGN §8).
     pub workflow: Option<WorkflowDef>,
+    /// Asks by persisted questions in a triggered session (seed 003, DESIGN §9).
+    pub async_questions: Option<AsyncQuestions>,
+}
+
+/// How an agent asks in a triggered session (`async_questions: true`, seed 003).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AsyncQuestions {
+    /// How long a question waits for its answer (default: the runtime's
+    /// `question_timeout_ms`).
+    pub timeout_ms: Option<u64>,
+    /// What a question that timed out does.
+    pub on_timeout: OnTimeout,
+}
+
+/// What an async question that timed out does (B22).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OnTimeout {
+    /// The session fails; later answers are not found.
+    Fail,
+    /// This text is stored as the answer and the agent resumes with it.
+    DefaultAnswer(Arc<str>),
 }
 
 /// The default depth bound: the agent a user starts is at depth 0, its children at 1, theirs at
@@ -134,6 +155,7 @@ impl AgentDef {
             batch: None,
             fork: false,
             workflow: None,
+            async_questions: None,
         }
     }
 

@@ -389,6 +389,11 @@ impl Observer {
                 self.on_workflow_decision(*frame_id);
                 self.tree.on_wait_all(*frame_id, *waiting)
             }
+            Event::Triggered {
+                key: Some(key),
+                started: true,
+                ..
+            } => self.on_triggered(key),
             Event::WorkflowStep { frame_id, step, .. } => {
                 self.on_workflow_decision(*frame_id);
                 self.tree.on_workflow_step(*frame_id, *step)

@@ -184,6 +184,18 @@ fn is_cancel_word(words: &[String], text: &str) -> bool {
 }
 
 impl Observer {
+    /// A trigger started a session: its envelope is a message waiting for the session's main
+    /// frame, as a user's message would be (the runtime names the session's key only now).
+    pub(super) fn on_triggered(&mut self, key: &Arc<str>) {
+        let k = self.key_index(key);
+        let m = &mut self.keys[k];
+        m.pending += 1;
+        if !m.listed {
+            m.listed = true;
+            self.pending_keys.push(k);
+        }
+    }
+
     /// Tells the observer what the driver is about to feed, before [`Runtime::handle`]: the
     /// replies it checks tool execution against, and the user messages it counts.
     pub fn before_input(&mut self, rt: &Runtime, input: &Input) {

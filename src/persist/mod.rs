@@ -112,6 +112,9 @@ pub enum Waiting {
         /// The question's id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         question: Option<Uuid>,
+        /// When an async question times out, in the driver's ms (seed 003).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<u64>,
     },
     /// A child above it.
     Child,
@@ -276,6 +279,24 @@ pub struct ConversationState {
     /// before it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forks: Vec<FrameMeta>,
+    /// The session a trigger started, when it is one (seed 003).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionMeta>,
+}
+
+/// A triggered session, as `state.json` keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// Its id.
+    pub id: Uuid,
+    /// The agent it runs (a catalog name).
+    pub agent: String,
+    /// Whether it ended.
+    #[serde(default)]
+    pub ended: bool,
+    /// Whether it failed while its agent still ran.
+    #[serde(default)]
+    pub failed: bool,
 }
 
 /// The whole `state.json`.

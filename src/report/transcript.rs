@@ -103,6 +103,9 @@ pub fn line(entry: &Entry) -> String {
             Note::ToolHang { tool } => format!("sim: tool {tool} hangs (no result will come)"),
             Note::Advance { to_ms } => format!("sim: time advanced to {}ms", to_ms),
             Note::Fault { what } => format!("sim: fault injected: {what}"),
+            Note::AsyncAnswer { question, outcome } => {
+                format!("sim: the store did not take an answer to question {question}: {outcome}")
+            }
             Note::Restart {
                 state_bytes,
                 context_bytes,
@@ -290,6 +293,28 @@ pub fn line(entry: &Entry) -> String {
                 Some(h) => format!("{frame} waits for fork {h} ({tool_use_id})"),
                 None => format!("{frame} waits for no fork ({tool_use_id})"),
             },
+            Event::Triggered {
+                key: Some(key),
+                agent,
+                ..
+            } => format!("trigger: session {key} of {agent} started"),
+            Event::Triggered { agent, .. } => {
+                format!("trigger: no agent named '{agent}': nothing started")
+            }
+            Event::QuestionTimedOut {
+                question_id,
+                answer: Some(answer),
+                ..
+            } => format!("question {question_id} timed out: the default answer {answer:?} is its answer"),
+            Event::QuestionTimedOut { question_id, .. } => {
+                format!("question {question_id} timed out: the session failed")
+            }
+            Event::SessionEnded {
+                completed, result, ..
+            } => format!(
+                "session {}: {result:?}",
+                if *completed { "completed" } else { "failed" }
+            ),
             Event::WorkflowStep { frame, step, .. } => {
                 format!("{frame} enters workflow step {}", step.as_str())
             }
@@ -377,10 +402,14 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::Wait { key, .. }
         | Event::WaitSubagents { key, .. }
         | Event::WorkflowStep { key, .. }
+        | Event::QuestionTimedOut { key, .. }
+        | Event::SessionEnded { key, .. }
         | Event::WorkflowDone { key, .. }
         | Event::Question { key, .. }
         | Event::Cancelled { key, .. } => key,
-        Event::Intervention { key, .. } | Event::Answer { key, .. } => key.as_ref()?,
+        Event::Intervention { key, .. }
+        | Event::Answer { key, .. }
+        | Event::Triggered { key, .. } => key.as_ref()?,
         Event::Stale { .. } => return None,
     })
 }

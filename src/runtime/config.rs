@@ -47,6 +47,9 @@ pub struct RuntimeConfig {
     /// Publish every status change as an `agent-state` stream effect (for a driver that serves
     /// the tree's stream). The simulator, which reads the recorded events instead, turns it off.
     pub stream_agent_states: bool,
+    /// How long an async question waits for its answer when its agent sets no
+    /// `question_timeout` (seed 003's `agent_question_timeout_seconds`, default an hour).
+    pub question_timeout_ms: u64,
 }
 
 /// Who answers `ask_user`.
@@ -87,6 +90,7 @@ impl Default for RuntimeConfig {
             query_user: QueryUser::Interactive,
             ended_nodes: 4096,
             stream_agent_states: true,
+            question_timeout_ms: 3_600_000,
         }
     }
 }

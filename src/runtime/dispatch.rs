@@ -153,6 +153,10 @@ pub(super) fn run_next_tool(
                 cx.finish_tool(frame, at, None, text, true);
                 return None;
             }
+            if cx.session.is_some() {
+                return super::sessions::ask_in_session(frame, at, &id, &input, cx)
+                    .expect("a session asks in its own way");
+            }
             if cx.config.query_user == crate::runtime::config::QueryUser::None {
                 // Nobody to ask: answered at once, and the turn goes on.
                 cx.finish_tool(frame, at, None, messages::NO_ANSWER.into(), false);
@@ -171,6 +175,7 @@ pub(super) fn run_next_tool(
             frame.phase = Phase::AwaitAnswer {
                 tool_use_id: Some(id),
                 question,
+                timer: None,
             };
             if frame.is_fork() {
                 // A fork never talks to the user: its question waits for an answer by its id, or

@@ -24,6 +24,7 @@ mod orchestrate;
 pub mod planted;
 mod restore;
 mod routing;
+mod sessions;
 mod tree;
 mod turn;
 mod workflow;
@@ -302,6 +303,10 @@ impl Runtime {
             }
             Input::Timer { timer } if self.watch_timers.contains_key(&timer) => {
                 self.on_watch_timer(timer);
+            }
+            Input::Timer { timer } if self.on_question_timer(timer) => {}
+            Input::Trigger { agent, payload } => {
+                self.apply_trigger(&agent, payload);
             }
             Input::Timer { timer } => {
                 let waits = |p: &Phase| match p {

@@ -37,6 +37,7 @@ impl Runtime {
             ..
         } = self;
         let (frame, entry) = stacks.frame_and_entry_mut(id)?;
+        let session = entry.session.as_ref().map(|s| (s.id, s.failed));
         let mut cx = TurnCx {
             key: &entry.key,
             frame: id.index(),
@@ -49,6 +50,7 @@ impl Runtime {
             usage: &mut entry.usage,
             now: *now,
             forks: new_forks,
+            session,
         };
         Some(f(frame, &mut cx))
     }
@@ -367,12 +369,21 @@ impl Runtime {
     /// clears the stack (seed 000: "pop main frame, ..., clear stack").
     pub(super) fn finish_main(&mut self, slot: usize, reason: PopReason, text: Arc<str>) {
         let main = self.pop(slot, reason, &text);
-        self.end_main_turn(slot, main, text);
+        self.end_main_turn(slot, main, text, reason == PopReason::Answered);
     }
 
     /// The main frame left the stack with `text` for the user: its turn's response is recorded,
     /// its session kept for the next turn, the stack cleared.
-    pub(super) fn end_main_turn(&mut self, slot: usize, main: StackFrame, text: Arc<str>) {
+    pub(super) fn end_main_turn(
+        &mut self,
+        slot: usize,
+        main: StackFrame,
+        text: Arc<str>,
+        answered: bool,
+    ) {
+        if self.stacks.entry(slot).session.is_some() {
+            self.session_ended(slot, answered, &text);
+        }
         if self.config.record_events {
             let tool_calls = if self.config.detailed_events {
                 tool_calls_since(&main.session, main.turn_start)

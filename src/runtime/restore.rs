@@ -42,6 +42,12 @@ impl Runtime {
                         .into_iter()
                         .map(|f| self.frame_meta(f))
                         .collect(),
+                    session: e.session.as_ref().map(|s| crate::persist::SessionMeta {
+                        id: s.id,
+                        agent: s.agent.name.clone(),
+                        ended: s.ended,
+                        failed: s.failed,
+                    }),
                 }
             })
             .collect();
@@ -144,15 +150,35 @@ impl Runtime {
         for conv in state.conversations {
             let main_id = conv.main_session_id;
             let slot = rt.stacks.get_or_create(&conv.key, || main_id);
+            // A triggered session's main frame runs its agent (seed 003).
+            let session = match &conv.session {
+                None => None,
+                Some(s) => {
+                    let def = rt
+                        .catalog
+                        .get(&s.agent)
+                        .ok_or_else(|| RestoreError::MissingAgent(s.agent.clone()))?;
+                    Some(Box::new(crate::agents::session::AsyncSession {
+                        id: s.id,
+                        agent: crate::agents::session::main_def(def),
+                        ended: s.ended,
+                        failed: s.failed,
+                    }))
+                }
+            };
             let mut frames = Vec::new();
             for meta in conv.active_stack {
-                let agent = rt.declared(&meta)?;
+                let agent = match &session {
+                    Some(s) if meta.agent_type == AgentKind::Main => s.agent.clone(),
+                    _ => rt.declared(&meta)?,
+                };
                 let slot = meta.slot;
                 let (frame, reissue) =
                     rt.frame_from_meta(meta, agent, &mut sessions, Some(main_id))?;
                 frames.push((frame, reissue, slot));
             }
             let entry = rt.stacks.entry_mut(slot);
+            entry.session = session;
             entry.usage = conv.usage;
             entry.inbox = conv.inbox.into_iter().map(Into::into).collect();
             entry.main_session = sessions
@@ -301,8 +327,12 @@ impl Runtime {
         let (phase, reissue) = match meta.waiting {
             Waiting::User => (Phase::AwaitUser, None),
             Waiting::Answer {
+                deadline: Some(_), ..
+            } => (Phase::AwaitUser, Some(meta.waiting.clone())),
+            Waiting::Answer {
                 tool_use_id,
                 question,
+                deadline: None,
             } => {
                 // A state written before questions had ids: one derived from the tool use.
                 let question = match (question, &tool_use_id) {
@@ -319,6 +349,7 @@ impl Runtime {
                     Phase::AwaitAnswer {
                         question,
                         tool_use_id,
+                        timer: None,
                     },
                     None,
                 )
@@ -411,6 +442,7 @@ impl Runtime {
         use crate::persist::{RestoreError, Waiting};
         let record = self.config.record_events;
         let mut calls: SmallVec<[(CallId, &'static str); 1]> = SmallVec::new();
+        let now = self.now;
         let Runtime {
             stacks,
             config,
@@ -491,6 +523,21 @@ impl Runtime {
                 }
                 Phase::AwaitTools { batch }
             }
+            Waiting::Answer {
+                tool_use_id,
+                question: Some(question),
+                deadline: Some(deadline),
+            } => {
+                // An async question waits again, its timeout running to the same deadline.
+                let timer = next_call();
+                let after_ms = deadline.saturating_sub(now);
+                effects.push_back(Effect::SetTimer { timer, after_ms });
+                Phase::AwaitAnswer {
+                    tool_use_id,
+                    question,
+                    timer: Some((timer, deadline)),
+                }
+            }
             Waiting::User
             | Waiting::Answer { .. }
             | Waiting::Child
@@ -539,9 +586,11 @@ fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
         Phase::AwaitAnswer {
             tool_use_id,
             question,
+            timer,
         } => Waiting::Answer {
             tool_use_id: tool_use_id.clone(),
             question: Some(*question),
+            deadline: timer.map(|(_, at)| at),
         },
         Phase::AwaitChildren { .. } => Waiting::Child,
         Phase::AwaitSubagents => Waiting::Subagents,

@@ -73,7 +73,11 @@ impl Runtime {
         let entry = self.stacks.entry_mut(slot);
         if entry.stack.is_empty() {
             let session = std::mem::take(&mut entry.main_session);
-            let agent = self.catalog.main.clone();
+            // A triggered session's agent runs as its main agent.
+            let agent = match &entry.session {
+                Some(s) => s.agent.clone(),
+                None => self.catalog.main.clone(),
+            };
             let turn_start = session.messages.len();
             let main_session_id = entry.main_session_id;
             let mut frame =

@@ -321,6 +321,7 @@ impl Runtime {
                 let Phase::AwaitAnswer {
                     tool_use_id,
                     question,
+                    ..
                 } = &f.phase
                 else {
                     return None;
@@ -437,7 +438,7 @@ impl Runtime {
                 if popped.is_main() {
                     let notice: Arc<str> = messages::USER_AGENT_DELETED.into();
                     self.send(slot, popped.agent.frame_name.clone(), notice.clone());
-                    self.end_main_turn(slot, popped, notice);
+                    self.end_main_turn(slot, popped, notice, false);
                 }
             }
         }

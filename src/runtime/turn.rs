@@ -62,6 +62,8 @@ pub enum TurnInput {
     },
     /// Every fork a workflow agent waited for ended.
     SubagentsDone,
+    /// An async question timed out and its session failed: its `ask_user` gets this error.
+    QuestionFailed(Arc<str>),
     /// The fork a `wait` waited for ended.
     ForkDone {
         /// The `wait` tool use.
@@ -97,6 +99,9 @@ pub struct TurnCx<'a> {
     pub now: u64,
     /// Forks started in this turn, placed and started by the runtime once the turn has stepped.
     pub forks: &'a mut Vec<StackFrame>,
+    /// The triggered session the conversation is (seed 003), if it is one: its id, and whether
+    /// it already failed.
+    pub session: Option<(uuid::Uuid, bool)>,
 }
 
 impl TurnCx<'_> {
@@ -261,8 +266,12 @@ pub fn execute_turn(
             } => return super::workflow::answered(frame, text, cx),
             Phase::AwaitAnswer {
                 tool_use_id: Some(tool_use_id),
+                timer,
                 ..
             } => {
+                if let Some((timer, _)) = timer {
+                    cx.effects.push_back(Effect::CancelTimer { timer });
+                }
                 if cx.config.has_bug(PlantedBug::AnswerCountsAnIteration) {
                     frame.iteration += 1;
                 }
@@ -315,6 +324,19 @@ pub fn execute_turn(
                 return None;
             }
         }
+        TurnInput::QuestionFailed(text) => match std::mem::take(&mut frame.phase) {
+            Phase::AwaitAnswer {
+                tool_use_id: Some(tool_use_id),
+                ..
+            } => {
+                cx.add_result(frame, tool_use_id, text, true);
+                frame.phase = Phase::RunTools;
+            }
+            other => {
+                frame.phase = other;
+                return None;
+            }
+        },
         TurnInput::SubagentsDone => {
             if !matches!(frame.phase, Phase::AwaitSubagents) {
                 return None;

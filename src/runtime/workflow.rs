@@ -154,6 +154,7 @@ fn ask(frame: &mut StackFrame, text: Arc<str>, cx: &mut TurnCx<'_>) -> Option<Tu
     frame.phase = Phase::AwaitAnswer {
         tool_use_id: None,
         question,
+        timer: None,
     };
     if frame.is_fork() {
         // A fork never talks to the user: its question waits for an answer by its id, or for

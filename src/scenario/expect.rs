@@ -45,6 +45,16 @@ fn show_list(items: &[String]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
+/// The conversation an `expect` is about: its `key` (default `default`), where `session:N` names
+/// the N-th triggered session (whose key is its id, unknown to the file).
+pub(super) fn resolve_key(e: &ExpectSpec, sim: &Sim) -> String {
+    let key = e.key.as_deref().unwrap_or(DEFAULT_KEY);
+    key.strip_prefix("session:")
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .and_then(|n| sim.sessions().get(n.checked_sub(1)?))
+        .map_or_else(|| key.to_owned(), |(id, _)| id.to_string())
+}
+
 /// Checks `e` against the simulation now and the records since the previous `expect` (`window`).
 pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
     let mut out = Vec::new();
@@ -59,7 +69,8 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             });
         }
     };
-    let key = e.key.as_deref().unwrap_or(DEFAULT_KEY);
+    let key = resolve_key(e, sim);
+    let key = key.as_str();
     let in_key = |k: &str| k == key;
     let rt = sim.runtime();
     let frames: Vec<&StackFrame> = rt
@@ -313,15 +324,50 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
         expect("questions", show_list(want), show_list(&actual));
     }
     if let Some(want) = &e.answers {
-        let actual: Vec<String> = events(window)
-            .filter_map(|e| match e {
-                Event::Answer { accepted, .. } => {
+        let actual: Vec<String> = window
+            .iter()
+            .filter_map(|r| match &r.entry {
+                Entry::Runtime(Event::Answer { accepted, .. }) => {
                     Some(if *accepted { "accepted" } else { "not_found" }.to_owned())
+                }
+                Entry::Sim(crate::drive::Note::AsyncAnswer { outcome, .. }) => {
+                    Some((*outcome).to_owned())
                 }
                 _ => None,
             })
             .collect();
         expect("answers", show_list(want), show_list(&actual));
+    }
+    if let Some(want) = &e.sessions {
+        use crate::store::QuestionStore;
+        let actual: Vec<String> = sim
+            .sessions()
+            .iter()
+            .filter_map(|(id, _)| sim.store().session(&id.to_string()).ok().flatten())
+            .map(|row| {
+                let result = row
+                    .execution_state
+                    .as_deref()
+                    .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+                    .and_then(|v| v.get("result").and_then(|r| r.as_str()).map(str::to_owned));
+                match result {
+                    Some(r) => format!("{}: {}: {r}", row.agent_name, row.status.as_str()),
+                    None => format!("{}: {}", row.agent_name, row.status.as_str()),
+                }
+            })
+            .collect();
+        expect("sessions", show_list(want), show_list(&actual));
+    }
+    if let Some(want) = &e.pending {
+        use crate::store::QuestionStore;
+        let actual: Vec<String> = sim
+            .store()
+            .pending()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| format!("{}: {}", p.agent_name, p.question.question))
+            .collect();
+        expect("pending", show_list(want), show_list(&actual));
     }
     if let Some(idle) = e.idle {
         expect("idle", idle.to_string(), rt.is_idle().to_string());

@@ -195,6 +195,10 @@ pub struct SettingsSpec {
     /// message) or `none` (answered at once with `No answer from the user.`).
     #[serde(default)]
     pub query_user: Option<QueryUserSpec>,
+    /// How long an async question waits for its answer when its agent sets no
+    /// `question_timeout` (seed 003's `agent_question_timeout_seconds`; default 1h).
+    #[serde(default)]
+    pub question_timeout: Option<Millis>,
 }
 
 /// Who answers `ask_user`.
@@ -394,6 +398,18 @@ pub struct AgentSpec {
     #[serde(default)]
     #[schemars(with = "Option<u32>")]
     pub max_depth: Option<Spanned<u32>>,
+    /// In a triggered session (seed 003), `ask_user` persists a question and waits for its
+    /// answer through the store; without it, `ask_user` is refused there.
+    #[serde(default)]
+    pub async_questions: bool,
+    /// How long this agent's async questions wait (default: the settings' `question_timeout`).
+    #[serde(default)]
+    pub question_timeout: Option<Millis>,
+    /// What a question that timed out does: `fail` (default: the session fails) or
+    /// `{default_answer: <text>}` (the text is its answer).
+    #[serde(default)]
+    #[schemars(with = "Option<Value>")]
+    pub on_timeout: Option<Spanned<Value>>,
     /// For `agentsim mock-llm`: `shared` (default: the agent's conversations share one script,
     /// handed out turn by turn) or `per_conversation` (each conversation gets the whole script
     /// from its first entry; for load tests and runtimes that start many alike conversations).
@@ -893,6 +909,40 @@ pub struct StepSpec {
     /// afterwards unless `wait: false`.
     #[serde(default)]
     pub answer: Option<AnswerSpec>,
+    /// A webhook triggers a session of an agent (seed 003): `{agent, payload}`. Runs until idle
+    /// afterwards unless `wait: false`.
+    #[serde(default)]
+    pub trigger: Option<TriggerSpec>,
+    /// Someone answers an async session's question through the store (seed 003's `POST
+    /// /agent/answer/{session}`): `{session, question?, text}`. Runs until idle afterwards
+    /// unless `wait: false`.
+    #[serde(default)]
+    pub async_answer: Option<AsyncAnswerSpec>,
+}
+
+/// A trigger step.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerSpec {
+    /// The agent to run (a declared name: `main`, a skill or an agent).
+    pub agent: String,
+    /// The webhook's JSON payload (default `{}`), read as JSON reads it (`yes` stays text).
+    #[serde(default, skip_serializing)]
+    #[schemars(with = "Option<Value>")]
+    pub payload: Option<Spanned<Value>>,
+}
+
+/// An answer through the store of async sessions.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AsyncAnswerSpec {
+    /// The session, by the order sessions were triggered: 1 for the first.
+    pub session: usize,
+    /// The question, by the order the session asked: 1 for the first (default: its latest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<usize>,
+    /// The answer.
+    pub text: String,
 }
 
 /// An answer step: exactly one of `agent` and `question`, and the answer's `text`.
@@ -932,7 +982,7 @@ pub struct InterveneSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectSpec {
-    /// Session key (default `default`).
+    /// Session key (default `default`); `session:N` names the N-th triggered session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// Texts sent to the user since the previous `expect`, in order.
@@ -996,9 +1046,17 @@ pub struct ExpectSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub questions: Option<Vec<String>>,
     /// Whether the answers given by question since the previous `expect` were taken:
-    /// `accepted` or `not_found`.
+    /// `accepted` or `not_found`; answers through the store of async sessions may also be
+    /// `duplicate_ignored`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<Vec<String>>,
+    /// The async sessions in the order they were triggered, as the store has them:
+    /// `<agent>: <status>`, followed by `: <result>` once it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<String>>,
+    /// The store's pending questions in creation order, as `<agent>: <question>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Vec<String>>,
 }
 
 /// What one agent of the tree must be; every key is optional.

@@ -200,6 +200,11 @@ fn free_places(file: &ScenarioFile) -> BTreeSet<Place> {
             }
         }
     }
+    for step in &file.steps {
+        if let Some(t) = &step.value.trigger {
+            add(&t.payload);
+        }
+    }
     places
 }
 
@@ -371,6 +376,9 @@ impl Builder<'_> {
         }
 
         let mut config = RuntimeConfig::default();
+        if let Some(t) = settings.question_timeout {
+            config.question_timeout_ms = t.0;
+        }
         if settings.query_user == Some(crate::scenario::format::QueryUserSpec::None) {
             config.query_user = crate::runtime::QueryUser::None;
         }
@@ -487,7 +495,7 @@ impl Builder<'_> {
 
         let mut steps = Vec::new();
         for step in step_specs {
-            steps.push(self.step(step.value, step.referenced)?);
+            steps.push(self.step(step.value, step.referenced, &catalog)?);
         }
         config.persist =
             settings.persist || steps.iter().any(|s| matches!(s.kind, StepKind::Restart));
@@ -662,6 +670,34 @@ impl Builder<'_> {
                 ));
             }
             (None, None) => {}
+        }
+        if !s.async_questions && (s.question_timeout.is_some() || s.on_timeout.is_some()) {
+            return Err(self.error(
+                at,
+                format!("agent '{name}': `question_timeout` and `on_timeout` go with `async_questions: true`"),
+            ));
+        }
+        if s.async_questions {
+            use crate::model::agent::{AsyncQuestions, OnTimeout};
+            let on_timeout = match &s.on_timeout {
+                None => OnTimeout::Fail,
+                Some(v) => match &v.value {
+                    serde_json::Value::String(p) if p == "fail" => OnTimeout::Fail,
+                    serde_json::Value::Object(m) if m.len() == 1 && m.get("default_answer").is_some_and(|a| a.is_string()) => {
+                        OnTimeout::DefaultAnswer(m["default_answer"].as_str().unwrap_or_default().into())
+                    }
+                    _ => {
+                        return Err(self.error(
+                            v.referenced,
+                            format!("agent '{name}': `on_timeout` is `fail` or `{{default_answer: <text>}}`"),
+                        ))
+                    }
+                },
+            };
+            def.async_questions = Some(AsyncQuestions {
+                timeout_ms: s.question_timeout.map(|t| t.0),
+                on_timeout,
+            });
         }
         Ok(def)
     }
@@ -900,7 +936,12 @@ impl Builder<'_> {
         })
     }
 
-    fn step(&self, mut s: StepSpec, at: Location) -> Result<Step, ScenarioError> {
+    fn step(
+        &self,
+        mut s: StepSpec,
+        at: Location,
+        catalog: &Catalog,
+    ) -> Result<Step, ScenarioError> {
         if let Some(None) = s.user {
             return Err(self.error(
                 at,
@@ -916,16 +957,26 @@ impl Builder<'_> {
             s.restart.is_some(),
             s.intervene.is_some(),
             s.answer.is_some(),
+            s.trigger.is_some(),
+            s.async_answer.is_some(),
         ];
         if actions.iter().filter(|a| **a).count() != 1 {
             return Err(self.error(
                 at,
-                "a step has exactly one of `user`, `expect`, `advance`, `run`, `restart`, `intervene` or `answer`",
+                "a step has exactly one of `user`, `expect`, `advance`, `run`, `restart`, `intervene`, `answer`, `trigger` or `async_answer`",
+            ));
+        }
+        if (s.trigger.is_some() || s.async_answer.is_some()) && s.key.is_some() {
+            return Err(self.error(
+                at,
+                "a `trigger` or `async_answer` step names its agent or session, not a `key` (a session's key is its id)",
             ));
         }
         if user.is_none()
             && s.intervene.is_none()
             && s.answer.is_none()
+            && s.trigger.is_none()
+            && s.async_answer.is_none()
             && (s.key.is_some() || s.wait.is_some())
         {
             return Err(self.error(
@@ -959,6 +1010,38 @@ impl Builder<'_> {
             self.intervention(iv, s.wait.unwrap_or(true), at)?
         } else if let Some(a) = s.answer.take() {
             self.answer(a, s.wait.unwrap_or(true), at)?
+        } else if let Some(t) = s.trigger.take() {
+            if catalog.get(&t.agent).is_none() {
+                return Err(self.error(
+                    at,
+                    format!("`trigger.agent: {}` is not a declared agent", t.agent),
+                ));
+            }
+            let payload = t
+                .payload
+                .as_ref()
+                .map_or_else(|| serde_json::json!({}), |p| self.free(p, Mode::Json));
+            StepKind::Trigger {
+                agent: t.agent,
+                payload,
+                wait: s.wait.unwrap_or(true),
+            }
+        } else if let Some(a) = s.async_answer.take() {
+            if a.session == 0 || a.question == Some(0) {
+                return Err(self.error(
+                    at,
+                    "`async_answer` counts sessions and questions from 1 (`session: 1` is the first triggered)",
+                ));
+            }
+            if a.text.trim().is_empty() {
+                return Err(self.error(at, "an answer cannot be empty"));
+            }
+            StepKind::AsyncAnswer {
+                session: a.session,
+                question: a.question,
+                text: a.text,
+                wait: s.wait.unwrap_or(true),
+            }
         } else if let Some(on) = s.restart {
             if !on {
                 return Err(self.error(at, "write `restart: true` (or leave the step out)"));

@@ -147,6 +147,26 @@ pub enum StepKind {
         /// Run until idle.
         wait: bool,
     },
+    /// A webhook triggers a session (seed 003); with `wait`, run until idle afterwards.
+    Trigger {
+        /// The agent.
+        agent: String,
+        /// The payload.
+        payload: serde_json::Value,
+        /// Run until idle.
+        wait: bool,
+    },
+    /// An answer through the store of async sessions (seed 003); with `wait`, run until idle.
+    AsyncAnswer {
+        /// The session, 1-based in trigger order.
+        session: usize,
+        /// The question, 1-based in the session's asking order (default: the latest).
+        question: Option<usize>,
+        /// The answer.
+        text: String,
+        /// Run until idle.
+        wait: bool,
+    },
     /// A user intervenes on an agent; with `wait`, run until idle afterwards.
     Intervene {
         /// The agent, as the step names it.

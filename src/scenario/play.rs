@@ -138,6 +138,44 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
                 text,
                 wait,
             } => answer(sim, hooks, agent.as_deref(), *question, text, *wait),
+            StepKind::Trigger {
+                agent,
+                payload,
+                wait,
+            } => sim.trigger(agent, payload.clone()).and_then(|()| {
+                if *wait {
+                    until_idle(sim, hooks, super::DEFAULT_KEY)
+                } else {
+                    Ok(())
+                }
+            }),
+            StepKind::AsyncAnswer {
+                session,
+                question,
+                text,
+                wait,
+            } => {
+                // Sessions and their questions by their order; one that does not exist is
+                // answered under the nil id, which the store does not know.
+                let (s, q) = sim
+                    .sessions()
+                    .get(session - 1)
+                    .map(|(s, asked)| {
+                        let q = match question {
+                            Some(n) => asked.get(n - 1),
+                            None => asked.last(),
+                        };
+                        (*s, q.copied().unwrap_or_default())
+                    })
+                    .unwrap_or_default();
+                sim.answer_async(s, q, text).and_then(|()| {
+                    if *wait {
+                        until_idle(sim, hooks, super::DEFAULT_KEY)
+                    } else {
+                        Ok(())
+                    }
+                })
+            }
             StepKind::Expect(spec) => {
                 if let Err(mismatches) = hooks.expect(spec, sim) {
                     return Err(stopped(Stop::Expectation(mismatches)));

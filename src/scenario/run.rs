@@ -300,10 +300,10 @@ struct Expectations {
 
 impl Hooks for Expectations {
     fn expect(&mut self, spec: &ExpectSpec, sim: &Sim) -> Result<(), Vec<Mismatch>> {
-        let key = spec.key.as_deref().unwrap_or(super::DEFAULT_KEY);
-        let start = self.windows.get(key).copied().unwrap_or(0);
+        let key = super::expect::resolve_key(spec, sim);
+        let start = self.windows.get(&key).copied().unwrap_or(0);
         let mismatches = check(spec, sim, &sim.records()[start..]);
-        self.windows.insert(key.to_owned(), sim.records().len());
+        self.windows.insert(key, sim.records().len());
         if mismatches.is_empty() {
             Ok(())
         } else {

@@ -196,6 +196,15 @@ fn agent_value(
     if def.stream {
         m.insert("stream".into(), json!(true));
     }
+    if let Some(a) = &def.async_questions {
+        m.insert("async_questions".into(), json!(true));
+        if let Some(t) = a.timeout_ms {
+            m.insert("question_timeout".into(), json!(t));
+        }
+        if let crate::model::agent::OnTimeout::DefaultAnswer(text) = &a.on_timeout {
+            m.insert("on_timeout".into(), json!({ "default_answer": &**text }));
+        }
+    }
     if let Some(w) = def.workflow {
         m.insert("workflow".into(), json!("six_step"));
         if w.max_depth != crate::model::agent::DEFAULT_MAX_DEPTH {
@@ -281,6 +290,13 @@ pub fn to_yaml(s: &Scenario) -> String {
     if s.config.persist {
         settings.insert("persist".into(), json!(true));
     }
+    if s.config.question_timeout_ms != crate::runtime::RuntimeConfig::default().question_timeout_ms
+    {
+        settings.insert(
+            "question_timeout".into(),
+            json!(s.config.question_timeout_ms),
+        );
+    }
     if s.config.query_user == crate::runtime::QueryUser::None {
         settings.insert("query_user".into(), json!("none"));
     }
@@ -363,6 +379,40 @@ pub fn to_yaml(s: &Scenario) -> String {
             StepKind::Advance(ms) => json!({ "advance": ms }),
             StepKind::Run(n) => json!({ "run": n }),
             StepKind::Restart => json!({ "restart": true }),
+            StepKind::Trigger {
+                agent,
+                payload,
+                wait,
+            } => {
+                let mut m = Map::new();
+                m.insert(
+                    "trigger".into(),
+                    json!({ "agent": agent, "payload": payload }),
+                );
+                if !wait {
+                    m.insert("wait".into(), json!(false));
+                }
+                Value::Object(m)
+            }
+            StepKind::AsyncAnswer {
+                session,
+                question,
+                text,
+                wait,
+            } => {
+                let mut a = Map::new();
+                a.insert("session".into(), json!(session));
+                if let Some(q) = question {
+                    a.insert("question".into(), json!(q));
+                }
+                a.insert("text".into(), json!(text));
+                let mut m = Map::new();
+                m.insert("async_answer".into(), Value::Object(a));
+                if !wait {
+                    m.insert("wait".into(), json!(false));
+                }
+                Value::Object(m)
+            }
             StepKind::Intervene {
                 agent,
                 intervention,

@@ -169,6 +169,8 @@ impl SimBuilder {
             materialized: self.materialize.then(Materialized::default),
             in_flight: BTreeMap::new(),
             lost: BTreeMap::new(),
+            store: crate::store::MemoryQuestions::new(),
+            sessions: Vec::new(),
         }
     }
 }
@@ -201,6 +203,11 @@ pub struct Sim {
     coverage: Option<RunCoverage>,
     /// Model calls that stalled and tools that hung so far: what may leave a run waiting.
     stalls: u64,
+    /// The store of async sessions (seed 003): the simulation's database, which a restart of
+    /// the runtime keeps.
+    store: crate::store::MemoryQuestions,
+    /// The sessions in the order they started, each with its questions in the order asked.
+    sessions: Vec<(uuid::Uuid, Vec<uuid::Uuid>)>,
 }
 
 /// What an answer in flight answers: a frame's model call, or its run of one tool use.
@@ -333,6 +340,60 @@ impl Sim {
             question_id,
             text: text.into(),
         })
+    }
+
+    /// A webhook triggers a session of `agent` with `payload` (seed 003).
+    pub fn trigger(&mut self, agent: &str, payload: serde_json::Value) -> Result<(), RunError> {
+        self.feed(Input::Trigger {
+            agent: agent.into(),
+            payload,
+        })
+    }
+
+    /// Someone answers question `question` of session `session` through the store (seed 003's
+    /// `POST /agent/answer/{session}`): the first answer is stored and resumes the agent; a
+    /// duplicate, or an answer to an unknown, completed or failed session, changes nothing and
+    /// is noted.
+    pub fn answer_async(
+        &mut self,
+        session: uuid::Uuid,
+        question: uuid::Uuid,
+        text: &str,
+    ) -> Result<(), RunError> {
+        use crate::store::questions::{Answered, QuestionStore, StoreError};
+        let now = self.clock.now();
+        let outcome = self
+            .store
+            .answer(&session.to_string(), &question.to_string(), text, now);
+        let refused = match outcome {
+            Ok(Answered::Resumed) => None,
+            Ok(Answered::DuplicateIgnored) => Some("duplicate_ignored"),
+            Err(StoreError::NotFound(_)) => Some("not_found"),
+            Err(e) => return Err(RunError::Store(e.to_string())),
+        };
+        match refused {
+            None => self.answer(question, text),
+            Some(outcome) => {
+                if self.record || self.observer.is_some() {
+                    self.records.push(Record {
+                        t_ms: now,
+                        step: self.steps,
+                        entry: Entry::Sim(Note::AsyncAnswer { question, outcome }),
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The store of async sessions.
+    pub fn store(&self) -> &crate::store::MemoryQuestions {
+        &self.store
+    }
+
+    /// The async sessions in the order they started, each with its questions in the order asked.
+    pub fn sessions(&self) -> &[(uuid::Uuid, Vec<uuid::Uuid>)] {
+        &self.sessions
     }
 
     /// Feeds the next item due on the clock. `Ok(false)` when nothing is scheduled.
@@ -583,9 +644,12 @@ impl Sim {
             steps,
             coverage,
             stalls,
+            store,
+            sessions,
             ..
         } = self;
         let steps = *steps;
+        let now = clock.now();
         let at = || (steps, describe(rt));
         match core.take(rt, effect, at)? {
             Work::CallModel { call, request } => {
@@ -654,10 +718,78 @@ impl Sim {
                 clock.schedule(after_ms, order, Input::Timer { timer });
             }
             Work::CancelTimer { timer } => clock.cancel_timer(timer),
+            Work::Session(op) => apply_session(store, sessions, op, now)
+                .map_err(|e| RunError::Store(e.to_string()))?,
             Work::Output | Work::Done => {}
         }
         Ok(())
     }
+}
+
+/// Records what the runtime told the store of async sessions.
+fn apply_session(
+    store: &mut crate::store::MemoryQuestions,
+    sessions: &mut Vec<(uuid::Uuid, Vec<uuid::Uuid>)>,
+    op: crate::protocol::SessionOp,
+    now: u64,
+) -> Result<(), crate::store::questions::StoreError> {
+    use crate::protocol::SessionOp;
+    use crate::store::questions::{NewQuestion, QuestionStore, SessionStatus};
+    match op {
+        SessionOp::Started {
+            session,
+            agent,
+            payload,
+        } => {
+            store.create_session(&session.to_string(), &agent, &payload, now)?;
+            sessions.push((session, Vec::new()));
+        }
+        SessionOp::Asked {
+            session,
+            question,
+            text,
+            context,
+        } => {
+            store.ask(
+                &NewQuestion {
+                    id: question.to_string(),
+                    session_id: session.to_string(),
+                    question: text.to_string(),
+                    context: context.map(|c| c.to_string()),
+                },
+                now,
+            )?;
+            if let Some((_, asked)) = sessions.iter_mut().find(|(s, _)| *s == session) {
+                asked.push(question);
+            }
+        }
+        SessionOp::TimedOut {
+            session,
+            question,
+            answer: Some(answer),
+        } => {
+            store.answer(&session.to_string(), &question.to_string(), &answer, now)?;
+        }
+        SessionOp::TimedOut { session, .. } => {
+            store.transition(&session.to_string(), SessionStatus::Failed, now)?;
+        }
+        SessionOp::Ended {
+            session,
+            completed,
+            result,
+        } => {
+            let id = session.to_string();
+            let state = serde_json::json!({ "result": &*result }).to_string();
+            store.save_state(&id, &state, now)?;
+            let to = if completed {
+                SessionStatus::Completed
+            } else {
+                SessionStatus::Failed
+            };
+            store.transition(&id, to, now)?;
+        }
+    }
+    Ok(())
 }
 
 /// Moves the notes a backend left into the transcript.

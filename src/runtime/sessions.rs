@@ -1,0 +1,220 @@
+//! Seed 003's async sessions in the runtime (DESIGN §9): a trigger starts a session whose agent
+//! runs with no user; its `ask_user` persists a question (agents declared `async_questions`) with
+//! a timeout in the driver's time, or is refused; the session ends with its agent's final text.
+//! What the store must record goes out as [`SessionOp`] effects, in order.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::agents::frame::{Phase, StackFrame};
+use crate::agents::session::{self, AsyncSession};
+use crate::agents::tree::Status;
+use crate::model::agent::OnTimeout;
+use crate::model::ids::CallId;
+use crate::protocol::{Effect, Event, SessionOp};
+
+use super::turn::{TurnCx, TurnInput, TurnResult};
+use super::Runtime;
+
+impl Runtime {
+    /// Starts a session of `agent` with the webhook's `payload` (seed 003's `POST
+    /// /webhook/{agent}`): its id, which is also its conversation's key; `None` when no agent has
+    /// that name. Like [`Runtime::handle`], it ends with the state written when the runtime
+    /// persists.
+    pub fn trigger(&mut self, agent: &str, payload: serde_json::Value) -> Option<Uuid> {
+        let id = self.apply_trigger(agent, payload);
+        self.end_input();
+        id
+    }
+
+    pub(super) fn apply_trigger(
+        &mut self,
+        agent: &str,
+        payload: serde_json::Value,
+    ) -> Option<Uuid> {
+        let Some(def) = self.catalog.get(agent) else {
+            if self.config.record_events {
+                self.events.push(Event::Triggered {
+                    key: None,
+                    agent: agent.into(),
+                    started: false,
+                });
+            }
+            return None;
+        };
+        let def = session::main_def(def);
+        let id = self.ids.next_uuid();
+        let key: Arc<str> = id.to_string().into();
+        let slot = self.slot(&key);
+        self.stacks.entry_mut(slot).session = Some(Box::new(AsyncSession {
+            id,
+            agent: def,
+            ended: false,
+            failed: false,
+        }));
+        let envelope: Arc<str> = session::envelope(agent, &payload).to_string().into();
+        self.effects.push_back(Effect::Session(SessionOp::Started {
+            session: id,
+            agent: agent.into(),
+            payload: envelope.clone(),
+        }));
+        if self.config.record_events {
+            self.events.push(Event::Triggered {
+                key: Some(key),
+                agent: agent.into(),
+                started: true,
+            });
+        }
+        self.on_user(slot, envelope);
+        Some(id)
+    }
+
+    /// A session's main frame left its stack: the session ends, completed with its final text
+    /// when it answered, failed otherwise (unless it failed already: the store has it so).
+    pub(super) fn session_ended(&mut self, slot: usize, completed: bool, result: &Arc<str>) {
+        let entry = self.stacks.entry_mut(slot);
+        let Some(session) = entry.session.as_mut() else {
+            return;
+        };
+        if session.ended {
+            return;
+        }
+        session.ended = true;
+        let (id, failed) = (session.id, session.failed);
+        let key = entry.key.clone();
+        if failed {
+            return;
+        }
+        self.effects.push_back(Effect::Session(SessionOp::Ended {
+            session: id,
+            completed,
+            result: result.clone(),
+        }));
+        if self.config.record_events {
+            self.events.push(Event::SessionEnded {
+                key,
+                completed,
+                result: result.clone(),
+            });
+        }
+    }
+
+    /// Whether `timer` is an async question's timeout; if so, acts on it.
+    pub(super) fn on_question_timer(&mut self, timer: CallId) -> bool {
+        let Some(frame) = self.stacks.frame_at(crate::model::ids::call_frame(timer)) else {
+            return false;
+        };
+        let Phase::AwaitAnswer {
+            timer: Some((t, _)),
+            question,
+            ..
+        } = frame.phase
+        else {
+            return false;
+        };
+        if t != timer {
+            return false;
+        }
+        let (id, slot) = (frame.id(), frame.conversation as usize);
+        let policy = frame
+            .agent
+            .async_questions
+            .as_ref()
+            .map_or(OnTimeout::Fail, |a| a.on_timeout.clone());
+        let entry = self.stacks.entry_mut(slot);
+        let key = entry.key.clone();
+        let Some(session) = entry.session.as_mut() else {
+            return false;
+        };
+        let answer = match policy {
+            OnTimeout::DefaultAnswer(text) => Some(text),
+            OnTimeout::Fail => {
+                session.failed = true;
+                None
+            }
+        };
+        let session_id = session.id;
+        self.effects.push_back(Effect::Session(SessionOp::TimedOut {
+            session: session_id,
+            question,
+            answer: answer.clone(),
+        }));
+        if self.config.record_events {
+            self.events.push(Event::QuestionTimedOut {
+                key,
+                question_id: question,
+                answer: answer.clone(),
+            });
+        }
+        // The timer fired: nothing to withdraw.
+        if let Some(frame) = self.stacks.frame_mut(id) {
+            if let Phase::AwaitAnswer { timer, .. } = &mut frame.phase {
+                *timer = None;
+            }
+        }
+        self.set_status(id, Status::Running);
+        let input = match answer {
+            Some(text) => TurnInput::User(text),
+            None => TurnInput::QuestionFailed(session::QUESTION_TIMED_OUT.into()),
+        };
+        self.drive(id, input);
+        self.pump(slot);
+        true
+    }
+}
+
+/// `ask_user` in a triggered session: refused unless the agent asks asynchronously; then the
+/// question is persisted and its timeout set, and the frame waits (no text goes to any user).
+/// `None` when it is not a session (the caller asks as usual); else what the dispatch of a
+/// built-in returns: `Some(None)` goes on with the next tool use (the ask was refused and
+/// answered), `Some(Some(None))` parks the turn.
+pub(super) fn ask_in_session(
+    frame: &mut StackFrame,
+    at: crate::model::transcript::BlockAt,
+    tool_use_id: &Arc<str>,
+    input: &serde_json::Value,
+    cx: &mut TurnCx<'_>,
+) -> Option<Option<Option<TurnResult>>> {
+    let (session, failed) = cx.session?;
+    let Some(asks) = frame.agent.async_questions.clone() else {
+        let text = session::ASK_USER_IN_ASYNC.into();
+        cx.finish_tool(frame, at, None, text, true);
+        return Some(None);
+    };
+    if failed {
+        // The session failed already: nobody will answer.
+        let text = session::QUESTION_TIMED_OUT.into();
+        cx.finish_tool(frame, at, None, text, true);
+        return Some(None);
+    }
+    let text: Arc<str> = crate::agents::tree::question_text(input).into();
+    let question = cx.ids.next_uuid();
+    let timer = cx.next_call();
+    let after_ms = asks.timeout_ms.unwrap_or(cx.config.question_timeout_ms);
+    let context = input
+        .get("options")
+        .map(|o| serde_json::json!({ "options": o }).to_string().into());
+    cx.record(|| Event::Question {
+        key: cx.key.clone(),
+        agent_id: frame.frame_id,
+        frame: frame.agent.frame_name.clone(),
+        question_id: question,
+        tool_use_id: Some(tool_use_id.clone()),
+        text: text.clone(),
+    });
+    cx.effects.push_back(Effect::Session(SessionOp::Asked {
+        session,
+        question,
+        text,
+        context,
+    }));
+    cx.effects.push_back(Effect::SetTimer { timer, after_ms });
+    frame.phase = Phase::AwaitAnswer {
+        tool_use_id: Some(tool_use_id.clone()),
+        question,
+        timer: Some((timer, cx.now.saturating_add(after_ms))),
+    };
+    cx.set_status(frame, Status::AwaitingUser);
+    Some(Some(None))
+}
