@@ -147,14 +147,17 @@ enum Command {
     /// Print the JSON Schema of scenario files.
     Schema,
     /// Serve the reference runtime over HTTP, driven by tokio in real time: send user messages
-    /// to conversations, watch the agent tree and its stream of events, intervene on agents.
+    /// to conversations, trigger webhook sessions and answer their questions, watch the agent
+    /// tree and its stream of events, intervene on agents.
     ///
     /// Endpoints: POST /conversations/{key}/messages {"text"} (202, queued); GET
-    /// /conversations/{key} (what it was sent, whether it is idle); GET /agent/tree; GET
-    /// /agent/{id}; POST /agent/{id}/intervene {"user_comment", "user_content", "status"} (200
-    /// accepted, 404 not found, 409 refused); GET /agent/stream (server-sent events). Errors are
-    /// JSON. Prints `listening on http://ADDR` first; runs until Ctrl-C or SIGTERM. Seed 003's
-    /// webhook, question and session endpoints are not built yet.
+    /// /conversations/{key} (what it was sent, whether it is idle); POST /webhook/{agent} (a
+    /// session; its id); GET /agent/questions?status=pending; POST /agent/answer/{session_id}
+    /// {"question_id", "answer"} (resumed, duplicate_ignored, 404); GET /agent/session/{id};
+    /// GET /agent/tree; GET /agent/{id}; POST /agent/{id}/intervene {"user_comment",
+    /// "user_content", "status"} (200 accepted, 404 not found, 409 refused); GET /agent/stream
+    /// (server-sent events). Errors are JSON. Prints `listening on http://ADDR` first; runs until
+    /// Ctrl-C or SIGTERM.
     #[cfg(all(feature = "mock-server", feature = "http-model"))]
     Serve {
         /// The scenario whose agents, tools and settings to run (and, with `--llm scripted`,
@@ -177,6 +180,10 @@ enum Command {
         /// The largest request body taken, in bytes; larger ones get 413.
         #[arg(long, default_value_t = 1 << 20)]
         body_limit: usize,
+        /// Keep async sessions and their questions in this SQLite database (seed 003's two
+        /// tables; created if missing). Default: in memory.
+        #[arg(long)]
+        db: Option<PathBuf>,
     },
     /// Find bugs nobody scripted: run a scenario (faults and timings varied per seed) or freshly
     /// generated scenarios under many seeds, checking every invariant after every step.
@@ -662,7 +669,16 @@ fn main() -> ExitCode {
             base_url,
             token,
             body_limit,
-        } => serve(scenario.as_deref(), addr, llm, base_url, token, body_limit),
+            db,
+        } => serve(
+            scenario.as_deref(),
+            addr,
+            llm,
+            base_url,
+            token,
+            body_limit,
+            db.as_deref(),
+        ),
         Command::Schema => {
             let schema = scenario::format::schema();
             println!(
@@ -949,6 +965,7 @@ fn serve(
     base_url: Option<String>,
     token: Option<String>,
     body_limit: usize,
+    db: Option<&Path>,
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
     use agentsim::drive::tokio_driver::Backend;
@@ -972,6 +989,11 @@ fn serve(
     };
     // A service has no run budget: it answers as many calls as its users make.
     setup.limits.max_llm_calls = u64::MAX;
+    // Its ids (sessions, agents, questions) must not repeat those a previous run stored in the
+    // same --db: the id source starts from the clock, as a real service's would.
+    setup.config.seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     setup.limits.max_steps = u64::MAX;
     if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return usage("--token cannot be empty".to_owned());
@@ -1007,6 +1029,16 @@ fn serve(
             }
         }
     };
+    let store: agentsim::serve::Store = match db {
+        None => Box::new(agentsim::store::MemoryQuestions::new()),
+        #[cfg(feature = "sqlite")]
+        Some(path) => match agentsim::store::SqliteQuestions::open(path) {
+            Ok(store) => Box::new(store),
+            Err(e) => return usage(format!("--db {}: {e}", path.display())),
+        },
+        #[cfg(not(feature = "sqlite"))]
+        Some(_) => return usage("--db needs the `sqlite` feature".to_owned()),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -1020,7 +1052,7 @@ fn serve(
         body_limit,
     };
     let result = runtime.block_on(async {
-        let running = agentsim::serve::start(setup, backend, options).await?;
+        let running = agentsim::serve::start(setup, backend, store, options).await?;
         println!("listening on http://{}", running.addr);
         let _ = std::io::stdout().flush();
         let stop = running.stopper();

@@ -45,12 +45,261 @@ async fn start(token: Option<&str>, body_limit: usize) -> Running {
         token: token.map(str::to_owned),
         body_limit,
     };
-    serve::start(setup, backend, options).await.unwrap()
+    let store = Box::new(agentsim::store::MemoryQuestions::new());
+    serve::start(setup, backend, store, options).await.unwrap()
 }
 
-/// GETs `path` until `done` holds of its JSON body (at most five seconds).
+const SESSIONS: &str = r#"
+name: sessions
+agents:
+  main: {}
+  poet: { kind: agent, async_questions: true }
+tools:
+  # Writing takes a while: answers that arrive meanwhile find the session running.
+  write: { result: written, after: 8s }
+llm:
+  poet:
+    - ask_user: { question: What style would you prefer?, options: [free verse, haiku] }
+    - tool_use: { name: write, input: { path: poem/love-haiku.md } }
+    - '{"poem_path": "poem/love-haiku.md"}'
+steps: []
+"#;
+
+async fn start_sessions(db: Option<&Path>) -> Running {
+    let s = scenario::parse(SESSIONS, Path::new("sessions.yaml")).unwrap();
+    let mut setup = s.driver_setup();
+    setup.limits.max_llm_calls = u64::MAX;
+    let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
+    let store: serve::Store = match db {
+        Some(path) => Box::new(agentsim::store::SqliteQuestions::open(path).unwrap()),
+        None => Box::new(agentsim::store::MemoryQuestions::new()),
+    };
+    let options = Options {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        token: None,
+        body_limit: serve::DEFAULT_BODY_LIMIT,
+    };
+    serve::start(setup, backend, store, options).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_webhook_session_asks_waits_for_its_answer_and_completes() {
+    let dir = std::env::temp_dir().join(format!("agentsim-serve-db-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("sessions.db");
+    let _ = std::fs::remove_file(&db);
+    let running = start_sessions(Some(&db)).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+
+    let r = client
+        .post(format!("{base}/webhook/poet"))
+        .json(&json!({ "topic": "love" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let accepted: Value = r.json().await.unwrap();
+    assert_eq!(
+        (&accepted["ok"], &accepted["status"], &accepted["agent"]),
+        (&json!(true), &json!("accepted"), &json!("poet"))
+    );
+    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+
+    let pending = poll(
+        &client,
+        &format!("{base}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    let q = &pending["questions"][0];
+    assert_eq!(
+        (&q["session_id"], &q["agent_name"]),
+        (&json!(sid), &json!("poet"))
+    );
+    assert_eq!(
+        q["question"],
+        "What style would you prefer?\n- free verse\n- haiku"
+    );
+    assert_eq!(q["context"]["options"], json!(["free verse", "haiku"]));
+    let qid = q["id"].as_str().unwrap().to_owned();
+    let s: Value = client
+        .get(format!("{base}/agent/session/{sid}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&s["status"], &s["result"], &s["questions_asked"]),
+        (&json!("pending_input"), &Value::Null, &json!(1))
+    );
+    assert_eq!(s["completed_at"], Value::Null);
+
+    // An answer to a question of another session, or of no session, is not found.
+    let r = client
+        .post(format!("{base}/agent/answer/{}", uuid::Uuid::nil()))
+        .json(&json!({ "question_id": qid, "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = client
+        .post(format!("{base}/agent/answer/{sid}"))
+        .json(&json!({ "question_id": "q-unknown", "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = client
+        .post(format!("{base}/agent/answer/{sid}"))
+        .json(&json!({ "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    let r = client
+        .post(format!("{base}/agent/answer/{sid}"))
+        .json(&json!({ "question_id": qid, "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({ "ok": true, "status": "resumed", "session_id": sid })
+    );
+
+    let done = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    // A JSON object result is the object (B10).
+    assert_eq!(done["result"], json!({ "poem_path": "poem/love-haiku.md" }));
+    assert!(done["completed_at"].is_string());
+    // Once completed, the session takes no answer.
+    let r = client
+        .post(format!("{base}/agent/answer/{sid}"))
+        .json(&json!({ "question_id": qid, "answer": "sonnet" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Unknown agents and sessions.
+    let r = client
+        .post(format!("{base}/webhook/nobody"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "agent not found: nobody"
+    );
+    let r = client
+        .post(format!("{base}/webhook/poet"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "an empty body");
+    let r = client
+        .get(format!("{base}/agent/session/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = client
+        .get(format!("{base}/agent/questions?status=answered"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    running.stop();
+    running.finish().await.unwrap();
+
+    // The database keeps what was acknowledged.
+    use agentsim::store::QuestionStore;
+    let store = agentsim::store::SqliteQuestions::open(&db).unwrap();
+    let row = store.session(&sid).unwrap().unwrap();
+    assert_eq!(row.status.as_str(), "completed");
+    let questions = store.questions(&sid).unwrap();
+    assert_eq!(questions[0].answer.as_deref(), Some("haiku"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_answers_resume_the_session_once() {
+    let running = start_sessions(None).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let accepted: Value = client
+        .post(format!("{base}/webhook/poet"))
+        .json(&json!({ "topic": "rain" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = poll(
+        &client,
+        &format!("{base}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    let mut tasks = Vec::new();
+    // All within the eight seconds the agent spends writing after the first answer (even a
+    // debug build on a busy machine sends a thousand answers over loopback well within that).
+    for i in 0..1000 {
+        let (client, url, qid) = (
+            client.clone(),
+            format!("{base}/agent/answer/{sid}"),
+            qid.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .json(&json!({ "question_id": qid, "answer": format!("style {i}") }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<Value>().await.unwrap()["status"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }));
+    }
+    let mut resumed = 0;
+    let mut duplicates = 0;
+    for t in tasks {
+        match t.await.unwrap().as_str() {
+            "resumed" => resumed += 1,
+            "duplicate_ignored" => duplicates += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!((resumed, duplicates), (1, 999));
+    // The session resumed once: its script's one reply after the answer completed it (a second
+    // resumption would have found no reply and failed the session).
+    let done = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
+        s["status"] != "pending_input" && s["status"] != "running"
+    })
+    .await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["questions_asked"], 1);
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+/// GETs `path` until `done` holds of its JSON body (at most fifteen seconds).
 async fn poll(client: &reqwest::Client, url: &str, done: impl Fn(&Value) -> bool) -> Value {
-    for _ in 0..250 {
+    for _ in 0..750 {
         let body: Value = client.get(url).send().await.unwrap().json().await.unwrap();
         if done(&body) {
             return body;

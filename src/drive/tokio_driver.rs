@@ -234,15 +234,19 @@ impl Engine {
         Some(input)
     }
 
-    /// Applies every effect the runtime has for the driver: `output` sees each `Send` and
-    /// `Stream` first; model calls, tool runs and timers become tasks.
+    /// Applies every effect the runtime has for the driver: `output` sees each `Send`, `Stream`
+    /// and `Session` (what a store of async sessions must record) first; model calls, tool runs
+    /// and timers become tasks.
     pub fn pump(
         &mut self,
         backend: &mut Backend,
         mut output: impl FnMut(&Effect),
     ) -> Result<(), DriveError> {
         while let Some(effect) = self.rt.poll_effect() {
-            if matches!(effect, Effect::Send { .. } | Effect::Stream { .. }) {
+            if matches!(
+                effect,
+                Effect::Send { .. } | Effect::Stream { .. } | Effect::Session(_)
+            ) {
                 output(&effect);
             }
             let step = self.step;
@@ -376,7 +380,7 @@ impl Engine {
                         h.abort();
                     }
                 }
-                // No store of async sessions under this driver yet: nothing triggers one here.
+                // `output` saw what a store must record.
                 Work::Output | Work::Done | Work::Session(_) => {}
             }
         }

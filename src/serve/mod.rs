@@ -8,6 +8,11 @@
 //!
 //! - `POST /conversations/{key}/messages` `{"text": ...}`: a user message (202, queued);
 //! - `GET /conversations/{key}`: what the conversation was sent so far, and whether it is idle;
+//! - `POST /webhook/{agent}` (seed 003): a session of the agent on the body as its payload; its id;
+//! - `GET /agent/questions?status=pending`: the store's pending questions;
+//! - `POST /agent/answer/{session_id}` `{"question_id", "answer"}`: through the store first (the
+//!   first answer wins and resumes the agent; `duplicate_ignored`; 404);
+//! - `GET /agent/session/{session_id}`: a session as the store has it;
 //! - `GET /agent/tree`: the live agents, without messages (seed 001's `getAgentTree`);
 //! - `GET /agent/{id}`: one agent, live with its messages or ended (404 when unknown);
 //! - `POST /agent/{id}/intervene` `{"user_comment"?, "user_content"?, "status"?}` (seed 001's
@@ -40,7 +45,13 @@ use uuid::Uuid;
 
 use crate::agents::tree::{Intervention, InterventionOutcome, Node, Status};
 use crate::drive::tokio_driver::{Backend, Engine, Setup};
-use crate::protocol::{Effect, Input};
+use crate::protocol::{Effect, Input, SessionOp};
+use crate::store::questions::{
+    timestamp, Answered, NewQuestion, QuestionStore, SessionStatus, StoreError,
+};
+
+/// The store of async sessions a service keeps (SQLite with `--db`, else memory).
+pub type Store = Box<dyn QuestionStore + Send>;
 
 /// The largest request body taken by default, in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
@@ -56,6 +67,13 @@ pub struct Options {
     pub body_limit: usize,
 }
 
+/// The wall clock in ms since the epoch: the service's store keeps real times.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// A question to the engine's task, answered on its channel.
 enum Command {
     Message {
@@ -66,6 +84,15 @@ enum Command {
         agent: Uuid,
         intervention: Intervention,
         reply: oneshot::Sender<InterventionOutcome>,
+    },
+    Trigger {
+        agent: String,
+        payload: Value,
+        reply: oneshot::Sender<Option<Uuid>>,
+    },
+    Answer {
+        question: Uuid,
+        text: Arc<str>,
     },
     Tree(oneshot::Sender<Vec<Node>>),
     Agent(Uuid, oneshot::Sender<Option<Node>>),
@@ -82,6 +109,8 @@ struct Shared {
     stop: watch::Sender<bool>,
     /// Why the engine stopped, if it did.
     failure: Mutex<Option<String>>,
+    /// The store of async sessions (seed 003).
+    store: Mutex<Store>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -127,8 +156,14 @@ impl Running {
     }
 }
 
-/// Starts serving a runtime of `setup` whose model calls `backend` answers.
-pub async fn start(setup: Setup, backend: Backend, options: Options) -> std::io::Result<Running> {
+/// Starts serving a runtime of `setup` whose model calls `backend` answers, with async sessions
+/// kept in `store`.
+pub async fn start(
+    setup: Setup,
+    backend: Backend,
+    store: Store,
+    options: Options,
+) -> std::io::Result<Running> {
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|e| {
@@ -145,6 +180,7 @@ pub async fn start(setup: Setup, backend: Backend, options: Options) -> std::io:
         sent: Mutex::new(BTreeMap::new()),
         stop,
         failure: Mutex::new(None),
+        store: Mutex::new(store),
     });
     let engine = tokio::spawn(run_engine(
         Engine::new(&setup, true),
@@ -155,6 +191,10 @@ pub async fn start(setup: Setup, backend: Backend, options: Options) -> std::io:
     let app = Router::new()
         .route("/conversations/{key}/messages", post(message))
         .route("/conversations/{key}", get(conversation))
+        .route("/webhook/{agent}", post(webhook))
+        .route("/agent/questions", get(pending_questions))
+        .route("/agent/answer/{session}", post(answer))
+        .route("/agent/session/{session}", get(session))
         .route("/agent/tree", get(tree))
         .route("/agent/stream", get(stream))
         .route("/agent/{id}", get(agent))
@@ -191,6 +231,17 @@ async fn run_engine(
     loop {
         tokio::select! {
             command = commands.recv() => match command {
+                Some(Command::Trigger { agent, payload, reply }) => {
+                    // The session is in the store before the caller hears of it.
+                    let id = engine.runtime_mut().trigger(&agent, payload);
+                    let published = engine.pump(&mut backend, |effect| publish(&shared, effect));
+                    let _ = reply.send(id);
+                    if let Err(e) = published {
+                        fail(&shared, &e.to_string());
+                        return;
+                    }
+                    continue;
+                }
                 Some(command) => apply(&mut engine, command, &shared),
                 None => return,
             },
@@ -202,12 +253,16 @@ async fn run_engine(
         }
         let published = engine.pump(&mut backend, |effect| publish(&shared, effect));
         if let Err(e) = published {
-            tracing::error!(error = %e, "the engine stopped");
-            *lock(&shared.failure) = Some(e.to_string());
-            let _ = shared.stop.send(true);
+            fail(&shared, &e.to_string());
             return;
         }
     }
+}
+
+fn fail(shared: &Shared, e: &str) {
+    tracing::error!(error = %e, "the engine stopped");
+    *lock(&shared.failure) = Some(e.to_owned());
+    let _ = shared.stop.send(true);
 }
 
 fn apply(engine: &mut Engine, command: Command, shared: &Shared) {
@@ -224,6 +279,10 @@ fn apply(engine: &mut Engine, command: Command, shared: &Shared) {
             let outcome = engine.runtime_mut().intervene(agent, intervention);
             let _ = reply.send(outcome);
         }
+        Command::Answer { question, text } => {
+            engine.runtime_mut().answer(question, text);
+        }
+        Command::Trigger { .. } => unreachable!("the engine's task runs triggers itself"),
         Command::Tree(reply) => {
             let _ = reply.send(engine.runtime().tree());
         }
@@ -252,6 +311,13 @@ fn publish(shared: &Shared, effect: &Effect) {
             let data = json!({ "key": &**key, "text": &**text });
             let _ = shared.events.send(("message".to_owned(), data));
         }
+        Effect::Session(op) => {
+            if let Err(e) = record(&mut **lock(&shared.store), op) {
+                // The runtime told the store something its lifecycle refuses: a runtime bug,
+                // reported, never applied.
+                tracing::error!(error = %e, "the session store refused an operation");
+            }
+        }
         Effect::Stream { key, event } => {
             let mut data = serde_json::to_value(event).unwrap_or(Value::Null);
             let kind = data
@@ -265,6 +331,57 @@ fn publish(shared: &Shared, effect: &Effect) {
             let _ = shared.events.send((kind, data));
         }
         _ => {}
+    }
+}
+
+/// Records what the runtime told the store of async sessions, at the wall clock's time.
+fn record(store: &mut dyn QuestionStore, op: &SessionOp) -> Result<(), StoreError> {
+    let now = wall_ms();
+    match op {
+        SessionOp::Started {
+            session,
+            agent,
+            payload,
+        } => store.create_session(&session.to_string(), agent, payload, now),
+        SessionOp::Asked {
+            session,
+            question,
+            text,
+            context,
+        } => store.ask(
+            &NewQuestion {
+                id: question.to_string(),
+                session_id: session.to_string(),
+                question: text.to_string(),
+                context: context.as_ref().map(|c| c.to_string()),
+            },
+            now,
+        ),
+        SessionOp::TimedOut {
+            session,
+            question,
+            answer: Some(answer),
+        } => store
+            .answer(&session.to_string(), &question.to_string(), answer, now)
+            .map(|_| ()),
+        SessionOp::TimedOut { session, .. } => {
+            store.transition(&session.to_string(), SessionStatus::Failed, now)
+        }
+        SessionOp::Ended {
+            session,
+            completed,
+            result,
+        } => {
+            let id = session.to_string();
+            let state = json!({ "result": &**result }).to_string();
+            store.save_state(&id, &state, now)?;
+            let to = if *completed {
+                SessionStatus::Completed
+            } else {
+                SessionStatus::Failed
+            };
+            store.transition(&id, to, now)
+        }
     }
 }
 
@@ -513,6 +630,178 @@ async fn stream(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     Sse::new(items)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+async fn webhook(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(agent): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = async {
+        authorize(&shared, &headers)?;
+        if bytes.as_ref().is_ok_and(|b| b.is_empty()) {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "the webhook's body is empty",
+            ));
+        }
+        let payload: Value = body(bytes)?;
+        let id = ask(&shared, |reply| Command::Trigger {
+            agent: agent.clone(),
+            payload,
+            reply,
+        })
+        .await?
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("agent not found: {agent}")))?;
+        let reply = json!({ "ok": true, "status": "accepted", "agent": agent, "session_id": id.to_string() });
+        Ok(axum::Json(reply).into_response())
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(Deserialize)]
+struct QuestionsQuery {
+    #[serde(default)]
+    status: Option<String>,
+}
+
+async fn pending_questions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<axum::extract::Query<QuestionsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let query = query.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+        if let Some(status) = query.status.as_deref().filter(|s| *s != "pending") {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("status={status}: only pending questions are listed"),
+            ));
+        }
+        let pending = lock(&shared.store)
+            .pending()
+            .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let questions: Vec<Value> = pending
+            .into_iter()
+            .map(|p| {
+                let context = p
+                    .question
+                    .context
+                    .as_deref()
+                    .and_then(|c| serde_json::from_str::<Value>(c).ok())
+                    .unwrap_or(Value::Null);
+                json!({
+                    "id": p.question.id,
+                    "session_id": p.question.session_id,
+                    "agent_name": p.agent_name,
+                    "question": p.question.question,
+                    "context": context,
+                    "asked_at": timestamp(p.question.created_at),
+                })
+            })
+            .collect();
+        Ok(axum::Json(json!({ "questions": questions })).into_response())
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(Deserialize)]
+struct AnswerBody {
+    question_id: String,
+    answer: String,
+}
+
+async fn answer(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let b: AnswerBody = body(bytes)?;
+        let not_found = |what: String| error(StatusCode::NOT_FOUND, what);
+        let question = Uuid::parse_str(&b.question_id)
+            .map_err(|_| not_found(format!("question {} of session {session}", b.question_id)))?;
+        // The first answer is committed before anyone hears of it; the runtime is told after.
+        let outcome = lock(&shared.store).answer(&session, &b.question_id, &b.answer, wall_ms());
+        match outcome {
+            Ok(Answered::Resumed) => {
+                let command = Command::Answer {
+                    question,
+                    text: b.answer.as_str().into(),
+                };
+                shared.commands.send(command).map_err(|_| {
+                    error(StatusCode::SERVICE_UNAVAILABLE, "the runtime has stopped")
+                })?;
+                let reply = json!({ "ok": true, "status": "resumed", "session_id": session });
+                Ok(axum::Json(reply).into_response())
+            }
+            Ok(Answered::DuplicateIgnored) => {
+                let reply = json!({ "ok": true, "status": "duplicate_ignored" });
+                Ok(axum::Json(reply).into_response())
+            }
+            Err(StoreError::NotFound(what)) => Err(not_found(format!("not found: {what}"))),
+            Err(e @ StoreError::Illegal { .. }) => Err(error(StatusCode::CONFLICT, e.to_string())),
+            Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        }
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A session's result as seed 003 reads it (B10): none is `{"error":"no_result"}`; a JSON object
+/// text is that object; other JSON is `{"result": v}`; other text is `{"raw_result": s}`.
+fn coerce_result(result: Option<&str>) -> Value {
+    let Some(text) = result else {
+        return json!({ "error": "no_result" });
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Value::Object(map),
+        Ok(other) => json!({ "result": other }),
+        Err(_) => json!({ "raw_result": text }),
+    }
+}
+
+async fn session(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let internal = |e: StoreError| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+        let store = lock(&shared.store);
+        let row = store.session(&session).map_err(internal)?.ok_or_else(|| {
+            error(
+                StatusCode::NOT_FOUND,
+                format!("session not found: {session}"),
+            )
+        })?;
+        let asked = store.questions(&session).map_err(internal)?.len();
+        let ended = row.status.is_terminal();
+        let text = row
+            .execution_state
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            .and_then(|v| v.get("result").and_then(Value::as_str).map(str::to_owned));
+        let result = match (row.status, text) {
+            (SessionStatus::Completed, text) => coerce_result(text.as_deref()),
+            _ => Value::Null,
+        };
+        Ok(axum::Json(json!({
+            "id": row.id,
+            "agent_name": row.agent_name,
+            "status": row.status.as_str(),
+            "result": result,
+            "questions_asked": asked,
+            "created_at": timestamp(row.created_at),
+            "completed_at": ended.then(|| timestamp(row.updated_at)),
+        }))
+        .into_response())
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn unknown(method: Method, uri: Uri) -> ApiError {
