@@ -184,6 +184,11 @@ enum Command {
         /// tables; created if missing). Default: in memory.
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Persist the runtime (`state.json`, `context.jsonl`) in this directory and resume from
+        /// it at start: with --db, a killed service restarted on both loses nothing it
+        /// acknowledged. Default: in memory.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
     },
     /// Find bugs nobody scripted: run a scenario (faults and timings varied per seed) or freshly
     /// generated scenarios under many seeds, checking every invariant after every step.
@@ -670,14 +675,14 @@ fn main() -> ExitCode {
             token,
             body_limit,
             db,
+            state,
         } => serve(
             scenario.as_deref(),
             addr,
-            llm,
-            base_url,
+            (llm, base_url),
             token,
             body_limit,
-            db.as_deref(),
+            (db.as_deref(), state),
         ),
         Command::Schema => {
             let schema = scenario::format::schema();
@@ -961,11 +966,10 @@ fn bench_mock_llm(
 fn serve(
     file: Option<&Path>,
     addr: std::net::SocketAddr,
-    llm: ServeLlm,
-    base_url: Option<String>,
+    (llm, base_url): (ServeLlm, Option<String>),
     token: Option<String>,
     body_limit: usize,
-    db: Option<&Path>,
+    (db, state_dir): (Option<&Path>, Option<PathBuf>),
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
     use agentsim::drive::tokio_driver::Backend;
@@ -1050,6 +1054,7 @@ fn serve(
         addr,
         token,
         body_limit,
+        state_dir,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;

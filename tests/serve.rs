@@ -44,6 +44,7 @@ async fn start(token: Option<&str>, body_limit: usize) -> Running {
         addr: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_owned),
         body_limit,
+        state_dir: None,
     };
     let store = Box::new(agentsim::store::MemoryQuestions::new());
     serve::start(setup, backend, store, options).await.unwrap()
@@ -78,6 +79,7 @@ async fn start_sessions(db: Option<&Path>) -> Running {
         addr: "127.0.0.1:0".parse().unwrap(),
         token: None,
         body_limit: serve::DEFAULT_BODY_LIMIT,
+        state_dir: None,
     };
     serve::start(setup, backend, store, options).await.unwrap()
 }
@@ -299,14 +301,15 @@ async fn a_thousand_concurrent_answers_resume_the_session_once() {
 
 /// GETs `path` until `done` holds of its JSON body (at most fifteen seconds).
 async fn poll(client: &reqwest::Client, url: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
     for _ in 0..750 {
-        let body: Value = client.get(url).send().await.unwrap().json().await.unwrap();
-        if done(&body) {
-            return body;
+        last = client.get(url).send().await.unwrap().json().await.unwrap();
+        if done(&last) {
+            return last;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("{url} never reached the state waited for");
+    panic!("{url} never reached the state waited for; last: {last}");
 }
 
 #[tokio::test]
@@ -636,4 +639,180 @@ fn the_cli_says_what_is_missing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("need --base-url"));
+}
+
+/// A child process that is killed when the test ends, however it ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the binary with `args` and reads its `listening on http://ADDR` line.
+fn spawn_listening(args: &[&str]) -> (Child, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(args)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {line:?}"))
+        .to_owned();
+    (Child(child), addr)
+}
+
+#[tokio::test]
+async fn a_killed_service_restarted_on_its_database_and_state_loses_nothing_acknowledged() {
+    let dir = std::env::temp_dir().join(format!("agentsim-serve-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The model is `agentsim mock-llm` over HTTP: it answers a conversation by the turns it
+    // replays, so a call the restarted service issues again gets the same reply.
+    let file = dir.join("sessions.yaml");
+    std::fs::write(
+        &file,
+        r#"
+name: kill
+agents:
+  main: {}
+  poet: { kind: agent, async_questions: true, script: per_conversation }
+llm:
+  poet:
+    - ask_user: What style would you prefer?
+    - Wrote the poem.
+steps: []
+"#,
+    )
+    .unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    let (_mock, mock) = spawn_listening(&["mock-llm", &file, "--addr", "127.0.0.1:0"]);
+    let base_url = format!("http://{mock}/v1");
+    let (db, state) = (dir.join("sessions.db"), dir.join("state"));
+    let (db, state) = (
+        db.to_str().unwrap().to_owned(),
+        state.to_str().unwrap().to_owned(),
+    );
+    let serve_args = [
+        "serve",
+        &file,
+        "--llm",
+        "anthropic",
+        "--base-url",
+        &base_url,
+        "--db",
+        &db,
+        "--state",
+        &state,
+        "--addr",
+        "127.0.0.1:0",
+    ];
+    let client = reqwest::Client::new();
+
+    // 1. Killed between a question and its answer.
+    let (mut server, addr) = spawn_listening(&serve_args);
+    let base = format!("http://{addr}");
+    let accepted: Value = client
+        .post(format!("{base}/webhook/poet"))
+        .json(&json!({ "topic": "love" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let first = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = poll(
+        &client,
+        &format!("{base}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    server.0.kill().unwrap(); // SIGKILL
+    server.0.wait().unwrap();
+    let (server, addr) = spawn_listening(&serve_args);
+    let base = format!("http://{addr}");
+    let still: Value = client
+        .get(format!("{base}/agent/questions?status=pending"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(still["questions"][0]["id"], json!(qid));
+    let r = client
+        .post(format!("{base}/agent/answer/{first}"))
+        .json(&json!({ "question_id": qid, "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["status"], "resumed");
+    let done = poll(&client, &format!("{base}/agent/session/{first}"), |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["result"], json!({ "raw_result": "Wrote the poem." }));
+
+    // 2. Killed right after an acknowledged answer: the restart gives it to the agent again.
+    let accepted: Value = client
+        .post(format!("{base}/webhook/poet"))
+        .json(&json!({ "topic": "rain" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let second = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = poll(
+        &client,
+        &format!("{base}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    let mut server = server;
+    let r = client
+        .post(format!("{base}/agent/answer/{second}"))
+        .json(&json!({ "question_id": qid, "answer": "free verse" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["status"], "resumed");
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let (_server, addr) = spawn_listening(&serve_args);
+    let base = format!("http://{addr}");
+    let done = poll(&client, &format!("{base}/agent/session/{second}"), |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["result"], json!({ "raw_result": "Wrote the poem." }));
+    assert_eq!(done["questions_asked"], 1);
+    // The first session is as it was.
+    let first: Value = client
+        .get(format!("{base}/agent/session/{first}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["status"], "completed");
+    drop(_server);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -173,6 +173,41 @@ impl Persistence for Memory {
     }
 }
 
+impl Persistence for crate::store::FileStore {
+    fn append_context(&mut self, lines: &str) -> std::io::Result<()> {
+        crate::store::FileStore::append_context(self, lines)
+    }
+
+    fn write_state(&mut self, json: &str) -> std::io::Result<()> {
+        crate::store::FileStore::write_state(self, json)
+    }
+}
+
+/// Persistence in memory or in files, chosen when a driver starts.
+#[derive(Clone, Debug)]
+pub enum Persist {
+    /// In memory (gone with the process).
+    Memory(Memory),
+    /// `state.json` and `context.jsonl` in a directory.
+    Files(crate::store::FileStore),
+}
+
+impl Persistence for Persist {
+    fn append_context(&mut self, lines: &str) -> std::io::Result<()> {
+        match self {
+            Persist::Memory(m) => m.append_context(lines),
+            Persist::Files(f) => Persistence::append_context(f, lines),
+        }
+    }
+
+    fn write_state(&mut self, json: &str) -> std::io::Result<()> {
+        match self {
+            Persist::Memory(m) => m.write_state(json),
+            Persist::Files(f) => Persistence::write_state(f, json),
+        }
+    }
+}
+
 /// What an effect leaves for the driver to do.
 #[derive(Debug)]
 pub enum Work<'r> {

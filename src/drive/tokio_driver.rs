@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::backend::{Delivery, Model, ToolBehavior, ToolStep};
-use super::core::{Core, Limits, Memory, RunError, Work};
+use super::core::{Core, Limits, Memory, Persist, RunError, Work};
 use super::http::HttpModel;
 use super::scripted::{MockLlm, MockTools, ToolScript};
 use crate::agents::tools::{builtin, ToolError, ToolOutput};
@@ -146,7 +146,10 @@ fn ends_a_task(input: &Input) -> bool {
 /// [`run_conversation`] drives one conversation with it; `agentsim serve` drives a service.
 pub struct Engine {
     rt: Runtime,
-    core: Core<Memory>,
+    core: Core<Persist>,
+    /// Added to the ms since the engine started to give the runtime's time (a service uses the
+    /// wall clock, so that deadlines persisted before a restart keep their meaning).
+    base_ms: u64,
     tools: MockTools,
     tx: mpsc::UnboundedSender<Input>,
     rx: mpsc::UnboundedReceiver<Input>,
@@ -174,10 +177,46 @@ impl Engine {
     /// An engine over a fresh runtime of `setup`. With `lenient`, a model script or a tool
     /// script that runs out fails that one call instead of the whole drive.
     pub fn new(setup: &Setup, lenient: bool) -> Engine {
+        let rt = Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone());
+        Engine::over(rt, setup, lenient, Persist::Memory(Memory::default()), 0)
+    }
+
+    /// An engine that persists to `files` and tells its runtime the wall clock's time: restored
+    /// from what the files hold, or fresh when they hold no state. A state that cannot be
+    /// restored is an error naming the file.
+    pub fn with_files(
+        setup: &Setup,
+        lenient: bool,
+        files: crate::store::FileStore,
+        wall_ms: u64,
+    ) -> Result<Engine, String> {
+        let mut config = setup.config.clone();
+        config.persist = true;
+        let catalog = Arc::new(setup.catalog.clone());
+        let (state, context) = files
+            .load()
+            .map_err(|e| format!("{}: {e}", files.state_path().display()))?;
+        let mut rt = match state {
+            Some(state) => Runtime::restore(catalog, config, &state, &context)
+                .map_err(|e| format!("{}: {e}", files.state_path().display()))?,
+            None => Runtime::new(catalog, config),
+        };
+        rt.set_now(wall_ms);
+        Ok(Engine::over(
+            rt,
+            setup,
+            lenient,
+            Persist::Files(files),
+            wall_ms,
+        ))
+    }
+
+    fn over(rt: Runtime, setup: &Setup, lenient: bool, persist: Persist, base_ms: u64) -> Engine {
         let (tx, rx) = mpsc::unbounded_channel::<Input>();
         Engine {
-            rt: Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone()),
-            core: Core::new(setup.limits, Memory::default()),
+            rt,
+            core: Core::new(setup.limits, persist),
+            base_ms,
             tools: MockTools::new(setup.tools.clone()),
             tx,
             rx,
@@ -200,13 +239,17 @@ impl Engine {
     /// The runtime, for inputs given through its own methods (`intervene`, `answer`); call
     /// [`Engine::pump`] after.
     pub fn runtime_mut(&mut self) -> &mut Runtime {
-        self.rt.set_now(self.started.elapsed().as_millis() as u64);
+        self.rt.set_now(self.now());
         &mut self.rt
+    }
+
+    fn now(&self) -> u64 {
+        self.base_ms + self.started.elapsed().as_millis() as u64
     }
 
     /// Feeds one input, the time told first.
     pub fn handle(&mut self, input: Input) {
-        self.rt.set_now(self.started.elapsed().as_millis() as u64);
+        self.rt.set_now(self.now());
         self.rt.handle(input);
         self.rt.clear_events();
         self.step += 1;
@@ -242,11 +285,16 @@ impl Engine {
         backend: &mut Backend,
         mut output: impl FnMut(&Effect),
     ) -> Result<(), DriveError> {
+        // What the store of async sessions must record is handed out after the persistence
+        // effects of the same batch: the store never knows of a question the runtime's
+        // persisted state does not wait for.
+        let mut sessions = Vec::new();
         while let Some(effect) = self.rt.poll_effect() {
-            if matches!(
-                effect,
-                Effect::Send { .. } | Effect::Stream { .. } | Effect::Session(_)
-            ) {
+            if let Effect::Session(_) = effect {
+                sessions.push(effect);
+                continue;
+            }
+            if matches!(effect, Effect::Send { .. } | Effect::Stream { .. }) {
                 output(&effect);
             }
             let step = self.step;
@@ -380,9 +428,11 @@ impl Engine {
                         h.abort();
                     }
                 }
-                // `output` saw what a store must record.
                 Work::Output | Work::Done | Work::Session(_) => {}
             }
+        }
+        for effect in &sessions {
+            output(effect);
         }
         Ok(())
     }

@@ -278,6 +278,30 @@ impl Runtime {
                 }
             }
         }
+        // A frame that waited for an answer the journal already holds (written just before the
+        // state that would have said so) goes on from its answer.
+        let answered: Vec<FrameId> = rt
+            .stacks
+            .live_frames()
+            .filter(|f| match &f.phase {
+                Phase::AwaitAnswer {
+                    tool_use_id: Some(id),
+                    ..
+                } => f.session.has_tool_use_id(id) && !f.session.is_unresolved(id),
+                _ => false,
+            })
+            .map(|f| f.id())
+            .collect();
+        for id in answered {
+            if rt
+                .stacks
+                .frame(id)
+                .is_some_and(|f| f.status() == Status::AwaitingUser)
+            {
+                rt.set_status(id, Status::Running);
+            }
+            rt.drive(id, super::turn::TurnInput::Answered);
+        }
         if rt.config.interruptions.is_some() {
             rt.sync_watchdogs();
         }

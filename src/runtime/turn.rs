@@ -64,6 +64,9 @@ pub enum TurnInput {
     SubagentsDone,
     /// An async question timed out and its session failed: its `ask_user` gets this error.
     QuestionFailed(Arc<str>),
+    /// The answer the frame waited for is already in its session (a restore found it in the
+    /// journal, ahead of the state): it goes on from there.
+    Answered,
     /// The fork a `wait` waited for ended.
     ForkDone {
         /// The `wait` tool use.
@@ -337,6 +340,16 @@ pub fn execute_turn(
                 return None;
             }
         },
+        TurnInput::Answered => {
+            if let Phase::AwaitAnswer {
+                timer: Some((timer, _)),
+                ..
+            } = frame.phase
+            {
+                cx.effects.push_back(Effect::CancelTimer { timer });
+            }
+            frame.phase = Phase::RunTools;
+        }
         TurnInput::SubagentsDone => {
             if !matches!(frame.phase, Phase::AwaitSubagents) {
                 return None;

@@ -65,6 +65,9 @@ pub struct Options {
     pub token: Option<String>,
     /// The largest request body taken, in bytes.
     pub body_limit: usize,
+    /// Where the runtime persists (`state.json` and `context.jsonl`), so that a restart resumes
+    /// every conversation and session; `None` keeps it in memory.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// The wall clock in ms since the epoch: the service's store keeps real times.
@@ -182,12 +185,17 @@ pub async fn start(
         failure: Mutex::new(None),
         store: Mutex::new(store),
     });
-    let engine = tokio::spawn(run_engine(
-        Engine::new(&setup, true),
-        backend,
-        rx,
-        shared.clone(),
-    ));
+    let mut engine = match &options.state_dir {
+        None => Engine::new(&setup, true),
+        Some(dir) => {
+            let files = crate::store::FileStore::new(dir).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("--state {}: {e}", dir.display()))
+            })?;
+            Engine::with_files(&setup, true, files, wall_ms()).map_err(std::io::Error::other)?
+        }
+    };
+    reconcile(&mut engine, &shared);
+    let engine = tokio::spawn(run_engine(engine, backend, rx, shared.clone()));
     let app = Router::new()
         .route("/conversations/{key}/messages", post(message))
         .route("/conversations/{key}", get(conversation))
@@ -228,6 +236,11 @@ async fn run_engine(
     shared: Arc<Shared>,
 ) {
     let mut stop = shared.stop.subscribe();
+    // A restored runtime issues again the calls it waited for.
+    if let Err(e) = engine.pump(&mut backend, |effect| publish(&shared, effect)) {
+        fail(&shared, &e.to_string());
+        return;
+    }
     loop {
         tokio::select! {
             command = commands.recv() => match command {
@@ -256,6 +269,45 @@ async fn run_engine(
             fail(&shared, &e.to_string());
             return;
         }
+    }
+}
+
+/// After a restart, the runtime's persisted state and the store are made to agree on every open
+/// question: one the store acknowledged an answer to (the service stopped before the runtime
+/// persisted it) is answered again, so that nothing acknowledged is lost; one the store never
+/// heard of (the service stopped in between) is asked in the store again.
+fn reconcile(engine: &mut Engine, shared: &Shared) {
+    let mut answers = Vec::new();
+    {
+        let mut store = lock(&shared.store);
+        for q in engine.runtime().questions() {
+            let Ok(rows) = store.questions(&q.key) else {
+                continue;
+            };
+            let id = q.id.to_string();
+            match rows.into_iter().find(|r| r.id == id) {
+                Some(row) => {
+                    if let Some(answer) = row.answer {
+                        answers.push((q.id, answer));
+                    }
+                }
+                None => {
+                    let question = NewQuestion {
+                        id,
+                        session_id: q.key.to_string(),
+                        question: q.text.to_string(),
+                        context: None,
+                    };
+                    if let Err(e) = store.ask(&question, wall_ms()) {
+                        tracing::error!(error = %e, "a question could not be stored again");
+                    }
+                }
+            }
+        }
+    }
+    for (question, answer) in answers {
+        tracing::info!(%question, "an acknowledged answer is given again after a restart");
+        engine.runtime_mut().answer(question, answer);
     }
 }
 
