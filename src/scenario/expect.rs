@@ -344,16 +344,9 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             .sessions()
             .iter()
             .filter_map(|(id, _)| sim.store().session(&id.to_string()).ok().flatten())
-            .map(|row| {
-                let result = row
-                    .execution_state
-                    .as_deref()
-                    .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-                    .and_then(|v| v.get("result").and_then(|r| r.as_str()).map(str::to_owned));
-                match result {
-                    Some(r) => format!("{}: {}: {r}", row.agent_name, row.status.as_str()),
-                    None => format!("{}: {}", row.agent_name, row.status.as_str()),
-                }
+            .map(|row| match row.result() {
+                Some(r) => format!("{}: {}: {r}", row.agent_name, row.status.as_str()),
+                None => format!("{}: {}", row.agent_name, row.status.as_str()),
             })
             .collect();
         expect("sessions", show_list(want), show_list(&actual));

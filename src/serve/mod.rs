@@ -45,7 +45,7 @@ use uuid::Uuid;
 
 use crate::agents::tree::{Intervention, InterventionOutcome, Node, Status};
 use crate::drive::tokio_driver::{Backend, Engine, Setup};
-use crate::protocol::{Effect, Input, SessionOp};
+use crate::protocol::{Effect, Input};
 use crate::store::questions::{
     timestamp, Answered, NewQuestion, QuestionStore, SessionStatus, StoreError,
 };
@@ -364,7 +364,9 @@ fn publish(shared: &Shared, effect: &Effect) {
             let _ = shared.events.send(("message".to_owned(), data));
         }
         Effect::Session(op) => {
-            if let Err(e) = record(&mut **lock(&shared.store), op) {
+            if let Err(e) =
+                crate::store::questions::record(&mut **lock(&shared.store), op, wall_ms())
+            {
                 // The runtime told the store something its lifecycle refuses: a runtime bug,
                 // reported, never applied.
                 tracing::error!(error = %e, "the session store refused an operation");
@@ -383,57 +385,6 @@ fn publish(shared: &Shared, effect: &Effect) {
             let _ = shared.events.send((kind, data));
         }
         _ => {}
-    }
-}
-
-/// Records what the runtime told the store of async sessions, at the wall clock's time.
-fn record(store: &mut dyn QuestionStore, op: &SessionOp) -> Result<(), StoreError> {
-    let now = wall_ms();
-    match op {
-        SessionOp::Started {
-            session,
-            agent,
-            payload,
-        } => store.create_session(&session.to_string(), agent, payload, now),
-        SessionOp::Asked {
-            session,
-            question,
-            text,
-            context,
-        } => store.ask(
-            &NewQuestion {
-                id: question.to_string(),
-                session_id: session.to_string(),
-                question: text.to_string(),
-                context: context.as_ref().map(|c| c.to_string()),
-            },
-            now,
-        ),
-        SessionOp::TimedOut {
-            session,
-            question,
-            answer: Some(answer),
-        } => store
-            .answer(&session.to_string(), &question.to_string(), answer, now)
-            .map(|_| ()),
-        SessionOp::TimedOut { session, .. } => {
-            store.transition(&session.to_string(), SessionStatus::Failed, now)
-        }
-        SessionOp::Ended {
-            session,
-            completed,
-            result,
-        } => {
-            let id = session.to_string();
-            let state = json!({ "result": &**result }).to_string();
-            store.save_state(&id, &state, now)?;
-            let to = if *completed {
-                SessionStatus::Completed
-            } else {
-                SessionStatus::Failed
-            };
-            store.transition(&id, to, now)
-        }
     }
 }
 
@@ -833,11 +784,7 @@ async fn session(
         })?;
         let asked = store.questions(&session).map_err(internal)?.len();
         let ended = row.status.is_terminal();
-        let text = row
-            .execution_state
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<Value>(s).ok())
-            .and_then(|v| v.get("result").and_then(Value::as_str).map(str::to_owned));
+        let text = row.result();
         let result = match (row.status, text) {
             (SessionStatus::Completed, text) => coerce_result(text.as_deref()),
             _ => Value::Null,

@@ -726,7 +726,8 @@ impl Sim {
     }
 }
 
-/// Records what the runtime told the store of async sessions.
+/// Records what the runtime told the store of async sessions, and the order of sessions and
+/// their questions (which `async_answer` steps count by).
 fn apply_session(
     store: &mut crate::store::MemoryQuestions,
     sessions: &mut Vec<(uuid::Uuid, Vec<uuid::Uuid>)>,
@@ -734,60 +735,17 @@ fn apply_session(
     now: u64,
 ) -> Result<(), crate::store::questions::StoreError> {
     use crate::protocol::SessionOp;
-    use crate::store::questions::{NewQuestion, QuestionStore, SessionStatus};
+    crate::store::questions::record(store, &op, now)?;
     match op {
-        SessionOp::Started {
-            session,
-            agent,
-            payload,
-        } => {
-            store.create_session(&session.to_string(), &agent, &payload, now)?;
-            sessions.push((session, Vec::new()));
-        }
+        SessionOp::Started { session, .. } => sessions.push((session, Vec::new())),
         SessionOp::Asked {
-            session,
-            question,
-            text,
-            context,
+            session, question, ..
         } => {
-            store.ask(
-                &NewQuestion {
-                    id: question.to_string(),
-                    session_id: session.to_string(),
-                    question: text.to_string(),
-                    context: context.map(|c| c.to_string()),
-                },
-                now,
-            )?;
             if let Some((_, asked)) = sessions.iter_mut().find(|(s, _)| *s == session) {
                 asked.push(question);
             }
         }
-        SessionOp::TimedOut {
-            session,
-            question,
-            answer: Some(answer),
-        } => {
-            store.answer(&session.to_string(), &question.to_string(), &answer, now)?;
-        }
-        SessionOp::TimedOut { session, .. } => {
-            store.transition(&session.to_string(), SessionStatus::Failed, now)?;
-        }
-        SessionOp::Ended {
-            session,
-            completed,
-            result,
-        } => {
-            let id = session.to_string();
-            let state = serde_json::json!({ "result": &*result }).to_string();
-            store.save_state(&id, &state, now)?;
-            let to = if completed {
-                SessionStatus::Completed
-            } else {
-                SessionStatus::Failed
-            };
-            store.transition(&id, to, now)?;
-        }
+        SessionOp::TimedOut { .. } | SessionOp::Ended { .. } => {}
     }
     Ok(())
 }

@@ -231,6 +231,72 @@ pub trait QuestionStore {
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError>;
 }
 
+/// Records what a runtime told the store of async sessions (a [`crate::protocol::SessionOp`]) at
+/// `now`: the one mapping every driver uses. A session's final text is kept in its
+/// `execution_state` as `{"result": ...}` (see [`SessionRow::result`]).
+pub fn record(
+    store: &mut dyn QuestionStore,
+    op: &crate::protocol::SessionOp,
+    now: u64,
+) -> Result<(), StoreError> {
+    use crate::protocol::SessionOp;
+    match op {
+        SessionOp::Started {
+            session,
+            agent,
+            payload,
+        } => store.create_session(&session.to_string(), agent, payload, now),
+        SessionOp::Asked {
+            session,
+            question,
+            text,
+            context,
+        } => store.ask(
+            &NewQuestion {
+                id: question.to_string(),
+                session_id: session.to_string(),
+                question: text.to_string(),
+                context: context.as_ref().map(|c| c.to_string()),
+            },
+            now,
+        ),
+        SessionOp::TimedOut {
+            session,
+            question,
+            answer: Some(answer),
+        } => store
+            .answer(&session.to_string(), &question.to_string(), answer, now)
+            .map(|_| ()),
+        SessionOp::TimedOut { session, .. } => {
+            store.transition(&session.to_string(), SessionStatus::Failed, now)
+        }
+        SessionOp::Ended {
+            session,
+            completed,
+            result,
+        } => {
+            let id = session.to_string();
+            let state = serde_json::json!({ "result": &**result }).to_string();
+            store.save_state(&id, &state, now)?;
+            let to = if *completed {
+                SessionStatus::Completed
+            } else {
+                SessionStatus::Failed
+            };
+            store.transition(&id, to, now)
+        }
+    }
+}
+
+impl SessionRow {
+    /// The session's final text, once it ended with one (kept by [`record`]).
+    pub fn result(&self) -> Option<String> {
+        let state: serde_json::Value =
+            serde_json::from_str(self.execution_state.as_deref()?).ok()?;
+        state.get("result")?.as_str().map(str::to_owned)
+    }
+}
+
 /// The checks shared by every store: what `answer` decides from a session and its question.
 pub(crate) fn judge_answer(
     session_id: &str,
