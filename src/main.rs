@@ -48,6 +48,8 @@ enum BenchWhat {
     Turns,
     /// Requests per second and latency of `agentsim mock-llm` over loopback.
     MockLlm,
+    /// Seed 003's flow against `agentsim serve` over loopback on an SQLite store.
+    Serve,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -283,6 +285,12 @@ enum Command {
     /// server set up to give the same reply ("It is 18 C and cloudy in Paris." to a request whose
     /// user message mentions the weather), and the table shows the ratio. The server keeps every
     /// conversation (about 650 bytes each, one per request): mind --seconds.
+    ///
+    /// serve: starts `agentsim serve` on loopback with an SQLite store in a temporary directory
+    /// (its model `agentsim mock-llm`, on loopback too) and runs --connections clients for --seconds, each in a loop: trigger a session, wait for
+    /// its question (polling), answer it, wait for the session to complete; prints sessions
+    /// triggered, questions answered and sessions completed per second, and the p50/p99 latency
+    /// of the webhook, of the answer and of a whole session.
     Bench {
         /// What to measure.
         #[arg(value_enum, default_value_t = BenchWhat::Turns)]
@@ -514,6 +522,22 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             bench(workloads, seconds, repeat, json, observer)
+        }
+        #[cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
+        Command::Bench {
+            what: BenchWhat::Serve,
+            seconds,
+            json,
+            connections,
+            ..
+        } => bench_serve(seconds, json, connections),
+        #[cfg(not(all(feature = "mock-server", feature = "http-model", feature = "sqlite")))]
+        Command::Bench {
+            what: BenchWhat::Serve,
+            ..
+        } => {
+            eprintln!("error: `bench serve` needs the features mock-server, http-model and sqlite");
+            ExitCode::from(2)
         }
         Command::Bench {
             what: BenchWhat::MockLlm,
@@ -790,6 +814,104 @@ fn bench_mock_llm(
 ) -> ExitCode {
     eprintln!("error: this agentsim was built without the `mock-server` feature");
     ExitCode::from(2)
+}
+
+#[cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
+fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
+    use agentsim::drive::tokio_driver::Backend;
+    use agentsim::serve::bench;
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        eprintln!("error: --seconds must be a positive number");
+        return ExitCode::from(2);
+    }
+    let s = scenario::parse(bench::SCENARIO, Path::new("(benchmark scenario)"))
+        .expect("the benchmark's scenario loads");
+    let mut setup = s.driver_setup();
+    setup.limits.max_llm_calls = u64::MAX;
+    setup.limits.max_steps = u64::MAX;
+    let dir = std::env::temp_dir().join(format!("agentsim-bench-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("error: {}: {e}", dir.display());
+        return ExitCode::from(2);
+    }
+    let store = match agentsim::store::SqliteQuestions::open(&dir.join("sessions.db")) {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let measured = runtime.block_on(async {
+        let options = agentsim::serve::Options {
+            addr: "127.0.0.1:0".parse().expect("an address"),
+            token: None,
+            body_limit: agentsim::serve::DEFAULT_BODY_LIMIT,
+            state_dir: None,
+        };
+        // The model is `agentsim mock-llm` on loopback too: it answers each session's
+        // conversation from the start of the script, whatever order the calls come in.
+        let mock = agentsim::mock_llm::server::start(&s, Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let model = agentsim::drive::http::HttpModel::new(
+            agentsim::wire::Provider::Anthropic,
+            &format!("http://{}/v1", mock.addr),
+            "bench",
+            std::time::Duration::from_secs(60),
+        )
+        .map_err(|e| e.to_string())?;
+        let running = agentsim::serve::start(setup, Backend::Http(model), Box::new(store), options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let base = format!("http://{}", running.addr);
+        let measured = bench::run(&base, clients, seconds).await;
+        running.stop();
+        running.finish().await.map_err(|e| e.to_string())?;
+        mock.stop();
+        measured
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let m = match measured {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&m).expect("serialises"));
+        return ExitCode::SUCCESS;
+    }
+    let (t, a, c) = m.rates();
+    println!(
+        "agentsim serve, SQLite store, {} clients over loopback, {:.1} s",
+        m.clients, m.seconds
+    );
+    println!("  sessions triggered  {:>9.1}/s  ({})", t, m.triggered);
+    println!("  questions answered  {:>9.1}/s  ({})", a, m.answered);
+    println!("  sessions completed  {:>9.1}/s  ({})", c, m.completed);
+    let show = |name: &str, l: bench::Latency| {
+        println!(
+            "  {name:<18}  p50 {:>8.2} ms  p99 {:>8.2} ms",
+            l.p50_us as f64 / 1000.0,
+            l.p99_us as f64 / 1000.0
+        );
+    };
+    show("webhook", m.webhook);
+    show("answer", m.answer);
+    show("whole session", m.session);
+    ExitCode::SUCCESS
 }
 
 #[cfg(feature = "mock-server")]

@@ -816,3 +816,73 @@ steps: []
     drop(_server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_corrupt_database_or_state_stops_the_start_with_a_message_naming_it() {
+    let dir = std::env::temp_dir().join(format!("agentsim-serve-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    let file = dir.join("serve.yaml");
+    std::fs::write(&file, SESSIONS).unwrap();
+    let db = dir.join("sessions.db");
+    std::fs::write(
+        &db,
+        b"this is not an SQLite database, it only has the name of one.....",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (file, db_path) = (file.to_str().unwrap(), db.to_str().unwrap());
+    let out = run(&["serve", file, "--db", db_path, "--addr", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sessions.db"), "{err}");
+    // The bytes that were there are still there.
+    assert!(std::fs::read(&db).unwrap().starts_with(b"this is not"));
+
+    std::fs::write(dir.join("state/state.json"), b"{\"version\": 1, \"ids\": ").unwrap();
+    let state = dir.join("state");
+    let out = run(&[
+        "serve",
+        file,
+        "--state",
+        state.to_str().unwrap(),
+        "--addr",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("state.json"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_service_benchmark_runs_whole_sessions_and_reports_them() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args([
+            "bench",
+            "serve",
+            "--seconds",
+            "0.5",
+            "--connections",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = m["completed"].as_u64().unwrap();
+    assert!(n >= 1, "{m}");
+    assert_eq!(m["triggered"], m["answered"], "{m}");
+    assert_eq!(m["answered"], json!(n), "{m}");
+    assert!(m["session"]["p99_us"].as_u64().unwrap() >= m["session"]["p50_us"].as_u64().unwrap());
+}

@@ -53,6 +53,9 @@ use crate::store::questions::{
 /// The store of async sessions a service keeps (SQLite with `--db`, else memory).
 pub type Store = Box<dyn QuestionStore + Send>;
 
+#[cfg(feature = "sqlite")]
+pub mod bench;
+
 /// The largest request body taken by default, in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
 
