@@ -765,13 +765,14 @@ fn mock_llm(
     let faults = options.faults;
     let result = runtime.block_on(async {
         let running = server::start(&scenario, options).await?;
+        let signalled = stop_signal();
         println!("listening on http://{}", running.addr);
         if let Some(f) = faults {
             println!("faults: rate {} with seed {}", f.rate, f.seed);
         }
         let _ = std::io::stdout().flush();
         let transcript = running.transcript_handle();
-        let report = running.finish(stop_signal()).await?;
+        let report = running.finish(signalled).await?;
         Ok::<_, std::io::Error>((report, transcript()))
     });
     let (report, transcript) = match result {
@@ -1180,13 +1181,14 @@ fn serve(
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;
-        println!("listening on http://{}", running.addr);
-        let _ = std::io::stdout().flush();
+        let signalled = stop_signal();
         let stop = running.stopper();
         tokio::spawn(async move {
-            stop_signal().await;
+            signalled.await;
             stop();
         });
+        println!("listening on http://{}", running.addr);
+        let _ = std::io::stdout().flush();
         running.finish().await
     });
     match result {
@@ -1198,25 +1200,35 @@ fn serve(
     }
 }
 
-async fn stop_signal() {
+/// Ctrl-C or SIGTERM, registered now (before the caller says it listens), awaited later: a signal
+/// that comes right after the `listening on` line is never missed.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let signals = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        );
+        async move {
+            match signals {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
