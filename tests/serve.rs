@@ -682,21 +682,9 @@ async fn a_killed_service_restarted_on_its_database_and_state_loses_nothing_ackn
     // The model is `agentsim mock-llm` over HTTP: it answers a conversation by the turns it
     // replays, so a call the restarted service issues again gets the same reply.
     let file = dir.join("sessions.yaml");
-    std::fs::write(
-        &file,
-        r#"
-name: kill
-agents:
-  main: {}
-  poet: { kind: agent, async_questions: true, script: per_conversation }
-llm:
-  poet:
-    - ask_user: What style would you prefer?
-    - Wrote the poem.
-steps: []
-"#,
-    )
-    .unwrap();
+    // The benchmark's scenario: an agent that asks once, then answers (its script is per
+    // conversation, for agentsim mock-llm).
+    std::fs::write(&file, serve::bench::SCENARIO).unwrap();
     let file = file.to_str().unwrap().to_owned();
     let (_mock, mock) = spawn_listening(&["mock-llm", &file, "--addr", "127.0.0.1:0"]);
     let base_url = format!("http://{mock}/v1");

@@ -131,6 +131,16 @@ async fn get(client: &reqwest::Client, url: &str) -> Result<Value, String> {
     r.json().await.map_err(|e| e.to_string())
 }
 
+async fn post(client: &reqwest::Client, url: &str, body: Value) -> Result<Value, String> {
+    let r = client
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    r.json().await.map_err(|e| e.to_string())
+}
+
 async fn one_client(
     client: &reqwest::Client,
     base: &str,
@@ -143,15 +153,8 @@ async fn one_client(
         n += 1;
         let t0 = Instant::now();
         // A payload of its own: each session is a conversation of its own for the model.
-        let accepted: Value = client
-            .post(format!("{base}/webhook/poet"))
-            .json(&json!({ "client": id, "n": n }))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let webhook = format!("{base}/webhook/poet");
+        let accepted = post(client, &webhook, json!({ "client": id, "n": n })).await?;
         run.webhook.push(t0.elapsed());
         run.triggered += 1;
         let sid = accepted["session_id"]
@@ -180,15 +183,9 @@ async fn one_client(
         }
         let question = question.ok_or_else(|| format!("session {sid} never asked"))?;
         let t1 = Instant::now();
-        let answered: Value = client
-            .post(format!("{base}/agent/answer/{sid}"))
-            .json(&json!({ "question_id": question, "answer": "haiku" }))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let answer = format!("{base}/agent/answer/{sid}");
+        let body = json!({ "question_id": question, "answer": "haiku" });
+        let answered = post(client, &answer, body).await?;
         run.answer.push(t1.elapsed());
         if answered["status"] != "resumed" {
             return Err(format!("the answer got {answered}"));
