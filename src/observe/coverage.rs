@@ -317,6 +317,7 @@ impl RunCoverage {
             } => self.hit(WORKFLOW_ASKS),
             Event::WaitSubagents { waiting: true, .. } => self.hit(WORKFLOW_WAITS),
             Event::WorkflowDone { .. } => self.hit(WORKFLOW_DONE),
+            Event::Triggered { started: true, .. } => self.hit(pre(names::SESSION_LIFECYCLE)),
             Event::Question { frame, .. } if frame.starts_with("fork:") => self.hit(FORK_ASKS),
 
             Event::AgentState {

@@ -13,6 +13,7 @@
 
 pub mod coverage;
 mod semantic;
+mod sessions;
 mod tree;
 
 use std::fmt;
@@ -77,9 +78,12 @@ pub mod names {
     /// result and error flag (`No fork with handle <h>` when the caller starts no such fork; a
     /// skip text only when the caller ends in the step).
     pub const FORK_WAIT: &str = "fork-wait";
+    /// An async session (seed 003) moves only `running → pending_input → running → completed |
+    /// failed` or `pending_input → failed`, one question at a time, and agrees with the runtime.
+    pub const SESSION_LIFECYCLE: &str = "session-lifecycle";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 19] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -98,6 +102,7 @@ pub mod names {
         TREE_CONSISTENCY,
         STATUS_TRANSITIONS,
         FORK_WAIT,
+        SESSION_LIFECYCLE,
     ];
 
     /// A request to `agentsim mock-llm` replays the assistant turns the server sent in its
@@ -245,6 +250,8 @@ pub struct Observer {
     delete_target: Option<Uuid>,
     /// The observer's own model of the agent tree (`status-transitions`, `tree-consistency`).
     tree: tree::TreeModel,
+    /// The observer's own model of the async sessions (`session-lifecycle`).
+    sessions: sessions::SessionModel,
     /// The runtime persists (so the journal is checked).
     persist: bool,
     /// Unit tests feed made-up events with no runtime behind them: the comparison of the
@@ -369,6 +376,7 @@ impl Observer {
                 ..
             } => self.tree.on_wait(*frame_id, tool_use_id, *handle),
             Event::Question {
+                key,
                 agent_id,
                 tool_use_id,
                 ..
@@ -376,13 +384,20 @@ impl Observer {
                 if tool_use_id.is_none() {
                     self.on_workflow_decision(*agent_id);
                 }
+                self.sessions.on_question(key)?;
                 self.tree.on_question(*agent_id, tool_use_id)
             }
             Event::Answer {
+                key,
                 agent_id: Some(agent_id),
                 accepted: true,
                 ..
-            } => self.tree.on_answered(*agent_id),
+            } => {
+                if let Some(key) = key {
+                    self.sessions.on_answer(key)?;
+                }
+                self.tree.on_answered(*agent_id)
+            }
             Event::WaitSubagents {
                 frame_id, waiting, ..
             } => {
@@ -393,7 +408,16 @@ impl Observer {
                 key: Some(key),
                 started: true,
                 ..
-            } => self.on_triggered(key),
+            } => {
+                self.sessions.on_started(key)?;
+                self.on_triggered(key)
+            }
+            Event::QuestionTimedOut { key, answer, .. } => {
+                self.sessions.on_timed_out(key, answer.is_some())?
+            }
+            Event::SessionEnded { key, completed, .. } => {
+                self.sessions.on_ended(key, *completed)?
+            }
             Event::WorkflowStep { frame_id, step, .. } => {
                 self.on_workflow_decision(*frame_id);
                 self.tree.on_workflow_step(*frame_id, *step)
@@ -741,6 +765,7 @@ impl Observer {
         if let Err(v) = self
             .structural_end(rt)
             .and_then(|()| self.tree.end_of_step(rt))
+            .and_then(|()| self.sessions.end_of_step(rt))
         {
             self.step = semantic::StepFacts::default();
             self.cancel_sent = false;

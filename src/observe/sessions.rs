@@ -1,0 +1,189 @@
+//! The observer's own model of seed 003's async sessions (`session-lifecycle`), from the events
+//! only: a session starts `running` when a trigger starts it; a question moves it to
+//! `pending_input` (one at a time); an accepted answer or a default answer moves it back; a
+//! question that times out under the `fail` policy fails it; its end completes or fails it, once.
+//! `completed` and `failed` are absorbing. After every step, each session the step touched must
+//! agree with the runtime (a session the model has ended is ended in the runtime, and the other
+//! way round).
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::{names, violation, Violation};
+use crate::model::hash::FxHashMap;
+use crate::runtime::Runtime;
+
+/// A session's status as its events tell it (the store's lifecycle, seen from the observer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SessionStatus {
+    Running,
+    PendingInput,
+    Completed,
+    Failed,
+}
+
+impl SessionStatus {
+    fn is_terminal(self) -> bool {
+        matches!(self, SessionStatus::Completed | SessionStatus::Failed)
+    }
+}
+
+impl std::fmt::Display for SessionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SessionStatus::Running => "running",
+            SessionStatus::PendingInput => "pending_input",
+            SessionStatus::Completed => "completed",
+            SessionStatus::Failed => "failed",
+        })
+    }
+}
+
+/// What the observer knows of the async sessions.
+#[derive(Clone, Debug, Default)]
+pub(super) struct SessionModel {
+    /// Every session the events started, by key (looked up, never iterated into output).
+    sessions: FxHashMap<Arc<str>, SessionStatus>,
+    /// Sessions the current step touched.
+    touched: SmallVec<[Arc<str>; 1]>,
+}
+
+impl SessionModel {
+    fn moved(
+        &mut self,
+        key: &Arc<str>,
+        what: &str,
+        from: &[SessionStatus],
+        to: SessionStatus,
+    ) -> Result<(), Violation> {
+        let Some(status) = self.sessions.get_mut(key) else {
+            return Ok(()); // Not a session: a user's conversation.
+        };
+        if !from.contains(status) {
+            return Err(violation(
+                names::SESSION_LIFECYCLE,
+                format!("session {key}: {what} while it was {status}"),
+            ));
+        }
+        *status = to;
+        if !self.touched.contains(key) {
+            self.touched.push(key.clone());
+        }
+        Ok(())
+    }
+
+    /// A trigger started the session `key`.
+    pub(super) fn on_started(&mut self, key: &Arc<str>) -> Result<(), Violation> {
+        if self.sessions.contains_key(key) {
+            return Err(violation(
+                names::SESSION_LIFECYCLE,
+                format!("session {key} was started twice"),
+            ));
+        }
+        self.sessions.insert(key.clone(), SessionStatus::Running);
+        self.touched.push(key.clone());
+        Ok(())
+    }
+
+    /// An agent of conversation `key` asked a question.
+    pub(super) fn on_question(&mut self, key: &Arc<str>) -> Result<(), Violation> {
+        use SessionStatus::*;
+        self.moved(key, "a question opened", &[Running], PendingInput)
+    }
+
+    /// A question of conversation `key` was answered (by its id).
+    pub(super) fn on_answer(&mut self, key: &Arc<str>) -> Result<(), Violation> {
+        use SessionStatus::*;
+        self.moved(key, "an answer resumed it", &[PendingInput], Running)
+    }
+
+    /// A question of conversation `key` timed out, answered by default or failing the session.
+    pub(super) fn on_timed_out(&mut self, key: &Arc<str>, answered: bool) -> Result<(), Violation> {
+        use SessionStatus::*;
+        let to = if answered { Running } else { Failed };
+        self.moved(key, "a question timed out", &[PendingInput], to)
+    }
+
+    /// The session `key` ended.
+    pub(super) fn on_ended(&mut self, key: &Arc<str>, completed: bool) -> Result<(), Violation> {
+        use SessionStatus::*;
+        let to = if completed { Completed } else { Failed };
+        self.moved(key, "it ended", &[Running], to)
+    }
+
+    /// Each session the step touched agrees with the runtime.
+    pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if self.touched.is_empty() {
+            return Ok(());
+        }
+        for key in std::mem::take(&mut self.touched) {
+            let status = self.sessions[&key];
+            let Some(session) = rt.stacks().get(&key).and_then(|e| e.session.as_deref()) else {
+                return Err(violation(
+                    names::SESSION_LIFECYCLE,
+                    format!("session {key} is {status} by its events, but the runtime has no such session"),
+                ));
+            };
+            // The runtime keeps a failed session's agent running to its end, and marks it failed.
+            let over = status.is_terminal();
+            let runtime_over = session.ended || session.failed;
+            if over != runtime_over {
+                return Err(violation(
+                    names::SESSION_LIFECYCLE,
+                    format!(
+                        "session {key} is {status} by its events, but the runtime has it {}",
+                        if runtime_over { "over" } else { "still going" }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lifecycle_allows_only_its_moves() {
+        let mut m = SessionModel::default();
+        let key: Arc<str> = "s1".into();
+        let user: Arc<str> = "default".into();
+        // A user's conversation is not a session: its questions change nothing.
+        m.on_question(&user).unwrap();
+        m.on_started(&key).unwrap();
+        assert!(m.on_started(&key).is_err(), "started twice");
+        let mut m2 = m.clone();
+        assert!(
+            m2.on_answer(&key).is_err(),
+            "an answer with no question open"
+        );
+        m.on_question(&key).unwrap();
+        let mut m3 = m.clone();
+        let v = m3.on_question(&key).unwrap_err();
+        assert_eq!(
+            v.invariant,
+            names::SESSION_LIFECYCLE,
+            "two questions at once"
+        );
+        m.on_answer(&key).unwrap();
+        m.on_question(&key).unwrap();
+        m.on_timed_out(&key, false).unwrap();
+        // Failed is absorbing: its agent's end changes nothing more.
+        assert!(m.on_ended(&key, true).is_err());
+        assert!(m.on_answer(&key).is_err());
+    }
+
+    #[test]
+    fn a_session_the_runtime_does_not_have_breaks_the_invariant() {
+        use crate::model::agent::Catalog;
+        use crate::runtime::RuntimeConfig;
+        let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
+        let mut m = SessionModel::default();
+        m.on_started(&"s1".into()).unwrap();
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert_eq!(v.invariant, names::SESSION_LIFECYCLE);
+    }
+}
