@@ -163,20 +163,7 @@ pub(super) fn run_next_tool(
                 return None;
             }
             let text = crate::agents::tree::question_text(&input);
-            let question = cx.ids.next_uuid();
-            cx.record(|| Event::Question {
-                key: cx.key.clone(),
-                agent_id: frame.frame_id,
-                frame: frame.agent.frame_name.clone(),
-                question_id: question,
-                tool_use_id: Some(id.clone()),
-                text: text.as_str().into(),
-            });
-            frame.phase = Phase::AwaitAnswer {
-                tool_use_id: Some(id),
-                question,
-                timer: None,
-            };
+            cx.open_question(frame, Some(id), text.as_str().into(), None);
             if frame.is_fork() {
                 // A fork never talks to the user: its question waits for an answer by its id, or
                 // for the next message of a conversation whose top frame waits on the fork.

@@ -189,20 +189,18 @@ pub(super) fn ask_in_session(
         return Some(None);
     }
     let text: Arc<str> = crate::agents::tree::question_text(input).into();
-    let question = cx.ids.next_uuid();
     let timer = cx.next_call();
     let after_ms = asks.timeout_ms.unwrap_or(cx.config.question_timeout_ms);
     let context = input
         .get("options")
         .map(|o| serde_json::json!({ "options": o }).to_string().into());
-    cx.record(|| Event::Question {
-        key: cx.key.clone(),
-        agent_id: frame.frame_id,
-        frame: frame.agent.frame_name.clone(),
-        question_id: question,
-        tool_use_id: Some(tool_use_id.clone()),
-        text: text.clone(),
-    });
+    let deadline = cx.now.saturating_add(after_ms);
+    let question = cx.open_question(
+        frame,
+        Some(tool_use_id.clone()),
+        text.clone(),
+        Some((timer, deadline)),
+    );
     cx.effects.push_back(Effect::Session(SessionOp::Asked {
         session,
         question,
@@ -210,11 +208,6 @@ pub(super) fn ask_in_session(
         context,
     }));
     cx.effects.push_back(Effect::SetTimer { timer, after_ms });
-    frame.phase = Phase::AwaitAnswer {
-        tool_use_id: Some(tool_use_id.clone()),
-        question,
-        timer: Some((timer, cx.now.saturating_add(after_ms))),
-    };
     cx.set_status(frame, Status::AwaitingUser);
     Some(Some(None))
 }

@@ -231,6 +231,33 @@ impl TurnCx<'_> {
         frame.phase = then;
     }
 
+    /// Opens a question of `frame` (seed 001): a new id, its `question` event, and the frame
+    /// waiting for the answer (`tool_use_id`: the `ask_user` it answers, `None` for a
+    /// workflow's; `timer`: an async question's timeout). The question's id.
+    pub(super) fn open_question(
+        &mut self,
+        frame: &mut StackFrame,
+        tool_use_id: Option<Arc<str>>,
+        text: Arc<str>,
+        timer: Option<(CallId, u64)>,
+    ) -> uuid::Uuid {
+        let question = self.ids.next_uuid();
+        self.record(|| Event::Question {
+            key: self.key.clone(),
+            agent_id: frame.frame_id,
+            frame: frame.agent.frame_name.clone(),
+            question_id: question,
+            tool_use_id: tool_use_id.clone(),
+            text,
+        });
+        frame.phase = Phase::AwaitAnswer {
+            tool_use_id,
+            question,
+            timer,
+        };
+        question
+    }
+
     /// Answers every unresolved `tool_use` of the frame with the same error text.
     pub fn resolve_all(&mut self, frame: &mut StackFrame, content: &str) {
         let ids: Vec<Arc<str>> = frame

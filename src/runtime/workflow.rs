@@ -142,20 +142,7 @@ fn ask(frame: &mut StackFrame, text: Arc<str>, cx: &mut TurnCx<'_>) -> Option<Tu
     if cx.config.query_user == QueryUser::None || unattended {
         return answered(frame, messages::NO_ANSWER.into(), cx);
     }
-    let question = cx.ids.next_uuid();
-    cx.record(|| Event::Question {
-        key: cx.key.clone(),
-        agent_id: frame.frame_id,
-        frame: frame.agent.frame_name.clone(),
-        question_id: question,
-        tool_use_id: None,
-        text: text.clone(),
-    });
-    frame.phase = Phase::AwaitAnswer {
-        tool_use_id: None,
-        question,
-        timer: None,
-    };
+    cx.open_question(frame, None, text.clone(), None);
     if frame.is_fork() {
         // A fork never talks to the user: its question waits for an answer by its id, or for
         // the next message of a conversation whose top frame waits on it.

@@ -142,13 +142,9 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
                 agent,
                 payload,
                 wait,
-            } => sim.trigger(agent, payload.clone()).and_then(|()| {
-                if *wait {
-                    until_idle(sim, hooks, super::DEFAULT_KEY)
-                } else {
-                    Ok(())
-                }
-            }),
+            } => sim
+                .trigger(agent, payload.clone())
+                .and_then(|()| settle(sim, hooks, *wait)),
             StepKind::AsyncAnswer {
                 session,
                 question,
@@ -168,13 +164,8 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
                         (*s, q.copied().unwrap_or_default())
                     })
                     .unwrap_or_default();
-                sim.answer_async(s, q, text).and_then(|()| {
-                    if *wait {
-                        until_idle(sim, hooks, super::DEFAULT_KEY)
-                    } else {
-                        Ok(())
-                    }
-                })
+                sim.answer_async(s, q, text)
+                    .and_then(|()| settle(sim, hooks, *wait))
             }
             StepKind::Expect(spec) => {
                 if let Err(mismatches) = hooks.expect(spec, sim) {
@@ -190,6 +181,15 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
         index: steps.len().saturating_sub(1),
         stop: Stop::Run(e),
     })
+}
+
+/// After a step that may start work: with `wait`, step until idle.
+fn settle(sim: &mut Sim, hooks: &mut impl Hooks, wait: bool) -> Result<(), RunError> {
+    if wait {
+        until_idle(sim, hooks, super::DEFAULT_KEY)
+    } else {
+        Ok(())
+    }
 }
 
 /// A `user` step: deliver the message, then (if it waits) step until idle.
