@@ -274,6 +274,7 @@ impl ScenarioBuilder {
                 config: RuntimeConfig::default(),
                 scripts: Default::default(),
                 more_replies: None,
+                callback_replies: Vec::new(),
                 tools: Default::default(),
                 steps: Vec::new(),
                 limits: Limits::default(),

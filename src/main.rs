@@ -191,6 +191,16 @@ enum Command {
         /// acknowledged. Default: in memory.
         #[arg(long, value_name = "DIR")]
         state: Option<PathBuf>,
+        /// Post every async question to this URL (seed 003's callback: `X-Agent-Session` and
+        /// a `question_pending` body; retried by the scenario's `callbacks` settings, default
+        /// three retries with 1 s, 2 s, 4 s backoff and a 10 s timeout). Agents that name their
+        /// own `question_callback` keep it. Default: the scenario's `question_callback_url`.
+        #[arg(long, value_name = "URL")]
+        question_callback: Option<String>,
+        /// This service's address as callback receivers reach it: each callback's
+        /// `answer_url` is URL/agent/answer/{session_id}. Default: http:// and --addr.
+        #[arg(long, value_name = "URL")]
+        public_url: Option<String>,
     },
     /// Find bugs nobody scripted: run a scenario (faults and timings varied per seed) or freshly
     /// generated scenarios under many seeds, checking every invariant after every step.
@@ -700,6 +710,8 @@ fn main() -> ExitCode {
             body_limit,
             db,
             state,
+            question_callback,
+            public_url,
         } => serve(
             scenario.as_deref(),
             addr,
@@ -707,6 +719,7 @@ fn main() -> ExitCode {
             token,
             body_limit,
             (db.as_deref(), state),
+            (question_callback, public_url),
         ),
         Command::Schema => {
             let schema = scenario::format::schema();
@@ -859,6 +872,7 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
             token: None,
             body_limit: agentsim::serve::DEFAULT_BODY_LIMIT,
             state_dir: None,
+            public_url: None,
         };
         // The model is `agentsim mock-llm` on loopback too: it answers each session's
         // conversation from the start of the script, whatever order the calls come in.
@@ -1093,6 +1107,7 @@ fn serve(
     token: Option<String>,
     body_limit: usize,
     (db, state_dir): (Option<&Path>, Option<PathBuf>),
+    (question_callback, public_url): (Option<String>, Option<String>),
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
     use agentsim::drive::tokio_driver::Backend;
@@ -1124,6 +1139,25 @@ fn serve(
     setup.limits.max_steps = u64::MAX;
     if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return usage("--token cannot be empty".to_owned());
+    }
+    for (flag, url) in [
+        ("--question-callback", &question_callback),
+        ("--public-url", &public_url),
+    ] {
+        if let Some(url) = url {
+            if let Err(e) = reqwest::Url::parse(url).map_err(|e| e.to_string()).and_then(|u| {
+                if matches!(u.scheme(), "http" | "https") && u.has_host() {
+                    Ok(())
+                } else {
+                    Err("not an http:// or https:// URL with a host".to_owned())
+                }
+            }) {
+                return usage(format!("{flag} {url}: {e}"));
+            }
+        }
+    }
+    if let Some(url) = question_callback {
+        setup.config.callbacks.url = Some(url.into());
     }
     let backend = match (llm, &scenario, base_url) {
         (ServeLlm::Scripted, _, Some(_)) => {
@@ -1178,6 +1212,7 @@ fn serve(
         token,
         body_limit,
         state_dir,
+        public_url,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;

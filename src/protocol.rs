@@ -144,6 +144,10 @@ pub enum SessionOp {
         text: Arc<str>,
         /// Its options and other context, as JSON text.
         context: Option<Arc<str>>,
+        /// The agent that asks (the name it was triggered by).
+        agent: Arc<str>,
+        /// Where its callback goes, if anywhere (B20, B21): the driver posts it.
+        callback: Option<Arc<str>>,
     },
     /// A question timed out: with `answer`, that default is its answer and the session runs on;
     /// without, the session fails.

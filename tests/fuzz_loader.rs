@@ -344,3 +344,24 @@ proptest! {
         check(&bytes)?;
     }
 }
+
+/// Every scenario file of the repository that loads writes back to a file that loads as the same
+/// scenario: nothing a file says (callbacks, expiry, workflows, ...) is dropped by the writer
+/// that shrinking and `explore --out` use.
+#[test]
+fn every_scenario_file_writes_back_to_the_same_scenario() {
+    let mut written = 0;
+    for (path, bytes) in corpus() {
+        let Ok(s) = scenario::parse_bytes(bytes, path) else {
+            continue;
+        };
+        let yaml = write::to_yaml(&s);
+        let again = scenario::parse(&yaml, Path::new("written.yaml"))
+            .unwrap_or_else(|e| panic!("{}: the written file does not load: {e}\n{yaml}", path.display()));
+        assert_eq!(write::to_yaml(&again), yaml, "{}", path.display());
+        assert_eq!(format!("{:?}", again.config), format!("{:?}", s.config), "{}: settings lost", path.display());
+        assert_eq!(again.callback_replies, s.callback_replies, "{}", path.display());
+        written += 1;
+    }
+    assert!(written > 100, "{written} files written back");
+}

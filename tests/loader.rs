@@ -135,6 +135,41 @@ fn nonsense_settings_are_located_errors() {
             "t.yaml:5:",
             "`fork: true` or a `workflow`",
         ),
+        (
+            "name: t\nagents:\n  main: {}\n  poet: {kind: agent, question_callback: \"http://h\"}\nsteps: []\n",
+            "t.yaml:4:",
+            "go with `async_questions: true`",
+        ),
+        (
+            "name: t\nagents:\n  main: {}\n  poet: {kind: agent, async_questions: true, on_timeout: later}\nsteps: []\n",
+            "t.yaml:4:",
+            "`on_timeout` is `fail` or `{default_answer: <text>}`",
+        ),
+        (
+            "name: t\nagents:\n  main: {}\n  poet: {kind: agent, async_questions: true,\n    question_callback: \"ftp://h\"}\nsteps: []\n",
+            "t.yaml:5:",
+            "`question_callback` must be an http:// or https:// URL with a host",
+        ),
+        (
+            "name: t\nsettings:\n  question_callback_url: \"http:///x\"\nsteps: []\n",
+            "t.yaml:3:",
+            "`question_callback_url` must be an http:// or https:// URL",
+        ),
+        (
+            "name: t\nsettings:\n  callbacks:\n    replies: [200, refused, 42]\nsteps: []\n",
+            "t.yaml:4:",
+            "a reply is an HTTP status (100 to 599; 2xx delivers), `refused` or `hang`, not `42`",
+        ),
+        (
+            "name: t\nsettings:\n  callbacks: {retries: 2, wait: 1s}\nsteps: []\n",
+            "t.yaml:3:",
+            "wait",
+        ),
+        (
+            "name: t\nsettings:\n  session_expiry: soon\nsteps: []\n",
+            "t.yaml:3:",
+            "invalid duration",
+        ),
     ];
     for (text, at, what) in cases {
         let err = scenario::parse(text, Path::new("t.yaml"))

@@ -45,6 +45,7 @@ async fn start(token: Option<&str>, body_limit: usize) -> Running {
         token: token.map(str::to_owned),
         body_limit,
         state_dir: None,
+        public_url: None,
     };
     let store = Box::new(agentsim::store::MemoryQuestions::new());
     serve::start(setup, backend, store, options).await.unwrap()
@@ -80,6 +81,7 @@ async fn start_sessions(db: Option<&Path>) -> Running {
         token: None,
         body_limit: serve::DEFAULT_BODY_LIMIT,
         state_dir: None,
+        public_url: None,
     };
     serve::start(setup, backend, store, options).await.unwrap()
 }
@@ -873,4 +875,239 @@ fn the_service_benchmark_runs_whole_sessions_and_reports_them() {
     assert_eq!(m["triggered"], m["answered"], "{m}");
     assert_eq!(m["answered"], json!(n), "{m}");
     assert!(m["session"]["p99_us"].as_u64().unwrap() >= m["session"]["p50_us"].as_u64().unwrap());
+}
+
+/// A receiver of question callbacks on loopback: what it got (the `X-Agent-Session` header and
+/// the body of each POST), replying 503 to the first `fail_first` and 200 after, or never
+/// replying at all when `hang`.
+struct Receiver {
+    url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+}
+
+async fn receiver(fail_first: usize, hang: bool) -> Receiver {
+    use axum::http::{HeaderMap, StatusCode};
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, Value)>::new()));
+    let seen = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: axum::Json<Value>| {
+            let seen = seen.clone();
+            async move {
+                let session = headers
+                    .get("x-agent-session")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let n = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push((session, body.0));
+                    seen.len()
+                };
+                if hang {
+                    // Longer than any attempt's timeout: the sender gives up first.
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                if n <= fail_first {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Receiver { url, got }
+}
+
+impl Receiver {
+    /// Waits (at most ten seconds) until it got `n` callbacks; what it got.
+    async fn wait_for(&self, n: usize) -> Vec<(String, Value)> {
+        for _ in 0..500 {
+            if self.got.lock().unwrap().len() >= n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.got.lock().unwrap().clone()
+    }
+}
+
+/// Starts the service on `yaml` (scripted model, memory store).
+async fn start_yaml(yaml: &str) -> Running {
+    let s = scenario::parse(yaml, Path::new("callbacks.yaml")).unwrap();
+    let mut setup = s.driver_setup();
+    setup.limits.max_llm_calls = u64::MAX;
+    let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
+    let options = Options {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        token: None,
+        body_limit: serve::DEFAULT_BODY_LIMIT,
+        state_dir: None,
+        public_url: None,
+    };
+    let store = Box::new(agentsim::store::MemoryQuestions::new());
+    serve::start(setup, backend, store, options).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_callback_is_posted_with_its_session_and_retried_until_delivered() {
+    let hook = receiver(2, false).await;
+    let yaml = format!(
+        r#"
+name: callbacks
+settings:
+  question_callback_url: "{}"
+  callbacks: {{ backoff: 50ms, timeout: 2s }}
+agents:
+  main: {{}}
+  poet: {{ kind: agent, async_questions: true }}
+llm:
+  poet:
+    - ask_user: {{ question: Which style?, options: [free verse, haiku] }}
+    - Wrote a haiku.
+"#,
+        hook.url
+    );
+    let running = start_yaml(&yaml).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let accepted: Value = client
+        .post(format!("{base}/webhook/poet"))
+        .json(&json!({ "topic": "love" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+
+    // Two 503s, then delivered: three POSTs of the same callback, and no fourth.
+    let got = hook.wait_for(3).await;
+    assert_eq!(got.len(), 3, "{got:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(hook.got.lock().unwrap().len(), 3, "no attempt after a delivery");
+    let pending = poll(
+        &client,
+        &format!("{base}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap();
+    for (session, body) in &got {
+        assert_eq!(session, &sid);
+        assert_eq!(body, &got[0].1, "every attempt posts the same body");
+    }
+    let body = &got[0].1;
+    assert_eq!(body["event"], "question_pending");
+    assert_eq!(body["session_id"], sid.as_str());
+    assert_eq!(body["agent_name"], "poet");
+    assert_eq!(body["question"]["id"], qid);
+    assert_eq!(body["question"]["options"], json!(["free verse", "haiku"]));
+    assert_eq!(
+        body["answer_url"],
+        format!("{base}/agent/answer/{sid}").as_str()
+    );
+
+    // The answer URL the callback names is the one that answers.
+    let answered: Value = client
+        .post(body["answer_url"].as_str().unwrap())
+        .json(&json!({ "question_id": qid, "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answered["status"], "resumed");
+    let done = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["questions_asked"], 1);
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_url_that_hangs_or_refuses_delays_nothing_and_its_question_stays_listed() {
+    let hanging = receiver(0, true).await;
+    // A port nobody listens on: the connection is refused.
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/hook", listener.local_addr().unwrap())
+    };
+    let yaml = format!(
+        r#"
+name: callbacks
+settings:
+  callbacks: {{ retries: 1, backoff: 50ms, timeout: 300ms }}
+agents:
+  main: {{}}
+  slow: {{ kind: agent, async_questions: true, question_callback: "{}" }}
+  gone: {{ kind: agent, async_questions: true, question_callback: "{refused}" }}
+llm:
+  slow:
+    - ask_user: {{ question: Deploy now? }}
+    - Deployed.
+  gone:
+    - ask_user: {{ question: Close it? }}
+    - Closed.
+"#,
+        hanging.url
+    );
+    let running = start_yaml(&yaml).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let mut sessions = Vec::new();
+    for agent in ["slow", "gone"] {
+        let accepted: Value = client
+            .post(format!("{base}/webhook/{agent}"))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        sessions.push(accepted["session_id"].as_str().unwrap().to_owned());
+    }
+    // Both questions are listed while their callbacks fail.
+    let pending = poll(
+        &client,
+        &format!("{base}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 2),
+    )
+    .await;
+    // The hanging receiver gets the first attempt and the one retry, each cut at the timeout.
+    assert_eq!(hanging.wait_for(2).await.len(), 2);
+    for q in pending["questions"].as_array().unwrap() {
+        let sid = q["session_id"].as_str().unwrap();
+        assert!(sessions.iter().any(|s| s == sid));
+        let r = client
+            .post(format!("{base}/agent/answer/{sid}"))
+            .json(&json!({ "question_id": q["id"], "answer": "yes" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    for (sid, result) in sessions.iter().zip(["Deployed.", "Closed."]) {
+        let s = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
+            s["status"] == "completed"
+        })
+        .await;
+        assert_eq!(s["result"]["raw_result"], result, "{s}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        hanging.got.lock().unwrap().len(),
+        2,
+        "one attempt and one retry, no more"
+    );
+    running.stop();
+    running.finish().await.unwrap();
 }

@@ -60,6 +60,139 @@ pub fn envelope(agent: &str, payload: &Value) -> Value {
     envelope
 }
 
+/// The header that names the session on a question's callback (B20).
+pub const CALLBACK_SESSION_HEADER: &str = "X-Agent-Session";
+
+/// How a question's callback goes out (B20, DESIGN §9): one POST, and when an attempt fails
+/// (the connection refused, no reply within `timeout_ms`, a status other than 2xx) up to
+/// `retries` more, the n-th after `backoff_ms · 2^(n-1)`. The question stays listed either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallbackPolicy {
+    /// Attempts after the first.
+    pub retries: u32,
+    /// The wait before the first retry; each further one doubles it.
+    pub backoff_ms: u64,
+    /// How long one attempt may take.
+    pub timeout_ms: u64,
+}
+
+impl Default for CallbackPolicy {
+    fn default() -> CallbackPolicy {
+        CallbackPolicy {
+            retries: 3,
+            backoff_ms: 1_000,
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+impl CallbackPolicy {
+    /// The wait before retry `n` (1 for the first retry).
+    pub fn backoff_before(&self, n: u32) -> u64 {
+        self.backoff_ms
+            .saturating_mul(1u64 << n.saturating_sub(1).min(32))
+    }
+}
+
+/// Where a question's callback goes and how (the agent's `question_callback`, else the
+/// settings' `question_callback_url`; none: no callback, B21).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Callbacks {
+    /// The URL every async agent's questions are posted to unless it names its own.
+    pub url: Option<Arc<str>>,
+    /// Retries, backoff and timeout.
+    pub policy: CallbackPolicy,
+}
+
+/// What one attempt of a callback got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallbackReply {
+    /// A reply with this HTTP status (2xx delivers it).
+    Status(u16),
+    /// The connection was refused (or could not be made).
+    Refused,
+    /// No reply within the policy's timeout.
+    Hang,
+}
+
+impl CallbackReply {
+    /// Whether the callback was delivered.
+    pub fn delivered(self) -> bool {
+        matches!(self, CallbackReply::Status(s) if (200..300).contains(&s))
+    }
+
+    /// How long the attempt took in virtual time (a hang waits out the timeout).
+    pub fn took_ms(self, policy: &CallbackPolicy) -> u64 {
+        match self {
+            CallbackReply::Hang => policy.timeout_ms,
+            _ => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for CallbackReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallbackReply::Status(s) if (200..300).contains(s) => write!(f, "delivered"),
+            CallbackReply::Status(s) => write!(f, "{s}"),
+            CallbackReply::Refused => f.write_str("refused"),
+            CallbackReply::Hang => f.write_str("timed out"),
+        }
+    }
+}
+
+/// Plays a callback's attempts by `policy` with each attempt's reply from `reply`: each attempt
+/// with its start, in ms after the question opened. Stops at the first delivery or after the
+/// last retry.
+pub fn callback_attempts(
+    policy: &CallbackPolicy,
+    mut reply: impl FnMut() -> CallbackReply,
+) -> Vec<(u64, CallbackReply)> {
+    let mut at = 0u64;
+    let mut attempts = Vec::new();
+    for n in 0..=policy.retries {
+        if n > 0 {
+            at = at.saturating_add(policy.backoff_before(n));
+        }
+        let got = reply();
+        attempts.push((at, got));
+        if got.delivered() {
+            break;
+        }
+        at = at.saturating_add(got.took_ms(policy));
+    }
+    attempts
+}
+
+/// The body of a question's callback (B20): `{event: "question_pending", session_id,
+/// agent_name, question: {id, text, options, context}, answer_url}`, the answer URL under
+/// `base` (the service's public address). `context` is the question's stored context (JSON
+/// text with `options` and `context`, as the runtime writes it).
+pub fn callback_body(
+    session: Uuid,
+    agent: &str,
+    question: Uuid,
+    text: &str,
+    context: Option<&str>,
+    base: &str,
+) -> Value {
+    let context: Value = context
+        .and_then(|c| serde_json::from_str(c).ok())
+        .unwrap_or(Value::Null);
+    json!({
+        "event": "question_pending",
+        "session_id": session.to_string(),
+        "agent_name": agent,
+        "question": {
+            "id": question.to_string(),
+            "text": text,
+            "options": context.get("options").cloned().unwrap_or(Value::Null),
+            "context": context.get("context").cloned().unwrap_or(Value::Null),
+        },
+        "answer_url": format!("{}/agent/answer/{session}", base.trim_end_matches('/')),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +205,51 @@ mod tests {
         assert!(e.get("_non_object_json").is_none());
         let e = envelope("triage", &json!([1, 2]));
         assert_eq!(e["_non_object_json"], true);
+    }
+
+    #[test]
+    fn a_callback_retries_with_doubling_backoff_until_delivered_or_out_of_retries() {
+        let policy = CallbackPolicy::default();
+        let mut replies = [CallbackReply::Refused, CallbackReply::Hang, CallbackReply::Status(200)]
+            .into_iter();
+        let attempts = callback_attempts(&policy, || replies.next().unwrap());
+        // Refused at 0; a retry 1 s later hangs 10 s; the next 2 s after that delivers.
+        assert_eq!(
+            attempts,
+            vec![
+                (0, CallbackReply::Refused),
+                (1_000, CallbackReply::Hang),
+                (13_000, CallbackReply::Status(200)),
+            ]
+        );
+        let attempts = callback_attempts(&policy, || CallbackReply::Status(500));
+        let starts: Vec<u64> = attempts.iter().map(|a| a.0).collect();
+        assert_eq!(starts, vec![0, 1_000, 3_000, 7_000]);
+        let once = callback_attempts(&CallbackPolicy { retries: 0, ..policy }, || {
+            CallbackReply::Refused
+        });
+        assert_eq!(once.len(), 1);
+        assert_eq!(CallbackReply::Status(204).to_string(), "delivered");
+        assert_eq!(CallbackReply::Status(503).to_string(), "503");
+    }
+
+    #[test]
+    fn the_callback_body_is_the_seeds() {
+        let (s, q) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let ctx = r#"{"options":["a","b"],"context":{"pr":7}}"#;
+        let b = callback_body(s, "triage", q, "Which?", Some(ctx), "http://127.0.0.1:8080/");
+        assert_eq!(b["event"], "question_pending");
+        assert_eq!(b["session_id"], s.to_string());
+        assert_eq!(b["agent_name"], "triage");
+        assert_eq!(b["question"]["id"], q.to_string());
+        assert_eq!(b["question"]["text"], "Which?");
+        assert_eq!(b["question"]["options"], json!(["a", "b"]));
+        assert_eq!(b["question"]["context"]["pr"], 7);
+        assert_eq!(
+            b["answer_url"],
+            format!("http://127.0.0.1:8080/agent/answer/{s}")
+        );
+        let b = callback_body(s, "triage", q, "Which?", None, "http://h");
+        assert!(b["question"]["options"].is_null() && b["question"]["context"].is_null());
     }
 }

@@ -62,4 +62,10 @@ pub enum Note {
         /// `duplicate_ignored` or `not_found`.
         outcome: &'static str,
     },
+    /// An async question's callback was sent (seed 003's B20): where, and what each attempt
+    /// got, as `agent → url: refused, 500, delivered`.
+    Callback {
+        /// The summary.
+        summary: String,
+    },
 }

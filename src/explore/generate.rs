@@ -367,6 +367,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         config,
         scripts,
         more_replies,
+        callback_replies: Vec::new(),
         tools,
         steps,
         limits: Limits {

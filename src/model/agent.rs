@@ -84,6 +84,9 @@ pub struct AsyncQuestions {
     pub timeout_ms: Option<u64>,
     /// What a question that timed out does.
     pub on_timeout: OnTimeout,
+    /// Where its questions' callbacks go (`question_callback`; default: the runtime's
+    /// `callbacks.url`).
+    pub callback: Option<Arc<str>>,
 }
 
 /// What an async question that timed out does (B22).

@@ -106,6 +106,7 @@ pub fn line(entry: &Entry) -> String {
             Note::AsyncAnswer { question, outcome } => {
                 format!("sim: the store did not take an answer to question {question}: {outcome}")
             }
+            Note::Callback { summary } => format!("sim: question callback {summary}"),
             Note::Restart {
                 state_bytes,
                 context_bytes,

@@ -50,6 +50,13 @@ pub struct RuntimeConfig {
     /// How long an async question waits for its answer when its agent sets no
     /// `question_timeout` (seed 003's `agent_question_timeout_seconds`, default an hour).
     pub question_timeout_ms: u64,
+    /// Where async questions' callbacks go and how they are retried (B20, B21). The runtime
+    /// names the URL in each question's `SessionOp::Asked`; the driver sends them.
+    pub callbacks: crate::agents::session::Callbacks,
+    /// How long after its start a session may still wait for an answer (B26; `None`: forever).
+    /// A question still open when its session expires fails the session, as a `fail` timeout
+    /// does; an expired session is answered 404 like any failed one.
+    pub session_expiry_ms: Option<u64>,
 }
 
 /// Who answers `ask_user`.
@@ -91,6 +98,8 @@ impl Default for RuntimeConfig {
             ended_nodes: 4096,
             stream_agent_states: true,
             question_timeout_ms: 3_600_000,
+            callbacks: Default::default(),
+            session_expiry_ms: None,
         }
     }
 }

@@ -191,9 +191,15 @@ pub(super) fn ask_in_session(
     let text: Arc<str> = crate::agents::tree::question_text(input).into();
     let timer = cx.next_call();
     let after_ms = asks.timeout_ms.unwrap_or(cx.config.question_timeout_ms);
-    let context = input
-        .get("options")
-        .map(|o| serde_json::json!({ "options": o }).to_string().into());
+    let mut context = serde_json::Map::new();
+    for key in ["options", "context"] {
+        if let Some(v) = input.get(key) {
+            context.insert(key.into(), v.clone());
+        }
+    }
+    let context =
+        (!context.is_empty()).then(|| serde_json::Value::Object(context).to_string().into());
+    let callback = asks.callback.clone().or_else(|| cx.config.callbacks.url.clone());
     let deadline = cx.now.saturating_add(after_ms);
     let question = cx.open_question(
         frame,
@@ -206,6 +212,8 @@ pub(super) fn ask_in_session(
         question,
         text,
         context,
+        agent: frame.agent.name.as_str().into(),
+        callback,
     }));
     cx.effects.push_back(Effect::SetTimer { timer, after_ms });
     cx.set_status(frame, Status::AwaitingUser);

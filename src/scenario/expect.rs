@@ -362,6 +362,10 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             .collect();
         expect("pending", show_list(want), show_list(&actual));
     }
+    if let Some(want) = &e.callbacks {
+        let actual: Vec<String> = sim.callbacks().iter().map(|c| c.to_string()).collect();
+        expect("callbacks", show_list(want), show_list(&actual));
+    }
     if let Some(idle) = e.idle {
         expect("idle", idle.to_string(), rt.is_idle().to_string());
     }

@@ -199,6 +199,39 @@ pub struct SettingsSpec {
     /// `question_timeout` (seed 003's `agent_question_timeout_seconds`; default 1h).
     #[serde(default)]
     pub question_timeout: Option<Millis>,
+    /// Where async questions' callbacks are posted when their agent names no
+    /// `question_callback` (seed 003's `agent_question_callback_url`; default: none, no
+    /// callback).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub question_callback_url: Option<Spanned<String>>,
+    /// How callbacks are retried, and (in the simulator) what the callback endpoint replies.
+    #[serde(default)]
+    pub callbacks: Option<CallbacksSpec>,
+    /// How long after its start a session may still wait for an answer (B26; default: no
+    /// expiry). A question open when its session expires fails the session.
+    #[serde(default)]
+    pub session_expiry: Option<Millis>,
+}
+
+/// How question callbacks are retried, and what the simulated endpoint replies.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallbacksSpec {
+    /// Retries after a failed first attempt (default 3).
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// The wait before the first retry, doubled for each next one (default 1s).
+    #[serde(default)]
+    pub backoff: Option<Millis>,
+    /// How long one attempt may take (default 10s).
+    #[serde(default)]
+    pub timeout: Option<Millis>,
+    /// The simulator's endpoint: what each attempt gets, in order across all callbacks: an HTTP
+    /// status (2xx delivers), `refused` or `hang`; past the end, 200.
+    #[serde(default)]
+    #[schemars(with = "Vec<Value>")]
+    pub replies: Vec<Spanned<Value>>,
 }
 
 /// Who answers `ask_user`.
@@ -405,6 +438,11 @@ pub struct AgentSpec {
     /// How long this agent's async questions wait (default: the settings' `question_timeout`).
     #[serde(default)]
     pub question_timeout: Option<Millis>,
+    /// Where this agent's questions' callbacks are posted (default: the settings'
+    /// `question_callback_url`).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub question_callback: Option<Spanned<String>>,
     /// What a question that timed out does: `fail` (default: the session fails) or
     /// `{default_answer: <text>}` (the text is its answer).
     #[serde(default)]
@@ -1057,6 +1095,11 @@ pub struct ExpectSpec {
     /// The store's pending questions in creation order, as `<agent>: <question>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Vec<String>>,
+    /// The questions' callbacks sent so far, in order, as `<agent> → <url>: <attempts>`, each
+    /// attempt `delivered`, an HTTP status, `refused` or `timed out`, and `, gave up` when no
+    /// attempt delivered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callbacks: Option<Vec<String>>,
 }
 
 /// What one agent of the tree must be; every key is optional.

@@ -349,6 +349,48 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// A callback URL: `http://` or `https://` and a host.
+    fn callback_url(&self, url: &Spanned<String>, what: &str) -> Result<Arc<str>, ScenarioError> {
+        let rest = url
+            .value
+            .strip_prefix("http://")
+            .or_else(|| url.value.strip_prefix("https://"));
+        match rest {
+            Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace) => {
+                Ok(url.value.as_str().into())
+            }
+            _ => Err(self.error(
+                url.referenced,
+                format!("{what} must be an http:// or https:// URL with a host, not `{}`", url.value),
+            )),
+        }
+    }
+
+    /// A reply of the simulated callback endpoint: an HTTP status, `refused` or `hang`.
+    fn callback_reply(
+        &self,
+        reply: &Spanned<serde_json::Value>,
+    ) -> Result<crate::agents::session::CallbackReply, ScenarioError> {
+        use crate::agents::session::CallbackReply;
+        match &reply.value {
+            serde_json::Value::Number(n) => {
+                if let Some(status) = n.as_u64().filter(|s| (100..=599).contains(s)) {
+                    return Ok(CallbackReply::Status(status as u16));
+                }
+            }
+            serde_json::Value::String(s) if s == "refused" => return Ok(CallbackReply::Refused),
+            serde_json::Value::String(s) if s == "hang" => return Ok(CallbackReply::Hang),
+            _ => {}
+        }
+        Err(self.error(
+            reply.referenced,
+            format!(
+                "callbacks: a reply is an HTTP status (100 to 599; 2xx delivers), `refused` or `hang`, not `{}`",
+                reply.value
+            ),
+        ))
+    }
+
     fn error(&self, at: Location, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
             path: self.path.to_owned(),
@@ -378,6 +420,20 @@ impl Builder<'_> {
         let mut config = RuntimeConfig::default();
         if let Some(t) = settings.question_timeout {
             config.question_timeout_ms = t.0;
+        }
+        config.session_expiry_ms = settings.session_expiry.map(|t| t.0);
+        if let Some(url) = &settings.question_callback_url {
+            config.callbacks.url = Some(self.callback_url(url, "settings: `question_callback_url`")?);
+        }
+        let mut callback_replies = Vec::new();
+        if let Some(spec) = &settings.callbacks {
+            let policy = &mut config.callbacks.policy;
+            policy.retries = spec.retries.unwrap_or(policy.retries);
+            policy.backoff_ms = spec.backoff.map_or(policy.backoff_ms, |t| t.0);
+            policy.timeout_ms = spec.timeout.map_or(policy.timeout_ms, |t| t.0);
+            for reply in &spec.replies {
+                callback_replies.push(self.callback_reply(reply)?);
+            }
         }
         if settings.query_user == Some(crate::scenario::format::QueryUserSpec::None) {
             config.query_user = crate::runtime::QueryUser::None;
@@ -531,6 +587,7 @@ impl Builder<'_> {
             config,
             scripts,
             more_replies: None,
+            callback_replies,
             tools: tool_scripts,
             steps,
             limits,
@@ -671,10 +728,14 @@ impl Builder<'_> {
             }
             (None, None) => {}
         }
-        if !s.async_questions && (s.question_timeout.is_some() || s.on_timeout.is_some()) {
+        if !s.async_questions
+            && (s.question_timeout.is_some()
+                || s.on_timeout.is_some()
+                || s.question_callback.is_some())
+        {
             return Err(self.error(
                 at,
-                format!("agent '{name}': `question_timeout` and `on_timeout` go with `async_questions: true`"),
+                format!("agent '{name}': `question_timeout`, `on_timeout` and `question_callback` go with `async_questions: true`"),
             ));
         }
         if s.async_questions {
@@ -697,6 +758,13 @@ impl Builder<'_> {
             def.async_questions = Some(AsyncQuestions {
                 timeout_ms: s.question_timeout.map(|t| t.0),
                 on_timeout,
+                callback: match &s.question_callback {
+                    Some(url) => Some(self.callback_url(
+                        url,
+                        &format!("agent '{name}': `question_callback`"),
+                    )?),
+                    None => None,
+                },
             });
         }
         Ok(def)

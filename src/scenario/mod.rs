@@ -47,6 +47,9 @@ pub struct Scenario {
     pub scripts: BTreeMap<String, Vec<ScriptedReply>>,
     /// Replies past the end of a script (generated scenarios; a file's scripts end where they end).
     pub more_replies: Option<Arc<dyn MoreReplies>>,
+    /// What the simulated callback endpoint replies to each attempt, in order (past the end:
+    /// 200).
+    pub callback_replies: Vec<crate::agents::session::CallbackReply>,
     /// Tool scripts by tool name.
     pub tools: BTreeMap<String, ToolScript>,
     /// The steps.
@@ -185,6 +188,7 @@ impl Scenario {
             .config(self.config.clone())
             .llm(MockLlm::new(self.scripts.clone()).with_more(self.more_replies.clone()))
             .tools(MockTools::new(self.tools.clone()))
+            .callback_replies(self.callback_replies.clone())
             .seed(seed)
             .limits(self.limits)
     }

@@ -204,6 +204,9 @@ fn agent_value(
         if let crate::model::agent::OnTimeout::DefaultAnswer(text) = &a.on_timeout {
             m.insert("on_timeout".into(), json!({ "default_answer": &**text }));
         }
+        if let Some(url) = &a.callback {
+            m.insert("question_callback".into(), json!(&**url));
+        }
     }
     if let Some(w) = def.workflow {
         m.insert("workflow".into(), json!("six_step"));
@@ -295,6 +298,34 @@ pub fn to_yaml(s: &Scenario) -> String {
         settings.insert(
             "question_timeout".into(),
             json!(s.config.question_timeout_ms),
+        );
+    }
+    if let Some(ms) = s.config.session_expiry_ms {
+        settings.insert("session_expiry".into(), json!(ms));
+    }
+    if let Some(url) = &s.config.callbacks.url {
+        settings.insert("question_callback_url".into(), json!(&**url));
+    }
+    let policy = s.config.callbacks.policy;
+    if policy != Default::default() || !s.callback_replies.is_empty() {
+        use crate::agents::session::CallbackReply;
+        let replies: Vec<serde_json::Value> = s
+            .callback_replies
+            .iter()
+            .map(|r| match r {
+                CallbackReply::Status(code) => json!(code),
+                CallbackReply::Refused => json!("refused"),
+                CallbackReply::Hang => json!("hang"),
+            })
+            .collect();
+        settings.insert(
+            "callbacks".into(),
+            json!({
+                "retries": policy.retries,
+                "backoff": policy.backoff_ms,
+                "timeout": policy.timeout_ms,
+                "replies": replies,
+            }),
         );
     }
     if s.config.query_user == crate::runtime::QueryUser::None {

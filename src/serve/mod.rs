@@ -71,6 +71,9 @@ pub struct Options {
     /// Where the runtime persists (`state.json` and `context.jsonl`), so that a restart resumes
     /// every conversation and session; `None` keeps it in memory.
     pub state_dir: Option<std::path::PathBuf>,
+    /// The service's address as its callbacks' receivers reach it (the base of each callback's
+    /// `answer_url`); `None`: `http://` and the address it listens on.
+    pub public_url: Option<String>,
 }
 
 /// The wall clock in ms since the epoch: the service's store keeps real times.
@@ -117,6 +120,56 @@ struct Shared {
     failure: Mutex<Option<String>>,
     /// The store of async sessions (seed 003).
     store: Mutex<Store>,
+    /// Where questions' callbacks come from.
+    callbacks: CallbackSender,
+}
+
+/// Sends questions' callbacks (seed 003's B20), each in a task of its own so that a receiver
+/// that hangs or refuses delays nothing else: one POST with `X-Agent-Session`, retried by the
+/// scenario's policy when it fails (refused, timed out, a status other than 2xx). The question
+/// stays listed whatever the callback got.
+#[derive(Clone)]
+struct CallbackSender {
+    client: reqwest::Client,
+    policy: crate::agents::session::CallbackPolicy,
+    public_url: String,
+}
+
+impl CallbackSender {
+    fn send(&self, url: &str, session: Uuid, body: Value) {
+        let (this, url) = (self.clone(), url.to_owned());
+        tokio::spawn(async move {
+            use crate::agents::session::CALLBACK_SESSION_HEADER;
+            let timeout = std::time::Duration::from_millis(this.policy.timeout_ms);
+            for n in 0..=this.policy.retries {
+                if n > 0 {
+                    let wait = this.policy.backoff_before(n);
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                }
+                let sent = this
+                    .client
+                    .post(&url)
+                    .header(CALLBACK_SESSION_HEADER, session.to_string())
+                    .timeout(timeout)
+                    .json(&body)
+                    .send()
+                    .await;
+                match sent {
+                    Ok(reply) if reply.status().is_success() => {
+                        tracing::info!(%url, %session, attempt = n + 1, "question callback delivered");
+                        return;
+                    }
+                    Ok(reply) => {
+                        tracing::warn!(%url, %session, attempt = n + 1, status = %reply.status(), "question callback refused");
+                    }
+                    Err(e) => {
+                        tracing::warn!(%url, %session, attempt = n + 1, error = %e, "question callback failed");
+                    }
+                }
+            }
+            tracing::warn!(%url, %session, "question callback given up; the question stays listed");
+        });
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -187,6 +240,14 @@ pub async fn start(
         stop,
         failure: Mutex::new(None),
         store: Mutex::new(store),
+        callbacks: CallbackSender {
+            client: reqwest::Client::new(),
+            policy: setup.config.callbacks.policy,
+            public_url: options
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{addr}")),
+        },
     });
     let mut engine = match &options.state_dir {
         None => Engine::new(&setup, true),
@@ -373,6 +434,26 @@ fn publish(shared: &Shared, effect: &Effect) {
                 // The runtime told the store something its lifecycle refuses: a runtime bug,
                 // reported, never applied.
                 tracing::error!(error = %e, "the session store refused an operation");
+                return;
+            }
+            if let crate::protocol::SessionOp::Asked {
+                session,
+                question,
+                text,
+                context,
+                agent,
+                callback: Some(url),
+            } = op
+            {
+                let body = crate::agents::session::callback_body(
+                    *session,
+                    agent,
+                    *question,
+                    text,
+                    context.as_deref(),
+                    &shared.callbacks.public_url,
+                );
+                shared.callbacks.send(url, *session, body);
             }
         }
         Effect::Stream { key, event } => {

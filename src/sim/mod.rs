@@ -22,6 +22,7 @@ use crate::drive::backend::{
 use crate::drive::faults::{FaultPlan, WithFaults};
 use crate::drive::record::{Materialized, Recording};
 use crate::drive::scripted::{MockLlm, MockTools};
+use crate::agents::session::CallbackReply;
 use crate::drive::{Core, Memory, Work};
 use crate::model::agent::Catalog;
 use crate::model::ids::CallId;
@@ -73,9 +74,17 @@ pub struct SimBuilder {
     faults: Option<FaultPlan>,
     materialize: bool,
     coverage: bool,
+    callback_replies: Vec<CallbackReply>,
 }
 
 impl SimBuilder {
+    /// What the simulated callback endpoint replies to each attempt, in order (past the end:
+    /// 200).
+    pub fn callback_replies(mut self, replies: Vec<CallbackReply>) -> SimBuilder {
+        self.callback_replies = replies;
+        self
+    }
+
     /// Record which behaviours the run reached (see [`Sim::coverage`]).
     pub fn coverage(mut self, on: bool) -> SimBuilder {
         self.coverage = on;
@@ -171,6 +180,10 @@ impl SimBuilder {
             lost: BTreeMap::new(),
             store: crate::store::MemoryQuestions::new(),
             sessions: Vec::new(),
+            callbacks: Callbacks {
+                replies: self.callback_replies.into(),
+                sent: Vec::new(),
+            },
         }
     }
 }
@@ -208,7 +221,74 @@ pub struct Sim {
     store: crate::store::MemoryQuestions,
     /// The sessions in the order they started, each with its questions in the order asked.
     sessions: Vec<(uuid::Uuid, Vec<uuid::Uuid>)>,
+    /// The simulated callback endpoint and what was sent to it.
+    callbacks: Callbacks,
 }
+
+/// The simulated endpoint of questions' callbacks (seed 003's B20): what it replies, and the
+/// callbacks sent so far.
+#[derive(Clone, Debug, Default)]
+struct Callbacks {
+    replies: std::collections::VecDeque<CallbackReply>,
+    sent: Vec<SentCallback>,
+}
+
+/// A question's callback as the simulator played it: every attempt in virtual time. Nothing in
+/// the runtime waits for a callback, so its attempts are played out when the question opens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentCallback {
+    /// The session.
+    pub session: uuid::Uuid,
+    /// The question.
+    pub question: uuid::Uuid,
+    /// The agent that asked.
+    pub agent: Arc<str>,
+    /// Where it went.
+    pub url: Arc<str>,
+    /// The body posted (the same on every attempt).
+    pub body: serde_json::Value,
+    /// Each attempt's start (ms after the question opened) and what it got.
+    pub attempts: Vec<(u64, CallbackReply)>,
+}
+
+impl SentCallback {
+    /// `agent → url: refused at +0ms, delivered at +1000ms` (each attempt's start after the
+    /// question opened).
+    pub fn timeline(&self) -> String {
+        let attempts: Vec<String> = self
+            .attempts
+            .iter()
+            .map(|(at, reply)| format!("{reply} at +{at}ms"))
+            .collect();
+        let end = if self.delivered() { "" } else { ", gave up" };
+        format!("{} → {}: {}{end}", self.agent, self.url, attempts.join(", "))
+    }
+
+    /// Whether an attempt delivered it.
+    pub fn delivered(&self) -> bool {
+        self.attempts.last().is_some_and(|a| a.1.delivered())
+    }
+}
+
+impl fmt::Display for SentCallback {
+    /// `agent → url: refused, 500, delivered` (`…, gave up` when no attempt delivered it).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} → {}: ", self.agent, self.url)?;
+        for (n, (_, reply)) in self.attempts.iter().enumerate() {
+            if n > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{reply}")?;
+        }
+        if !self.delivered() {
+            f.write_str(", gave up")?;
+        }
+        Ok(())
+    }
+}
+
+/// The answer URL's base in callbacks the simulator sends.
+pub const SIM_PUBLIC_URL: &str = "http://agentsim.sim";
 
 /// What an answer in flight answers: a frame's model call, or its run of one tool use.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -249,6 +329,7 @@ impl Sim {
             faults: None,
             materialize: false,
             coverage: false,
+            callback_replies: Vec::new(),
         }
     }
 
@@ -394,6 +475,11 @@ impl Sim {
     /// The async sessions in the order they started, each with its questions in the order asked.
     pub fn sessions(&self) -> &[(uuid::Uuid, Vec<uuid::Uuid>)] {
         &self.sessions
+    }
+
+    /// The questions' callbacks sent so far, in order (seed 003's B20).
+    pub fn callbacks(&self) -> &[SentCallback] {
+        &self.callbacks.sent
     }
 
     /// Feeds the next item due on the clock. `Ok(false)` when nothing is scheduled.
@@ -646,6 +732,7 @@ impl Sim {
             stalls,
             store,
             sessions,
+            callbacks,
             ..
         } = self;
         let steps = *steps;
@@ -718,8 +805,12 @@ impl Sim {
                 clock.schedule(after_ms, order, Input::Timer { timer });
             }
             Work::CancelTimer { timer } => clock.cancel_timer(timer),
-            Work::Session(op) => apply_session(store, sessions, op, now)
-                .map_err(|e| RunError::Store(e.to_string()))?,
+            Work::Session(op) => {
+                let policy = rt.config().callbacks.policy;
+                apply_session(store, sessions, callbacks, &policy, notes, op, now)
+                    .map_err(|e| RunError::Store(e.to_string()))?;
+                flush_notes(notes, records, *record, now, steps);
+            }
             Work::Output | Work::Done => {}
         }
         Ok(())
@@ -731,6 +822,9 @@ impl Sim {
 fn apply_session(
     store: &mut crate::store::MemoryQuestions,
     sessions: &mut Vec<(uuid::Uuid, Vec<uuid::Uuid>)>,
+    callbacks: &mut Callbacks,
+    policy: &crate::agents::session::CallbackPolicy,
+    notes: &mut Vec<Note>,
     op: crate::protocol::SessionOp,
     now: u64,
 ) -> Result<(), crate::store::questions::StoreError> {
@@ -739,10 +833,40 @@ fn apply_session(
     match op {
         SessionOp::Started { session, .. } => sessions.push((session, Vec::new())),
         SessionOp::Asked {
-            session, question, ..
+            session,
+            question,
+            text,
+            context,
+            agent,
+            callback,
         } => {
             if let Some((_, asked)) = sessions.iter_mut().find(|(s, _)| *s == session) {
                 asked.push(question);
+            }
+            if let Some(url) = callback {
+                let replies = &mut callbacks.replies;
+                let attempts = crate::agents::session::callback_attempts(policy, || {
+                    replies.pop_front().unwrap_or(CallbackReply::Status(200))
+                });
+                let sent = SentCallback {
+                    session,
+                    question,
+                    body: crate::agents::session::callback_body(
+                        session,
+                        &agent,
+                        question,
+                        &text,
+                        context.as_deref(),
+                        SIM_PUBLIC_URL,
+                    ),
+                    agent,
+                    url,
+                    attempts,
+                };
+                notes.push(Note::Callback {
+                    summary: sent.timeline(),
+                });
+                callbacks.sent.push(sent);
             }
         }
         SessionOp::TimedOut { .. } | SessionOp::Ended { .. } => {}

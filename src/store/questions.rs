@@ -251,6 +251,7 @@ pub fn record(
             question,
             text,
             context,
+            ..
         } => store.ask(
             &NewQuestion {
                 id: question.to_string(),
