@@ -568,6 +568,10 @@ pub enum Event {
         question_id: Uuid,
         /// The default answer it got, if any.
         answer: Option<Arc<str>>,
+        /// Whether its session expired (B26) rather than the question timing out: the session
+        /// fails whatever the agent's timeout policy.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        expired: bool,
     },
     /// An async session ended.
     SessionEnded {

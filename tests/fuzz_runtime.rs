@@ -333,6 +333,7 @@ impl Driver {
                         self.config.clone(),
                         state,
                         &self.context,
+                        self.now,
                     );
                     // What this runtime persisted restores; calls in flight are issued again.
                     let rt = restored.expect("the runtime's own state restores");

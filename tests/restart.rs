@@ -170,6 +170,7 @@ fn restore(s: &Scenario, state: &str, context: &str) -> Result<Runtime, RestoreE
         s.config.clone(),
         state,
         context,
+        0,
     )
 }
 

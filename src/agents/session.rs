@@ -19,6 +19,9 @@ pub const ASK_USER_IN_ASYNC: &str = "Tool 'ask_user' is not available in async m
 /// The error result of an `ask_user` whose question timed out under the `fail` policy.
 pub const QUESTION_TIMED_OUT: &str = "The question timed out: the session failed.";
 
+/// The error result of an `ask_user` whose session expired (B26) before its answer came.
+pub const SESSION_EXPIRED: &str = "The session expired: nobody will answer.";
+
 /// A conversation a trigger started.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AsyncSession {
@@ -31,6 +34,8 @@ pub struct AsyncSession {
     /// Whether it failed while its agent still ran (a question timed out under the `fail`
     /// policy): the store has it failed; the agent is told and its run goes on to its end.
     pub failed: bool,
+    /// When it expires (B26), in the driver's ms: a question open then fails it.
+    pub expires_at: Option<u64>,
 }
 
 /// The definition a triggered agent runs under: its own, as the main agent of its conversation

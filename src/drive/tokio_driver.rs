@@ -197,7 +197,7 @@ impl Engine {
             .load()
             .map_err(|e| format!("{}: {e}", files.state_path().display()))?;
         let mut rt = match state {
-            Some(state) => Runtime::restore(catalog, config, &state, &context)
+            Some(state) => Runtime::restore(catalog, config, &state, &context, wall_ms)
                 .map_err(|e| format!("{}: {e}", files.state_path().display()))?,
             None => Runtime::new(catalog, config),
         };

@@ -297,6 +297,9 @@ pub struct SessionMeta {
     /// Whether it failed while its agent still ran.
     #[serde(default)]
     pub failed: bool,
+    /// When it expires (B26), in the driver's ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
 }
 
 /// The whole `state.json`.

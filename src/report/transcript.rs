@@ -307,6 +307,11 @@ pub fn line(entry: &Entry) -> String {
                 answer: Some(answer),
                 ..
             } => format!("question {question_id} timed out: the default answer {answer:?} is its answer"),
+            Event::QuestionTimedOut {
+                question_id,
+                expired: true,
+                ..
+            } => format!("question {question_id} left open: the session expired and failed"),
             Event::QuestionTimedOut { question_id, .. } => {
                 format!("question {question_id} timed out: the session failed")
             }

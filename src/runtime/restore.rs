@@ -47,6 +47,7 @@ impl Runtime {
                         agent: s.agent.name.clone(),
                         ended: s.ended,
                         failed: s.failed,
+                        expires_at: s.expires_at,
                     }),
                 }
             })
@@ -118,12 +119,14 @@ impl Runtime {
     /// that waited for the user, a child or an answer waits again; a frame that waited for a model
     /// call or a tool issues that call again (its effects are waiting in
     /// [`Runtime::poll_effect`], each with an [`crate::protocol::Event::Reissued`]), with its
-    /// timeout starting anew.
+    /// timeout starting anew. `now_ms` is the driver's time at the restart: an async question's
+    /// timeout runs on to its persisted deadline from there.
     pub fn restore(
         catalog: Arc<Catalog>,
         config: RuntimeConfig,
         state: &str,
         context: &str,
+        now_ms: u64,
     ) -> Result<Runtime, crate::persist::RestoreError> {
         use crate::persist::{parse_state, replay_context, RestoreError, Waiting};
         let state = parse_state(state)?;
@@ -145,6 +148,7 @@ impl Runtime {
         let skip = config.has_bug(PlantedBug::RestoreForgetsFirstMessage);
         let mut sessions = replay_context(context, skip)?.sessions;
         let mut rt = Runtime::new(catalog, config);
+        rt.now = now_ms;
         rt.ids = IdSource::at(rt.config.seed, state.ids);
         rt.seq = state.seq;
         for conv in state.conversations {
@@ -163,6 +167,7 @@ impl Runtime {
                         agent: crate::agents::session::main_def(def),
                         ended: s.ended,
                         failed: s.failed,
+                        expires_at: s.expires_at,
                     }))
                 }
             };

@@ -47,11 +47,16 @@ impl Runtime {
         let id = self.ids.next_uuid();
         let key: Arc<str> = id.to_string().into();
         let slot = self.slot(&key);
+        let expires_at = self
+            .config
+            .session_expiry_ms
+            .map(|e| self.now.saturating_add(e));
         self.stacks.entry_mut(slot).session = Some(Box::new(AsyncSession {
             id,
             agent: def,
             ended: false,
             failed: false,
+            expires_at,
         }));
         let envelope: Arc<str> = session::envelope(agent, &payload).to_string().into();
         self.effects.push_back(Effect::Session(SessionOp::Started {
@@ -127,9 +132,10 @@ impl Runtime {
         let Some(session) = entry.session.as_mut() else {
             return false;
         };
+        let expired = session.expires_at.is_some_and(|at| self.now >= at);
         let answer = match policy {
-            OnTimeout::DefaultAnswer(text) => Some(text),
-            OnTimeout::Fail => {
+            OnTimeout::DefaultAnswer(text) if !expired => Some(text),
+            _ => {
                 session.failed = true;
                 None
             }
@@ -145,6 +151,7 @@ impl Runtime {
                 key,
                 question_id: question,
                 answer: answer.clone(),
+                expired,
             });
         }
         // The timer fired: nothing to withdraw.
@@ -156,6 +163,7 @@ impl Runtime {
         self.set_status(id, Status::Running);
         let input = match answer {
             Some(text) => TurnInput::User(text),
+            None if expired => TurnInput::QuestionFailed(session::SESSION_EXPIRED.into()),
             None => TurnInput::QuestionFailed(session::QUESTION_TIMED_OUT.into()),
         };
         self.drive(id, input);
@@ -176,7 +184,7 @@ pub(super) fn ask_in_session(
     input: &serde_json::Value,
     cx: &mut TurnCx<'_>,
 ) -> Option<Option<Option<TurnResult>>> {
-    let (session, failed) = cx.session?;
+    let (session, failed, expires_at) = cx.session?;
     let Some(asks) = frame.agent.async_questions.clone() else {
         let text = session::ASK_USER_IN_ASYNC.into();
         cx.finish_tool(frame, at, None, text, true);
@@ -190,7 +198,11 @@ pub(super) fn ask_in_session(
     }
     let text: Arc<str> = crate::agents::tree::question_text(input).into();
     let timer = cx.next_call();
-    let after_ms = asks.timeout_ms.unwrap_or(cx.config.question_timeout_ms);
+    // The question waits for its timeout, or until its session expires if that comes first.
+    let after_ms = asks
+        .timeout_ms
+        .unwrap_or(cx.config.question_timeout_ms)
+        .min(expires_at.map_or(u64::MAX, |at| at.saturating_sub(cx.now)));
     let mut context = serde_json::Map::new();
     for key in ["options", "context"] {
         if let Some(v) = input.get(key) {
@@ -199,7 +211,12 @@ pub(super) fn ask_in_session(
     }
     let context =
         (!context.is_empty()).then(|| serde_json::Value::Object(context).to_string().into());
-    let callback = asks.callback.clone().or_else(|| cx.config.callbacks.url.clone());
+    // A session already past its expiry fails as its question opens: nobody is called.
+    let expired = expires_at.is_some_and(|at| at <= cx.now);
+    let callback = match expired {
+        true => None,
+        false => asks.callback.clone().or_else(|| cx.config.callbacks.url.clone()),
+    };
     let deadline = cx.now.saturating_add(after_ms);
     let question = cx.open_question(
         frame,

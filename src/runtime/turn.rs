@@ -103,8 +103,8 @@ pub struct TurnCx<'a> {
     /// Forks started in this turn, placed and started by the runtime once the turn has stepped.
     pub forks: &'a mut Vec<StackFrame>,
     /// The triggered session the conversation is (seed 003), if it is one: its id, and whether
-    /// it already failed.
-    pub session: Option<(uuid::Uuid, bool)>,
+    /// it already failed, and when it expires.
+    pub session: Option<(uuid::Uuid, bool, Option<u64>)>,
 }
 
 impl TurnCx<'_> {

@@ -563,7 +563,7 @@ impl Sim {
             at_ms: self.clock.now(),
         };
         let rt = match state {
-            Some(state) => Runtime::restore(catalog, config, state, context)
+            Some(state) => Runtime::restore(catalog, config, state, context, self.clock.now())
                 .map_err(|e| broken(format!("the persisted state does not restore: {e}")))?,
             None => Runtime::new(catalog, config),
         };
