@@ -1145,13 +1145,16 @@ fn serve(
         ("--public-url", &public_url),
     ] {
         if let Some(url) = url {
-            if let Err(e) = reqwest::Url::parse(url).map_err(|e| e.to_string()).and_then(|u| {
-                if matches!(u.scheme(), "http" | "https") && u.has_host() {
-                    Ok(())
-                } else {
-                    Err("not an http:// or https:// URL with a host".to_owned())
-                }
-            }) {
+            if let Err(e) = reqwest::Url::parse(url)
+                .map_err(|e| e.to_string())
+                .and_then(|u| {
+                    if matches!(u.scheme(), "http" | "https") && u.has_host() {
+                        Ok(())
+                    } else {
+                        Err("not an http:// or https:// URL with a host".to_owned())
+                    }
+                })
+            {
                 return usage(format!("{flag} {url}: {e}"));
             }
         }

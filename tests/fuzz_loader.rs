@@ -356,11 +356,25 @@ fn every_scenario_file_writes_back_to_the_same_scenario() {
             continue;
         };
         let yaml = write::to_yaml(&s);
-        let again = scenario::parse(&yaml, Path::new("written.yaml"))
-            .unwrap_or_else(|e| panic!("{}: the written file does not load: {e}\n{yaml}", path.display()));
+        let again = scenario::parse(&yaml, Path::new("written.yaml")).unwrap_or_else(|e| {
+            panic!(
+                "{}: the written file does not load: {e}\n{yaml}",
+                path.display()
+            )
+        });
         assert_eq!(write::to_yaml(&again), yaml, "{}", path.display());
-        assert_eq!(format!("{:?}", again.config), format!("{:?}", s.config), "{}: settings lost", path.display());
-        assert_eq!(again.callback_replies, s.callback_replies, "{}", path.display());
+        assert_eq!(
+            format!("{:?}", again.config),
+            format!("{:?}", s.config),
+            "{}: settings lost",
+            path.display()
+        );
+        assert_eq!(
+            again.callback_replies,
+            s.callback_replies,
+            "{}",
+            path.display()
+        );
         written += 1;
     }
     assert!(written > 100, "{written} files written back");

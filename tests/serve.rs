@@ -989,7 +989,11 @@ llm:
     let got = hook.wait_for(3).await;
     assert_eq!(got.len(), 3, "{got:?}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(hook.got.lock().unwrap().len(), 3, "no attempt after a delivery");
+    assert_eq!(
+        hook.got.lock().unwrap().len(),
+        3,
+        "no attempt after a delivery"
+    );
     let pending = poll(
         &client,
         &format!("{base}/agent/questions?status=pending"),
@@ -1110,4 +1114,130 @@ llm:
     );
     running.stop();
     running.finish().await.unwrap();
+}
+
+/// Starts the service on `yaml` with its runtime persisted in `state` and a store that starts
+/// empty (memory): as if the store had heard nothing of what the runtime persisted.
+async fn start_with_state(yaml: &str, state: &Path) -> Running {
+    let s = scenario::parse(yaml, Path::new("reconcile.yaml")).unwrap();
+    let mut setup = s.driver_setup();
+    setup.limits.max_llm_calls = u64::MAX;
+    let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
+    let options = Options {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        token: None,
+        body_limit: serve::DEFAULT_BODY_LIMIT,
+        state_dir: Some(state.to_owned()),
+        public_url: None,
+    };
+    let store = Box::new(agentsim::store::MemoryQuestions::new());
+    serve::start(setup, backend, store, options).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_behind_the_runtime_after_a_restart_is_brought_level_with_it() {
+    let state = std::env::temp_dir().join(format!("agentsim-reconcile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let before = r#"
+name: reconcile
+agents:
+  main: {}
+  quick: { kind: agent }
+  poet: { kind: agent, async_questions: true }
+llm:
+  quick: ['{"done": true}']
+  poet:
+    - ask_user: { question: Which style? }
+"#;
+    let running = start_with_state(before, &state).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let mut sids = Vec::new();
+    for agent in ["quick", "poet"] {
+        let accepted: Value = client
+            .post(format!("{base}/webhook/{agent}"))
+            .json(&json!({ "n": 1 }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        sids.push(accepted["session_id"].as_str().unwrap().to_owned());
+    }
+    poll(&client, &format!("{base}/agent/session/{}", sids[0]), |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    let pending = poll(
+        &client,
+        &format!("{base}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    running.stop();
+    running.finish().await.unwrap();
+
+    // The same runtime state, a store that lost everything: the service stores both sessions
+    // again from the runtime's state, the ended one with its outcome, the waiting one with its
+    // question, and the session goes on when it is answered.
+    let after = r#"
+name: reconcile
+agents:
+  main: {}
+  quick: { kind: agent }
+  poet: { kind: agent, async_questions: true }
+llm:
+  poet: [Wrote a haiku.]
+"#;
+    let running = start_with_state(after, &state).await;
+    let base = format!("http://{}", running.addr);
+    let quick: Value = client
+        .get(format!("{base}/agent/session/{}", sids[0]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(quick["status"], "completed", "{quick}");
+    assert_eq!(quick["agent_name"], "quick");
+    assert_eq!(quick["result"], json!({ "done": true }));
+    let poet: Value = client
+        .get(format!("{base}/agent/session/{}", sids[1]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(poet["status"], "pending_input", "{poet}");
+    let pending: Value = client
+        .get(format!("{base}/agent/questions?status=pending"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pending["questions"][0]["id"], qid.as_str(), "{pending}");
+    let answered: Value = client
+        .post(format!("{base}/agent/answer/{}", sids[1]))
+        .json(&json!({ "question_id": qid, "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answered["status"], "resumed");
+    let done = poll(&client, &format!("{base}/agent/session/{}", sids[1]), |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["result"]["raw_result"], "Wrote a haiku.");
+    running.stop();
+    running.finish().await.unwrap();
+    let _ = std::fs::remove_dir_all(&state);
 }

@@ -36,6 +36,11 @@ pub struct AsyncSession {
     pub failed: bool,
     /// When it expires (B26), in the driver's ms: a question open then fails it.
     pub expires_at: Option<u64>,
+    /// The webhook envelope it started with, as JSON text (the store's `original_payload`).
+    pub payload: Arc<str>,
+    /// How it ended, once it did by its agent's end: completed or not, and the final text or
+    /// why it failed (what the store must hold; a driver restarted after a crash compares).
+    pub outcome: Option<(bool, Arc<str>)>,
 }
 
 /// The definition a triggered agent runs under: its own, as the main agent of its conversation
@@ -215,8 +220,12 @@ mod tests {
     #[test]
     fn a_callback_retries_with_doubling_backoff_until_delivered_or_out_of_retries() {
         let policy = CallbackPolicy::default();
-        let mut replies = [CallbackReply::Refused, CallbackReply::Hang, CallbackReply::Status(200)]
-            .into_iter();
+        let mut replies = [
+            CallbackReply::Refused,
+            CallbackReply::Hang,
+            CallbackReply::Status(200),
+        ]
+        .into_iter();
         let attempts = callback_attempts(&policy, || replies.next().unwrap());
         // Refused at 0; a retry 1 s later hangs 10 s; the next 2 s after that delivers.
         assert_eq!(
@@ -230,9 +239,13 @@ mod tests {
         let attempts = callback_attempts(&policy, || CallbackReply::Status(500));
         let starts: Vec<u64> = attempts.iter().map(|a| a.0).collect();
         assert_eq!(starts, vec![0, 1_000, 3_000, 7_000]);
-        let once = callback_attempts(&CallbackPolicy { retries: 0, ..policy }, || {
-            CallbackReply::Refused
-        });
+        let once = callback_attempts(
+            &CallbackPolicy {
+                retries: 0,
+                ..policy
+            },
+            || CallbackReply::Refused,
+        );
         assert_eq!(once.len(), 1);
         assert_eq!(CallbackReply::Status(204).to_string(), "delivered");
         assert_eq!(CallbackReply::Status(503).to_string(), "503");
@@ -242,7 +255,14 @@ mod tests {
     fn the_callback_body_is_the_seeds() {
         let (s, q) = (Uuid::from_u128(1), Uuid::from_u128(2));
         let ctx = r#"{"options":["a","b"],"context":{"pr":7}}"#;
-        let b = callback_body(s, "triage", q, "Which?", Some(ctx), "http://127.0.0.1:8080/");
+        let b = callback_body(
+            s,
+            "triage",
+            q,
+            "Which?",
+            Some(ctx),
+            "http://127.0.0.1:8080/",
+        );
         assert_eq!(b["event"], "question_pending");
         assert_eq!(b["session_id"], s.to_string());
         assert_eq!(b["agent_name"], "triage");

@@ -300,6 +300,15 @@ pub struct SessionMeta {
     /// When it expires (B26), in the driver's ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// The webhook envelope it started with, as JSON text.
+    #[serde(default)]
+    pub payload: String,
+    /// Whether its agent's end completed it (with `result`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub completed: bool,
+    /// Its final text, or why it failed, once its agent ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 /// The whole `state.json`.

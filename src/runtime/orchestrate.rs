@@ -37,7 +37,10 @@ impl Runtime {
             ..
         } = self;
         let (frame, entry) = stacks.frame_and_entry_mut(id)?;
-        let session = entry.session.as_ref().map(|s| (s.id, s.failed, s.expires_at));
+        let session = entry
+            .session
+            .as_ref()
+            .map(|s| (s.id, s.failed, s.expires_at));
         let mut cx = TurnCx {
             key: &entry.key,
             frame: id.index(),

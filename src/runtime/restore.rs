@@ -48,6 +48,9 @@ impl Runtime {
                         ended: s.ended,
                         failed: s.failed,
                         expires_at: s.expires_at,
+                        payload: s.payload.to_string(),
+                        completed: s.outcome.as_ref().is_some_and(|o| o.0),
+                        result: s.outcome.as_ref().map(|o| o.1.to_string()),
                     }),
                 }
             })
@@ -168,6 +171,8 @@ impl Runtime {
                         ended: s.ended,
                         failed: s.failed,
                         expires_at: s.expires_at,
+                        payload: s.payload.as_str().into(),
+                        outcome: s.result.as_ref().map(|r| (s.completed, r.as_str().into())),
                     }))
                 }
             };

@@ -18,6 +18,15 @@ use super::turn::{TurnCx, TurnInput, TurnResult};
 use super::Runtime;
 
 impl Runtime {
+    /// The async sessions, in the order of their conversations: what a driver's store must
+    /// agree with (a service restarted after a crash compares the two).
+    pub fn async_sessions(&self) -> impl Iterator<Item = &AsyncSession> {
+        self.stacks
+            .entries()
+            .iter()
+            .filter_map(|e| e.session.as_deref())
+    }
+
     /// Starts a session of `agent` with the webhook's `payload` (seed 003's `POST
     /// /webhook/{agent}`): its id, which is also its conversation's key; `None` when no agent has
     /// that name. Like [`Runtime::handle`], it ends with the state written when the runtime
@@ -45,6 +54,7 @@ impl Runtime {
         };
         let def = session::main_def(def);
         let id = self.ids.next_uuid();
+        let envelope: Arc<str> = session::envelope(agent, &payload).to_string().into();
         let key: Arc<str> = id.to_string().into();
         let slot = self.slot(&key);
         let expires_at = self
@@ -57,8 +67,9 @@ impl Runtime {
             ended: false,
             failed: false,
             expires_at,
+            payload: envelope.clone(),
+            outcome: None,
         }));
-        let envelope: Arc<str> = session::envelope(agent, &payload).to_string().into();
         self.effects.push_back(Effect::Session(SessionOp::Started {
             session: id,
             agent: agent.into(),
@@ -91,6 +102,7 @@ impl Runtime {
         if failed {
             return;
         }
+        session.outcome = Some((completed, result.clone()));
         self.effects.push_back(Effect::Session(SessionOp::Ended {
             session: id,
             completed,
@@ -215,7 +227,10 @@ pub(super) fn ask_in_session(
     let expired = expires_at.is_some_and(|at| at <= cx.now);
     let callback = match expired {
         true => None,
-        false => asks.callback.clone().or_else(|| cx.config.callbacks.url.clone()),
+        false => asks
+            .callback
+            .clone()
+            .or_else(|| cx.config.callbacks.url.clone()),
     };
     let deadline = cx.now.saturating_add(after_ms);
     let question = cx.open_question(

@@ -356,12 +356,19 @@ impl Builder<'_> {
             .strip_prefix("http://")
             .or_else(|| url.value.strip_prefix("https://"));
         match rest {
-            Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace) => {
+            Some(rest)
+                if !rest.is_empty()
+                    && !rest.starts_with('/')
+                    && !rest.contains(char::is_whitespace) =>
+            {
                 Ok(url.value.as_str().into())
             }
             _ => Err(self.error(
                 url.referenced,
-                format!("{what} must be an http:// or https:// URL with a host, not `{}`", url.value),
+                format!(
+                    "{what} must be an http:// or https:// URL with a host, not `{}`",
+                    url.value
+                ),
             )),
         }
     }
@@ -423,7 +430,8 @@ impl Builder<'_> {
         }
         config.session_expiry_ms = settings.session_expiry.map(|t| t.0);
         if let Some(url) = &settings.question_callback_url {
-            config.callbacks.url = Some(self.callback_url(url, "settings: `question_callback_url`")?);
+            config.callbacks.url =
+                Some(self.callback_url(url, "settings: `question_callback_url`")?);
         }
         let mut callback_replies = Vec::new();
         if let Some(spec) = &settings.callbacks {
@@ -759,10 +767,9 @@ impl Builder<'_> {
                 timeout_ms: s.question_timeout.map(|t| t.0),
                 on_timeout,
                 callback: match &s.question_callback {
-                    Some(url) => Some(self.callback_url(
-                        url,
-                        &format!("agent '{name}': `question_callback`"),
-                    )?),
+                    Some(url) => Some(
+                        self.callback_url(url, &format!("agent '{name}': `question_callback`"))?,
+                    ),
                     None => None,
                 },
             });

@@ -341,6 +341,7 @@ async fn run_engine(
 /// persisted it) is answered again, so that nothing acknowledged is lost; one the store never
 /// heard of (the service stopped in between) is asked in the store again.
 fn reconcile(engine: &mut Engine, shared: &Shared) {
+    reconcile_sessions(engine, &mut **lock(&shared.store));
     let mut answers = Vec::new();
     {
         let mut store = lock(&shared.store);
@@ -372,6 +373,63 @@ fn reconcile(engine: &mut Engine, shared: &Shared) {
     for (question, answer) in answers {
         tracing::info!(%question, "an acknowledged answer is given again after a restart");
         engine.runtime_mut().answer(question, answer);
+    }
+}
+
+/// After a restart, the store is made to agree with the runtime's persisted state on every
+/// session: one the runtime started before the service stopped but the store never heard of is
+/// stored (running), and one whose agent ended it, or whose question failed it, is ended in the
+/// store with the same outcome. The runtime persists before the store is told, so the store can
+/// only be behind it.
+fn reconcile_sessions(engine: &Engine, store: &mut (dyn QuestionStore + Send)) {
+    let now = wall_ms();
+    for s in engine.runtime().async_sessions() {
+        let id = s.id.to_string();
+        let status = match store.session(&id) {
+            Ok(Some(row)) => row.status,
+            Ok(None) => {
+                if let Err(e) = store.create_session(&id, &s.agent.name, &s.payload, now) {
+                    tracing::error!(session = %id, error = %e, "a session could not be stored again");
+                    continue;
+                }
+                tracing::info!(session = %id, "a session the store never heard of is stored after a restart");
+                SessionStatus::Running
+            }
+            Err(e) => {
+                tracing::error!(session = %id, error = %e, "a session could not be read");
+                continue;
+            }
+        };
+        if status.is_terminal() {
+            continue;
+        }
+        let outcome = match (&s.outcome, s.failed) {
+            (_, true) => Some(SessionStatus::Failed),
+            (Some((true, _)), false) => Some(SessionStatus::Completed),
+            (Some((false, _)), false) => Some(SessionStatus::Failed),
+            (None, false) => None,
+        };
+        let Some(to) = outcome else {
+            continue;
+        };
+        let mut ended = || -> Result<(), StoreError> {
+            if let Some((_, result)) = &s.outcome {
+                let state = json!({ "result": &**result }).to_string();
+                store.save_state(&id, &state, now)?;
+            }
+            if to == SessionStatus::Completed && status == SessionStatus::PendingInput {
+                store.transition(&id, SessionStatus::Running, now)?;
+            }
+            store.transition(&id, to, now)
+        };
+        match ended() {
+            Ok(()) => {
+                tracing::info!(session = %id, status = %to, "a session's end is stored after a restart")
+            }
+            Err(e) => {
+                tracing::error!(session = %id, error = %e, "a session's end could not be stored")
+            }
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::agents::session::CallbackReply;
 use crate::drive::backend::{
     BackendError, Delivery, Model, ModelAnswer, OwnedModel, OwnedTools, ToolBehavior, ToolStep,
     Tools,
@@ -22,7 +23,6 @@ use crate::drive::backend::{
 use crate::drive::faults::{FaultPlan, WithFaults};
 use crate::drive::record::{Materialized, Recording};
 use crate::drive::scripted::{MockLlm, MockTools};
-use crate::agents::session::CallbackReply;
 use crate::drive::{Core, Memory, Work};
 use crate::model::agent::Catalog;
 use crate::model::ids::CallId;
@@ -261,7 +261,12 @@ impl SentCallback {
             .map(|(at, reply)| format!("{reply} at +{at}ms"))
             .collect();
         let end = if self.delivered() { "" } else { ", gave up" };
-        format!("{} → {}: {}{end}", self.agent, self.url, attempts.join(", "))
+        format!(
+            "{} → {}: {}{end}",
+            self.agent,
+            self.url,
+            attempts.join(", ")
+        )
     }
 
     /// Whether an attempt delivered it.
