@@ -16,6 +16,10 @@ use crate::model::agent::{AgentDef, AgentKind};
 
 /// What an agent without `async_questions` gets for `ask_user` in a triggered session (B08, B13).
 pub const ASK_USER_IN_ASYNC: &str = "Tool 'ask_user' is not available in async mode";
+/// What a fork gets for `ask_user` in a triggered session: only the session's stack asks, so
+/// that one question at most is open (B23).
+pub const FORK_ASK_IN_ASYNC: &str =
+    "Tool 'ask_user' is not available to a fork in async mode: only the session's agent asks";
 /// The error result of an `ask_user` whose question timed out under the `fail` policy.
 pub const QUESTION_TIMED_OUT: &str = "The question timed out: the session failed.";
 

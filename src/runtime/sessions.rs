@@ -184,6 +184,14 @@ impl Runtime {
     }
 }
 
+/// What asking in a triggered session did.
+pub(super) enum SessionAsk {
+    /// The question is persisted and the frame waits for its answer.
+    Opened,
+    /// Nobody can answer (the agent does not ask asynchronously, or its session failed): why.
+    Refused(&'static str),
+}
+
 /// `ask_user` in a triggered session: refused unless the agent asks asynchronously; then the
 /// question is persisted and its timeout set, and the frame waits (no text goes to any user).
 /// `None` when it is not a session (the caller asks as usual); else what the dispatch of a
@@ -196,25 +204,8 @@ pub(super) fn ask_in_session(
     input: &serde_json::Value,
     cx: &mut TurnCx<'_>,
 ) -> Option<Option<Option<TurnResult>>> {
-    let (session, failed, expires_at) = cx.session?;
-    let Some(asks) = frame.agent.async_questions.clone() else {
-        let text = session::ASK_USER_IN_ASYNC.into();
-        cx.finish_tool(frame, at, None, text, true);
-        return Some(None);
-    };
-    if failed {
-        // The session failed already: nobody will answer.
-        let text = session::QUESTION_TIMED_OUT.into();
-        cx.finish_tool(frame, at, None, text, true);
-        return Some(None);
-    }
+    cx.session?;
     let text: Arc<str> = crate::agents::tree::question_text(input).into();
-    let timer = cx.next_call();
-    // The question waits for its timeout, or until its session expires if that comes first.
-    let after_ms = asks
-        .timeout_ms
-        .unwrap_or(cx.config.question_timeout_ms)
-        .min(expires_at.map_or(u64::MAX, |at| at.saturating_sub(cx.now)));
     let mut context = serde_json::Map::new();
     for key in ["options", "context"] {
         if let Some(v) = input.get(key) {
@@ -223,6 +214,40 @@ pub(super) fn ask_in_session(
     }
     let context =
         (!context.is_empty()).then(|| serde_json::Value::Object(context).to_string().into());
+    match ask_async(frame, Some(tool_use_id.clone()), text, context, cx) {
+        SessionAsk::Opened => Some(Some(None)),
+        SessionAsk::Refused(why) => {
+            cx.finish_tool(frame, at, None, why.into(), true);
+            Some(None)
+        }
+    }
+}
+
+/// A question in a triggered session (an `ask_user`, or a workflow's question when
+/// `tool_use_id` is `None`): persisted with its timeout when the agent asks asynchronously and
+/// its session has not failed, the frame then waiting (`awaiting_user`); refused otherwise.
+pub(super) fn ask_async(
+    frame: &mut StackFrame,
+    tool_use_id: Option<Arc<str>>,
+    text: Arc<str>,
+    context: Option<Arc<str>>,
+    cx: &mut TurnCx<'_>,
+) -> SessionAsk {
+    let Some((session, failed, expires_at)) = cx.session else {
+        return SessionAsk::Refused(session::ASK_USER_IN_ASYNC);
+    };
+    let Some(asks) = frame.agent.async_questions.clone() else {
+        return SessionAsk::Refused(session::ASK_USER_IN_ASYNC);
+    };
+    if frame.is_fork() {
+        // A session has one question open at a time (B23), and forks run beside the frame
+        // that may be asking: only the session's stack asks.
+        return SessionAsk::Refused(session::FORK_ASK_IN_ASYNC);
+    }
+    if failed {
+        // The session failed already: nobody will answer.
+        return SessionAsk::Refused(session::QUESTION_TIMED_OUT);
+    }
     // A session already past its expiry fails as its question opens: nobody is called.
     let expired = expires_at.is_some_and(|at| at <= cx.now);
     let callback = match expired {
@@ -232,13 +257,14 @@ pub(super) fn ask_in_session(
             .clone()
             .or_else(|| cx.config.callbacks.url.clone()),
     };
+    let timer = cx.next_call();
+    // The question waits for its timeout, or until its session expires if that comes first.
+    let after_ms = asks
+        .timeout_ms
+        .unwrap_or(cx.config.question_timeout_ms)
+        .min(expires_at.map_or(u64::MAX, |at| at.saturating_sub(cx.now)));
     let deadline = cx.now.saturating_add(after_ms);
-    let question = cx.open_question(
-        frame,
-        Some(tool_use_id.clone()),
-        text.clone(),
-        Some((timer, deadline)),
-    );
+    let question = cx.open_question(frame, tool_use_id, text.clone(), Some((timer, deadline)));
     cx.effects.push_back(Effect::Session(SessionOp::Asked {
         session,
         question,
@@ -249,5 +275,5 @@ pub(super) fn ask_in_session(
     }));
     cx.effects.push_back(Effect::SetTimer { timer, after_ms });
     cx.set_status(frame, Status::AwaitingUser);
-    Some(Some(None))
+    SessionAsk::Opened
 }

@@ -292,8 +292,15 @@ pub fn execute_turn(
         }
         TurnInput::User(text) => match std::mem::take(&mut frame.phase) {
             Phase::AwaitAnswer {
-                tool_use_id: None, ..
-            } => return super::workflow::answered(frame, text, cx),
+                tool_use_id: None,
+                timer,
+                ..
+            } => {
+                if let Some((timer, _)) = timer {
+                    cx.effects.push_back(Effect::CancelTimer { timer });
+                }
+                return super::workflow::answered(frame, text, cx);
+            }
             Phase::AwaitAnswer {
                 tool_use_id: Some(tool_use_id),
                 timer,
@@ -362,6 +369,10 @@ pub fn execute_turn(
                 cx.add_result(frame, tool_use_id, text, true);
                 frame.phase = Phase::RunTools;
             }
+            // A workflow's question: the failure is what it hears back.
+            Phase::AwaitAnswer {
+                tool_use_id: None, ..
+            } => return super::workflow::answered(frame, text, cx),
             other => {
                 frame.phase = other;
                 return None;

@@ -142,6 +142,16 @@ fn ask(frame: &mut StackFrame, text: Arc<str>, cx: &mut TurnCx<'_>) -> Option<Tu
     if cx.config.query_user == QueryUser::None || unattended {
         return answered(frame, messages::NO_ANSWER.into(), cx);
     }
+    if cx.session.is_some() {
+        // A triggered session has no user: the question is persisted for an answer through the
+        // store when the agent asks asynchronously; otherwise nobody can answer it.
+        return match super::sessions::ask_async(frame, None, text, None, cx) {
+            super::sessions::SessionAsk::Opened => None,
+            super::sessions::SessionAsk::Refused(_) => {
+                answered(frame, messages::NO_ANSWER.into(), cx)
+            }
+        };
+    }
     cx.open_question(frame, None, text.clone(), None);
     if frame.is_fork() {
         // A fork never talks to the user: its question waits for an answer by its id, or for
