@@ -245,7 +245,7 @@ enum Command {
         #[arg(long, requires = "generated")]
         no_steer: bool,
         /// With --generated: draw every scenario from this swarm configuration (default, deep,
-        /// failing, limits, cancels, batch, questions, tree, workflow, odd-tools); replay commands name it.
+        /// failing, limits, cancels, batch, questions, tree, workflow, sessions, odd-tools); replay commands name it.
         #[arg(
             long,
             value_name = "NAME",

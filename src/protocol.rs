@@ -159,6 +159,14 @@ pub enum SessionOp {
         /// The default answer, under the `default_answer` policy.
         answer: Option<Arc<str>>,
     },
+    /// The agent waiting for the question's answer left (deleted or cancelled): the session
+    /// fails.
+    Withdrawn {
+        /// The session.
+        session: Uuid,
+        /// The question nobody will take an answer to.
+        question: Uuid,
+    },
     /// The session ended: `completed` with its agent's final text, or failed with the reason.
     Ended {
         /// The session.
@@ -572,6 +580,14 @@ pub enum Event {
         /// fails whatever the agent's timeout policy.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         expired: bool,
+    },
+    /// The agent waiting for an async question's answer left (deleted or cancelled): the
+    /// session failed.
+    QuestionWithdrawn {
+        /// Session key.
+        key: Arc<str>,
+        /// The question.
+        question_id: Uuid,
     },
     /// An async session ended.
     SessionEnded {

@@ -48,11 +48,15 @@ pub struct AsyncSession {
 }
 
 /// The definition a triggered agent runs under: its own, as the main agent of its conversation
-/// (frame name `main`; its script stays its own name's).
+/// (frame name `main`; its script stays its own name's). What only a child can be is dropped:
+/// a batch agent's delegation (there is no parent to hand an answer to) and a passthrough
+/// skill's single external call (a session's agent runs its model).
 pub fn main_def(def: &AgentDef) -> Arc<AgentDef> {
     Arc::new(AgentDef {
         kind: AgentKind::Main,
         frame_name: "main".into(),
+        batch: None,
+        passthrough: false,
         ..def.clone()
     })
 }

@@ -73,6 +73,11 @@ pub struct Knobs {
     /// decisions (`NO`, `NO_QUESTION`, `NONE`, subquestion lines, a summary that needs more
     /// information); drawn from a stream of its own too.
     pub workflow: f64,
+    /// Chance that a scenario triggers seed 003's async sessions: an agent (often declared
+    /// `async_questions`, with timeouts, expiry and callbacks) started by `trigger` steps, its
+    /// questions answered by `async_answer` steps, some twice, some never; drawn from a stream
+    /// of its own too.
+    pub sessions: f64,
 }
 
 impl Default for Knobs {
@@ -86,6 +91,7 @@ impl Default for Knobs {
             duplicate_ids: 0.0,
             tree: 0.25,
             workflow: 0.15,
+            sessions: 0.12,
         }
     }
 }
@@ -104,6 +110,10 @@ const MORE_TREE_STREAM: u64 = 0x7EEF;
 const WORKFLOW_STREAM: u64 = 0x5157;
 /// Stream of the decision replies drawn past a script's end.
 const MORE_WORKFLOW_STREAM: u64 = 0x5158;
+/// Stream of the async sessions' draws.
+const SESSION_STREAM: u64 = 0x5E55;
+/// Stream of the questions drawn past a triggered agent's script's end.
+const MORE_SESSION_STREAM: u64 = 0x5E56;
 /// Share of generated scenarios whose scripts end where they end (to exercise running out).
 pub const FIXED_SCRIPTS: f64 = 0.05;
 
@@ -119,6 +129,8 @@ struct GeneratedReplies {
     forking: Vec<String>,
     /// Agents declared `workflow: six_step`.
     workflows: Vec<String>,
+    /// Agents triggered as async sessions, whose replies ask more often.
+    asking: Vec<String>,
 }
 
 impl MoreReplies for GeneratedReplies {
@@ -140,6 +152,12 @@ impl MoreReplies for GeneratedReplies {
         if self.workflows.iter().any(|f| f == base) {
             let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_WORKFLOW_STREAM);
             if let Some(r) = workflow_reply(&mut rng, agent, call - 1) {
+                return Some(r);
+            }
+        }
+        if self.asking.iter().any(|f| f == base) {
+            let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_SESSION_STREAM);
+            if let Some(r) = session_reply(&mut rng, agent, call - 1) {
                 return Some(r);
             }
         }
@@ -341,6 +359,29 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         });
     }
 
+    // Seed 003's async sessions, from a stream of their own: one agent is triggered once or
+    // twice (often asking through the store), and its questions are answered, some twice, some
+    // never, some after their timeout or their session's expiry.
+    let mut ss_rng = SimRng::new(seed).fork(seed, SESSION_STREAM);
+    let mut asking = Vec::new();
+    let mut callback_replies = Vec::new();
+    if cfg.knobs.sessions > 0.0 && ss_rng.chance(cfg.knobs.sessions) {
+        sessions(
+            &mut ss_rng,
+            &agents,
+            &mut catalog,
+            &mut config,
+            &mut scripts,
+            &mut steps,
+            &mut callback_replies,
+        );
+        let agent = steps.iter().find_map(|s| match &s.kind {
+            StepKind::Trigger { agent, .. } => Some(agent.clone()),
+            _ => None,
+        });
+        asking.extend(agent);
+    }
+
     // Most scenarios give every agent as many replies as its conversations need; some keep their
     // scripts as written, so that scripts running out stay exercised. Drawn from a stream of its
     // own, so that the scenario itself is the same either way.
@@ -355,6 +396,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             knobs: cfg.knobs,
             forking: forking.clone(),
             workflows: workflows.clone(),
+            asking: asking.clone(),
         }) as Arc<dyn MoreReplies>
     });
 
@@ -367,7 +409,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         config,
         scripts,
         more_replies,
-        callback_replies: Vec::new(),
+        callback_replies,
         tools,
         steps,
         limits: Limits {
@@ -379,6 +421,104 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         routes: BTreeMap::new(),
         per_conversation: Default::default(),
     }
+}
+
+/// Draws seed 003's part of a scenario: the triggered agent and its settings, its questions in
+/// its script, and the `trigger`, `async_answer` and `advance` steps among the user's.
+fn sessions(
+    rng: &mut SimRng,
+    agents: &[String],
+    catalog: &mut Catalog,
+    config: &mut RuntimeConfig,
+    scripts: &mut BTreeMap<String, Vec<ScriptedReply>>,
+    steps: &mut Vec<Step>,
+    callback_replies: &mut Vec<crate::agents::session::CallbackReply>,
+) {
+    use crate::agents::session::CallbackReply;
+    use crate::model::agent::{AsyncQuestions, OnTimeout};
+    let agent = pick(rng, agents).clone();
+    if let Some(def) = catalog.get_mut(&agent) {
+        if rng.chance(0.8) {
+            Arc::make_mut(def).async_questions = Some(AsyncQuestions {
+                timeout_ms: rng.chance(0.5).then(|| *pick(rng, &[500, 5_000, 60_000])),
+                on_timeout: if rng.chance(0.5) {
+                    OnTimeout::Fail
+                } else {
+                    OnTimeout::DefaultAnswer("the default answer".into())
+                },
+                callback: rng.chance(0.3).then(|| "http://hooks.test/agent".into()),
+            });
+        }
+    }
+    if rng.chance(0.3) {
+        config.session_expiry_ms = Some(*pick(rng, &[1_000, 20_000, 120_000]));
+    }
+    if rng.chance(0.4) {
+        config.callbacks.url = Some("http://hooks.test/questions".into());
+    }
+    for _ in 0..rng.below(6) {
+        callback_replies.push(*pick(
+            rng,
+            &[
+                CallbackReply::Status(200),
+                CallbackReply::Status(500),
+                CallbackReply::Refused,
+                CallbackReply::Hang,
+            ],
+        ));
+    }
+    if let Some(script) = scripts.get_mut(&agent) {
+        for (i, r) in script.iter_mut().enumerate() {
+            if let Some(q) = session_reply(rng, &agent, i) {
+                *r = q;
+            }
+        }
+    }
+    let triggers = 1 + rng.below(2) as usize;
+    let place = |rng: &mut SimRng, steps: &mut Vec<Step>, kind: StepKind| {
+        let at = rng.below(steps.len() as u64 + 1) as usize;
+        steps.insert(
+            at,
+            Step {
+                line: 0,
+                column: 0,
+                kind,
+            },
+        );
+    };
+    for n in 0..triggers {
+        let kind = StepKind::Trigger {
+            agent: agent.clone(),
+            payload: json!({ "event": n + 1 }),
+            wait: rng.chance(0.5),
+        };
+        place(rng, steps, kind);
+    }
+    for n in 0..rng.below(4) {
+        let kind = StepKind::AsyncAnswer {
+            session: 1 + rng.below(triggers as u64) as usize,
+            question: rng.chance(0.2).then(|| 1 + rng.below(2) as usize),
+            text: format!("answer {}", n + 1),
+            wait: rng.chance(0.5),
+        };
+        place(rng, steps, kind);
+    }
+    if rng.chance(0.5) {
+        let kind = StepKind::Advance(*pick(rng, &[600, 6_000, 70_000]));
+        place(rng, steps, kind);
+    }
+}
+
+/// A question for an agent triggered as an async session, drawn about one time in three.
+fn session_reply(rng: &mut SimRng, agent: &str, i: usize) -> Option<ScriptedReply> {
+    rng.chance(0.35).then(|| ScriptedReply {
+        kind: ReplyKind::Content(vec![tool_use(
+            "ask_user",
+            json!({ "question": format!("{agent} asks the store {i}?") }),
+        )]),
+        after_ms: 0,
+        usage: Usage::default(),
+    })
 }
 
 fn reply(

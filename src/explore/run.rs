@@ -320,4 +320,21 @@ impl Hooks for Recorder<'_> {
     fn on_restart(&mut self) {
         self.push(StepKind::Restart);
     }
+
+    fn on_trigger(&mut self, agent: &str, payload: &serde_json::Value) {
+        self.push(StepKind::Trigger {
+            agent: agent.to_owned(),
+            payload: payload.clone(),
+            wait: false,
+        });
+    }
+
+    fn on_async_answer(&mut self, session: usize, question: Option<usize>, text: &str) {
+        self.push(StepKind::AsyncAnswer {
+            session,
+            question,
+            text: text.to_owned(),
+            wait: false,
+        });
+    }
 }

@@ -74,6 +74,7 @@ pub fn configurations() -> Vec<(&'static str, Knobs)> {
                 ..d
             },
         ),
+        ("sessions", Knobs { sessions: 0.9, ..d }),
         (
             "odd-tools",
             Knobs {

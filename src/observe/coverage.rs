@@ -53,7 +53,9 @@ const WORKFLOW_STEP: usize = FORK_ANSWERED + 1; // 5 steps entered
 const WORKFLOW_ASKS: usize = WORKFLOW_STEP + 5;
 const WORKFLOW_WAITS: usize = WORKFLOW_ASKS + 1;
 const WORKFLOW_DONE: usize = WORKFLOW_WAITS + 1;
-const PRE: usize = WORKFLOW_DONE + 1; // one per invariant
+const SESSION_END: usize = WORKFLOW_DONE + 1; // completed, failed
+const QUESTION_TIMEOUT: usize = SESSION_END + 2; // default answer, failed, expired
+const PRE: usize = QUESTION_TIMEOUT + 3; // one per invariant
 /// How many features there are.
 pub const FEATURES: usize = PRE + names::ALL.len();
 // A run's features are the bits of a `u128`.
@@ -95,6 +97,17 @@ pub fn feature_name(i: usize) -> String {
         WORKFLOW_ASKS => "workflow asks the user".into(),
         WORKFLOW_WAITS => "workflow waits for its subagents".into(),
         WORKFLOW_DONE => "workflow ends with its summary".into(),
+        _ if i < QUESTION_TIMEOUT => {
+            format!("async session {}", ["completed", "failed"][i - SESSION_END])
+        }
+        _ if i < PRE => format!(
+            "async question {}",
+            [
+                "timed out with its default answer",
+                "timed out failing its session",
+                "left open by its session's expiry"
+            ][i - QUESTION_TIMEOUT]
+        ),
         _ => format!("precondition of {}", names::ALL[i - PRE]),
     }
 }
@@ -318,6 +331,19 @@ impl RunCoverage {
             Event::WaitSubagents { waiting: true, .. } => self.hit(WORKFLOW_WAITS),
             Event::WorkflowDone { .. } => self.hit(WORKFLOW_DONE),
             Event::Triggered { started: true, .. } => self.hit(pre(names::SESSION_LIFECYCLE)),
+            Event::SessionEnded { completed, .. } => {
+                self.hit(SESSION_END + usize::from(!*completed));
+            }
+            Event::QuestionTimedOut {
+                answer, expired, ..
+            } => self.hit(
+                QUESTION_TIMEOUT
+                    + match (answer, expired) {
+                        (Some(_), _) => 0,
+                        (None, false) => 1,
+                        (None, true) => 2,
+                    },
+            ),
             Event::Question { frame, .. } if frame.starts_with("fork:") => self.hit(FORK_ASKS),
 
             Event::AgentState {

@@ -415,6 +415,7 @@ impl Observer {
             Event::QuestionTimedOut { key, answer, .. } => {
                 self.sessions.on_timed_out(key, answer.is_some())?
             }
+            Event::QuestionWithdrawn { key, .. } => self.sessions.on_withdrawn(key)?,
             Event::SessionEnded { key, completed, .. } => {
                 self.sessions.on_ended(key, *completed)?
             }

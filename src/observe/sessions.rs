@@ -105,11 +105,21 @@ impl SessionModel {
         self.moved(key, "a question timed out", &[PendingInput], to)
     }
 
-    /// The session `key` ended.
+    /// The agent waiting for an answer in session `key` left: the session failed.
+    pub(super) fn on_withdrawn(&mut self, key: &Arc<str>) -> Result<(), Violation> {
+        use SessionStatus::*;
+        self.moved(key, "its question was withdrawn", &[PendingInput], Failed)
+    }
+
+    /// The session `key` ended: completed only from running; failed also while it waited (its
+    /// agent was deleted or cancelled while asking).
     pub(super) fn on_ended(&mut self, key: &Arc<str>, completed: bool) -> Result<(), Violation> {
         use SessionStatus::*;
-        let to = if completed { Completed } else { Failed };
-        self.moved(key, "it ended", &[Running], to)
+        if completed {
+            self.moved(key, "it completed", &[Running], Completed)
+        } else {
+            self.moved(key, "it failed", &[Running, PendingInput], Failed)
+        }
     }
 
     /// Each session the step touched agrees with the runtime.
@@ -174,6 +184,30 @@ mod tests {
         // Failed is absorbing: its agent's end changes nothing more.
         assert!(m.on_ended(&key, true).is_err());
         assert!(m.on_answer(&key).is_err());
+    }
+
+    #[test]
+    fn a_waiting_session_may_fail_but_never_complete() {
+        let key: Arc<str> = "s1".into();
+        let mut m = SessionModel::default();
+        m.on_started(&key).unwrap();
+        assert!(
+            m.on_withdrawn(&key).is_err(),
+            "no question open to withdraw"
+        );
+        m.on_question(&key).unwrap();
+        let mut completed = m.clone();
+        let v = completed.on_ended(&key, true).unwrap_err();
+        assert!(
+            v.message.contains("completed while it was pending_input"),
+            "{v:?}"
+        );
+        // Its asking main agent deleted: it fails.
+        m.clone().on_ended(&key, false).unwrap();
+        // Its asking child deleted: it fails, and what its agent does next changes nothing.
+        m.on_withdrawn(&key).unwrap();
+        assert!(m.on_ended(&key, true).is_err());
+        assert!(m.on_question(&key).is_err());
     }
 
     #[test]

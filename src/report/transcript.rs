@@ -315,6 +315,9 @@ pub fn line(entry: &Entry) -> String {
             Event::QuestionTimedOut { question_id, .. } => {
                 format!("question {question_id} timed out: the session failed")
             }
+            Event::QuestionWithdrawn { question_id, .. } => format!(
+                "question {question_id} withdrawn: the agent waiting for it left, the session failed"
+            ),
             Event::SessionEnded {
                 completed, result, ..
             } => format!(
@@ -409,6 +412,7 @@ fn key_of(entry: &Entry) -> Option<&str> {
         | Event::WaitSubagents { key, .. }
         | Event::WorkflowStep { key, .. }
         | Event::QuestionTimedOut { key, .. }
+        | Event::QuestionWithdrawn { key, .. }
         | Event::SessionEnded { key, .. }
         | Event::WorkflowDone { key, .. }
         | Event::Question { key, .. }

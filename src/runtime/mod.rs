@@ -409,6 +409,10 @@ fn frame_timers(phase: &Phase) -> Vec<CallId> {
     match phase {
         Phase::AwaitTool { timer: Some(t), .. } => vec![*t],
         Phase::AwaitTools { batch } => batch.iter().filter_map(|i| i.timer).collect(),
+        Phase::AwaitAnswer {
+            timer: Some((t, _)),
+            ..
+        } => vec![*t],
         _ => Vec::new(),
     }
 }

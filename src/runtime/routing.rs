@@ -207,6 +207,9 @@ impl Runtime {
         let frames = self.stacks.entry(slot).stack.depth();
         let keep = usize::from(self.config.has_bug(PlantedBug::CancelLeavesFrame));
         while self.stacks.entry(slot).stack.depth() > keep {
+            if let Some(top) = self.stacks.top_id(slot) {
+                self.withdraw_question(top);
+            }
             self.with_top(slot, |frame, cx| {
                 cx.stop(frame, Some(messages::CANCELLED_BY_USER), Phase::AwaitUser)
             });

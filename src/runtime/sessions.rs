@@ -117,6 +117,48 @@ impl Runtime {
         }
     }
 
+    /// Frame `id` is about to leave its stack (deleted or cancelled). If it is a child waiting
+    /// for an async question's answer, the store's session waits for an answer nobody would
+    /// take: it fails, as under a `fail` timeout (B14's `pending_input → failed`), and the agents
+    /// below run on to their end, which changes the session no more. (A main frame that leaves
+    /// ends its session failed.)
+    pub(super) fn withdraw_question(&mut self, id: crate::model::ids::FrameId) {
+        let Some(frame) = self.stacks.frame(id) else {
+            return;
+        };
+        let Phase::AwaitAnswer {
+            timer: Some(_),
+            question,
+            ..
+        } = frame.phase
+        else {
+            return;
+        };
+        if frame.parent.is_none() {
+            return;
+        }
+        let entry = self.stacks.entry_mut(frame.conversation as usize);
+        let key = entry.key.clone();
+        let Some(session) = entry.session.as_mut() else {
+            return;
+        };
+        if session.ended || session.failed {
+            return;
+        }
+        session.failed = true;
+        self.effects
+            .push_back(Effect::Session(SessionOp::Withdrawn {
+                session: session.id,
+                question,
+            }));
+        if self.config.record_events {
+            self.events.push(Event::QuestionWithdrawn {
+                key,
+                question_id: question,
+            });
+        }
+    }
+
     /// Whether `timer` is an async question's timeout; if so, acts on it.
     pub(super) fn on_question_timer(&mut self, timer: CallId) -> bool {
         let Some(frame) = self.stacks.frame_at(crate::model::ids::call_frame(timer)) else {

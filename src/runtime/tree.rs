@@ -424,6 +424,7 @@ impl Runtime {
                 .expect("deeper than the deleted frame");
             self.cancel_forks_of(top);
             let skip = (!leave_open).then_some(messages::AGENT_DELETED);
+            self.withdraw_question(top);
             self.with_frame(top, |frame, cx| cx.stop(frame, skip, Phase::AwaitUser));
             let popped = self.pop(slot, PopReason::Deleted, &text);
             if !popped.is_main() {

@@ -63,6 +63,13 @@ pub trait Hooks {
     /// The player restarted the runtime.
     fn on_restart(&mut self) {}
 
+    /// The player triggered a session of `agent` (seed 003).
+    fn on_trigger(&mut self, _agent: &str, _payload: &serde_json::Value) {}
+
+    /// The player answered an async session's question through the store (sessions and
+    /// questions by their order, as the step names them).
+    fn on_async_answer(&mut self, _session: usize, _question: Option<usize>, _text: &str) {}
+
     /// Before each scenario step (`index` into the steps played): `false` stops playing here with
     /// [`Stop::Cancelled`] (exploration stops its runs this way when it is interrupted).
     fn proceed(&mut self, _index: usize) -> bool {
@@ -142,9 +149,11 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
                 agent,
                 payload,
                 wait,
-            } => sim
-                .trigger(agent, payload.clone())
-                .and_then(|()| settle(sim, hooks, *wait)),
+            } => {
+                hooks.on_trigger(agent, payload);
+                sim.trigger(agent, payload.clone())
+                    .and_then(|()| settle(sim, hooks, *wait))
+            }
             StepKind::AsyncAnswer {
                 session,
                 question,
@@ -164,6 +173,7 @@ pub fn play(sim: &mut Sim, steps: &[Step], hooks: &mut impl Hooks) -> Result<(),
                         (*s, q.copied().unwrap_or_default())
                     })
                     .unwrap_or_default();
+                hooks.on_async_answer(*session, *question, text);
                 sim.answer_async(s, q, text)
                     .and_then(|()| settle(sim, hooks, *wait))
             }

@@ -874,7 +874,7 @@ fn apply_session(
                 callbacks.sent.push(sent);
             }
         }
-        SessionOp::TimedOut { .. } | SessionOp::Ended { .. } => {}
+        SessionOp::TimedOut { .. } | SessionOp::Withdrawn { .. } | SessionOp::Ended { .. } => {}
     }
     Ok(())
 }

@@ -268,7 +268,7 @@ pub fn record(
         } => store
             .answer(&session.to_string(), &question.to_string(), answer, now)
             .map(|_| ()),
-        SessionOp::TimedOut { session, .. } => {
+        SessionOp::TimedOut { session, .. } | SessionOp::Withdrawn { session, .. } => {
             store.transition(&session.to_string(), SessionStatus::Failed, now)
         }
         SessionOp::Ended {
