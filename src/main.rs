@@ -1240,6 +1240,7 @@ fn serve(
 
 /// Ctrl-C or SIGTERM, registered now (before the caller says it listens), awaited later: a signal
 /// that comes right after the `listening on` line is never missed.
+#[cfg(feature = "mock-server")]
 fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {

@@ -1,6 +1,7 @@
 //! `agentsim serve` over loopback with a real HTTP client (reqwest): conversations, the agent
 //! tree, interventions, the event stream, and every kind of bad request, each answered with a JSON
 //! error. Loops that wait for the server are bounded and stop by themselves.
+#![cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
 
 use std::path::Path;
 use std::time::Duration;
@@ -875,6 +876,36 @@ fn the_service_benchmark_runs_whole_sessions_and_reports_them() {
     assert_eq!(m["triggered"], m["answered"], "{m}");
     assert_eq!(m["answered"], json!(n), "{m}");
     assert!(m["session"]["p99_us"].as_u64().unwrap() >= m["session"]["p50_us"].as_u64().unwrap());
+}
+
+/// Many sessions in flight at once (forty clients, each running seed 003's flow in a loop)
+/// each finish as their own: the benchmark's clients check every session's result and question
+/// count, and fail on the first that differs.
+#[test]
+fn many_sessions_in_flight_at_once_each_finish_correctly() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args([
+            "bench",
+            "serve",
+            "--seconds",
+            "1",
+            "--connections",
+            "40",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(m["clients"], 40, "{m}");
+    let n = m["completed"].as_u64().unwrap();
+    assert!(n >= 40, "every client completed a session at least: {m}");
+    assert_eq!(m["triggered"], json!(n), "{m}");
+    assert_eq!(m["answered"], json!(n), "{m}");
 }
 
 /// A receiver of question callbacks on loopback: what it got (the `X-Agent-Session` header and

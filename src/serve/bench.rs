@@ -195,6 +195,12 @@ async fn one_client(
         for _ in 0..10_000 {
             let s = get(client, &session_url).await?;
             if s["status"] == "completed" {
+                // Each session finishes as its own: the script's result, its one question.
+                if s["result"] != json!({ "raw_result": "Wrote the poem." })
+                    || s["questions_asked"] != 1
+                {
+                    return Err(format!("session {sid} completed as {s}"));
+                }
                 done = true;
                 break;
             }
