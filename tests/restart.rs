@@ -29,19 +29,26 @@ fn comparable(records: &[Record]) -> String {
     serde_json::to_string(&kept).unwrap()
 }
 
-/// The scenario with a restart after every user step.
+/// The scenario with a restart after every step that runs until idle (a quiescent point: a
+/// user message, a trigger or an async answer that waits).
 fn with_restarts(s: &Scenario) -> Scenario {
     let mut r = s.clone();
     r.steps = s
         .steps
         .iter()
         .flat_map(|step| {
+            let quiescent = matches!(
+                step.kind,
+                StepKind::User { wait: true, .. }
+                    | StepKind::Trigger { wait: true, .. }
+                    | StepKind::AsyncAnswer { wait: true, .. }
+            );
             let restart = Step {
                 line: 0,
                 column: 0,
                 kind: StepKind::Restart,
             };
-            [step.clone(), restart]
+            std::iter::once(step.clone()).chain(quiescent.then_some(restart))
         })
         .collect();
     r.config.persist = true;

@@ -66,7 +66,7 @@ pub enum DriveError {
 
 /// The tools an agent's model calls are offered: the external tools it may use and the built-ins
 /// of its kind, each with an open object schema (the runtime reads inputs itself).
-fn tools_for(rt: &Runtime, agent: &crate::model::agent::AgentDef) -> Vec<String> {
+fn tools_for(rt: &Runtime, agent: &crate::model::agent::AgentDef, call: CallId) -> Vec<String> {
     let mut names: Vec<String> = rt
         .config()
         .tools
@@ -87,7 +87,9 @@ fn tools_for(rt: &Runtime, agent: &crate::model::agent::AgentDef) -> Vec<String>
         names.push(builtin::FORK.into());
         names.push(builtin::WAIT.into());
     }
-    names.push(builtin::ASK_USER.into());
+    if rt.offers_ask_user(call) {
+        names.push(builtin::ASK_USER.into());
+    }
     names
 }
 
@@ -330,7 +332,7 @@ impl Engine {
                             continue;
                         }
                     };
-                    let names = tools_for(&self.rt, request.agent);
+                    let names = tools_for(&self.rt, request.agent, call);
                     let specs: Vec<ToolSpec<'_>> = names
                         .iter()
                         .map(|n| ToolSpec {

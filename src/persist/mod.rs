@@ -115,6 +115,9 @@ pub enum Waiting {
         /// When an async question times out, in the driver's ms (seed 003).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deadline: Option<u64>,
+        /// The id of that timeout's timer, which a restore sets again under the same id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timer: Option<u64>,
     },
     /// A child above it.
     Child,

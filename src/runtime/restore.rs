@@ -367,6 +367,7 @@ impl Runtime {
                 tool_use_id,
                 question,
                 deadline: None,
+                ..
             } => {
                 // A state written before questions had ids: one derived from the tool use.
                 let question = match (question, &tool_use_id) {
@@ -561,9 +562,11 @@ impl Runtime {
                 tool_use_id,
                 question: Some(question),
                 deadline: Some(deadline),
+                timer,
             } => {
-                // An async question waits again, its timeout running to the same deadline.
-                let timer = next_call();
+                // An async question waits again, its timeout running to the same deadline under
+                // the same timer id (a state written before ids were kept draws a new one).
+                let timer = timer.unwrap_or_else(&mut next_call);
                 let after_ms = deadline.saturating_sub(now);
                 effects.push_back(Effect::SetTimer { timer, after_ms });
                 Phase::AwaitAnswer {
@@ -625,6 +628,7 @@ fn waiting(frame: &StackFrame) -> crate::persist::Waiting {
             tool_use_id: tool_use_id.clone(),
             question: Some(*question),
             deadline: timer.map(|(_, at)| at),
+            timer: timer.map(|(t, _)| t),
         },
         Phase::AwaitChildren { .. } => Waiting::Child,
         Phase::AwaitSubagents => Waiting::Subagents,

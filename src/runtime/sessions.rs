@@ -27,6 +27,22 @@ impl Runtime {
             .filter_map(|e| e.session.as_deref())
     }
 
+    /// Whether the frame behind model call `call` is offered `ask_user` (DESIGN §9): always in a
+    /// user's conversation; in a triggered session only by an agent that asks asynchronously,
+    /// and never by a fork (one question at a time). A call it is not offered is refused all
+    /// the same, should the model make it.
+    pub fn offers_ask_user(&self, call: CallId) -> bool {
+        let Some(frame) = self.stacks.frame_at(crate::model::ids::call_frame(call)) else {
+            return true;
+        };
+        let session = self
+            .stacks
+            .entry(frame.conversation as usize)
+            .session
+            .is_some();
+        !session || (frame.agent.async_questions.is_some() && !frame.is_fork())
+    }
+
     /// Starts a session of `agent` with the webhook's `payload` (seed 003's `POST
     /// /webhook/{agent}`): its id, which is also its conversation's key; `None` when no agent has
     /// that name. Like [`Runtime::handle`], it ends with the state written when the runtime
@@ -318,4 +334,55 @@ pub(super) fn ask_async(
     cx.effects.push_back(Effect::SetTimer { timer, after_ms });
     cx.set_status(frame, Status::AwaitingUser);
     SessionAsk::Opened
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::model::agent::{AgentDef, AgentKind, AsyncQuestions, Catalog, OnTimeout};
+    use crate::protocol::{Effect, Input};
+    use crate::runtime::{Runtime, RuntimeConfig};
+
+    fn first_call(rt: &mut Runtime) -> u64 {
+        while let Some(effect) = rt.poll_effect() {
+            if let Effect::CallLlm { call } = effect {
+                return call;
+            }
+        }
+        panic!("no model call");
+    }
+
+    #[test]
+    fn ask_user_is_offered_in_a_session_only_to_an_agent_that_asks_asynchronously() {
+        let mut catalog = Catalog::default();
+        catalog.add(AgentDef::new("main", AgentKind::Main));
+        catalog.add(AgentDef::new("plain", AgentKind::Agent));
+        let mut asking = AgentDef::new("asking", AgentKind::Agent);
+        asking.async_questions = Some(AsyncQuestions {
+            timeout_ms: None,
+            on_timeout: OnTimeout::Fail,
+            callback: None,
+        });
+        catalog.add(asking);
+        let mut rt = Runtime::new(Arc::new(catalog), RuntimeConfig::default());
+        rt.handle(Input::User {
+            key: "user".into(),
+            text: "hi".into(),
+        });
+        let call = first_call(&mut rt);
+        assert!(rt.offers_ask_user(call), "a user's conversation");
+        rt.trigger("plain", serde_json::json!({}));
+        let call = first_call(&mut rt);
+        assert!(
+            !rt.offers_ask_user(call),
+            "a session's agent without async_questions"
+        );
+        rt.trigger("asking", serde_json::json!({}));
+        let call = first_call(&mut rt);
+        assert!(
+            rt.offers_ask_user(call),
+            "a session's agent with async_questions"
+        );
+    }
 }

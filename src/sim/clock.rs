@@ -99,6 +99,30 @@ impl Clock {
         self.peek().is_some()
     }
 
+    /// Drops every timer: a restarted runtime's process lost them, and the restored runtime sets
+    /// the ones it still needs again. Each live timer dropped, with its tie-break (so that one set
+    /// again under the same id keeps its place among items due at the same time).
+    pub fn drop_timers(&mut self) -> Vec<(CallId, u64)> {
+        let mut dropped = Vec::new();
+        let mut keep = |s: &Scheduled| match s.input {
+            Input::Timer { timer } => {
+                if !self.cancelled.contains(&timer) {
+                    dropped.push((timer, s.order));
+                }
+                false
+            }
+            _ => true,
+        };
+        if let Some(only) = &self.only {
+            if !keep(only) {
+                self.only = None;
+            }
+        }
+        self.queue.retain(|Reverse(s)| keep(s));
+        self.cancelled.clear();
+        dropped
+    }
+
     /// Forgets a timer: when it comes due it is dropped without a step.
     pub fn cancel_timer(&mut self, timer: CallId) {
         self.cancelled.insert(timer);
@@ -187,5 +211,30 @@ mod tests {
         clock.cancel_timer(2);
         // A skipped timer does not move the clock: the survivor is due at 0 + 2.
         assert_eq!(popped(&mut clock), [(2, 3)]);
+    }
+
+    #[test]
+    fn dropping_timers_keeps_other_items_and_reports_each_live_timer_with_its_tie_break() {
+        let mut clock = Clock::default();
+        clock.schedule(5, 7, timer(1));
+        clock.schedule(
+            3,
+            8,
+            Input::Trigger {
+                agent: "a".into(),
+                payload: serde_json::Value::Null,
+            },
+        );
+        clock.schedule(9, 4, timer(2));
+        clock.cancel_timer(2);
+        assert_eq!(clock.drop_timers(), vec![(1, 7)]);
+        let left: Vec<u64> = std::iter::from_fn(|| clock.pop_due(u64::MAX))
+            .map(|s| s.at)
+            .collect();
+        assert_eq!(left, vec![3], "only the trigger is left");
+        // A lone timer outside the heap goes too.
+        clock.schedule(1, 2, timer(3));
+        assert_eq!(clock.drop_timers(), vec![(3, 2)]);
+        assert!(!clock.has_pending());
     }
 }

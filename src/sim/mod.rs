@@ -184,6 +184,7 @@ impl SimBuilder {
                 replies: self.callback_replies.into(),
                 sent: Vec::new(),
             },
+            rearm: BTreeMap::new(),
         }
     }
 }
@@ -223,6 +224,8 @@ pub struct Sim {
     sessions: Vec<(uuid::Uuid, Vec<uuid::Uuid>)>,
     /// The simulated callback endpoint and what was sent to it.
     callbacks: Callbacks,
+    /// The tie-breaks of the timers the last restart dropped, by id.
+    rearm: BTreeMap<CallId, u64>,
 }
 
 /// The simulated endpoint of questions' callbacks (seed 003's B20): what it replies, and the
@@ -594,6 +597,9 @@ impl Sim {
             );
         }
         self.rt = rt;
+        // The old process's timers died with it; the restored runtime set its own (one set again
+        // under the same id keeps the tie-break it was drawn, and draws nothing).
+        self.rearm = self.clock.drop_timers().into_iter().collect();
         self.note(Note::Restart {
             state_bytes,
             context_bytes,
@@ -738,6 +744,7 @@ impl Sim {
             store,
             sessions,
             callbacks,
+            rearm,
             ..
         } = self;
         let steps = *steps;
@@ -806,7 +813,10 @@ impl Sim {
                 schedule_tool(clock, rng, call, step);
             }
             Work::SetTimer { timer, after_ms } => {
-                let order = rng.next_u64();
+                let order = match rearm.remove(&timer) {
+                    Some(order) => order,
+                    None => rng.next_u64(),
+                };
                 clock.schedule(after_ms, order, Input::Timer { timer });
             }
             Work::CancelTimer { timer } => clock.cancel_timer(timer),
