@@ -229,7 +229,7 @@ pub enum Effect {
         json: String,
     },
     /// Record this in the store of async sessions (seed 003).
-    Session(SessionOp),
+    Session(Box<SessionOp>),
 }
 
 /// A borrowed view of one pending external tool run (see [`crate::runtime::Runtime::tool_run`]).

@@ -240,7 +240,7 @@ pub enum Work<'r> {
     /// Text or a stream event for the user (the runtime's events already record it).
     Output,
     /// Record this in the store of async sessions.
-    Session(crate::protocol::SessionOp),
+    Session(Box<crate::protocol::SessionOp>),
     /// Nothing left to do: the effect was handled here (persistence), or it named a stale call.
     Done,
 }

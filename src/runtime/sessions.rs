@@ -86,11 +86,12 @@ impl Runtime {
             payload: envelope.clone(),
             outcome: None,
         }));
-        self.effects.push_back(Effect::Session(SessionOp::Started {
-            session: id,
-            agent: agent.into(),
-            payload: envelope.clone(),
-        }));
+        self.effects
+            .push_back(Effect::Session(Box::new(SessionOp::Started {
+                session: id,
+                agent: agent.into(),
+                payload: envelope.clone(),
+            })));
         if self.config.record_events {
             self.events.push(Event::Triggered {
                 key: Some(key),
@@ -119,11 +120,12 @@ impl Runtime {
             return;
         }
         session.outcome = Some((completed, result.clone()));
-        self.effects.push_back(Effect::Session(SessionOp::Ended {
-            session: id,
-            completed,
-            result: result.clone(),
-        }));
+        self.effects
+            .push_back(Effect::Session(Box::new(SessionOp::Ended {
+                session: id,
+                completed,
+                result: result.clone(),
+            })));
         if self.config.record_events {
             self.events.push(Event::SessionEnded {
                 key,
@@ -163,10 +165,10 @@ impl Runtime {
         }
         session.failed = true;
         self.effects
-            .push_back(Effect::Session(SessionOp::Withdrawn {
+            .push_back(Effect::Session(Box::new(SessionOp::Withdrawn {
                 session: session.id,
                 question,
-            }));
+            })));
         if self.config.record_events {
             self.events.push(Event::QuestionWithdrawn {
                 key,
@@ -211,11 +213,12 @@ impl Runtime {
             }
         };
         let session_id = session.id;
-        self.effects.push_back(Effect::Session(SessionOp::TimedOut {
-            session: session_id,
-            question,
-            answer: answer.clone(),
-        }));
+        self.effects
+            .push_back(Effect::Session(Box::new(SessionOp::TimedOut {
+                session: session_id,
+                question,
+                answer: answer.clone(),
+            })));
         if self.config.record_events {
             self.events.push(Event::QuestionTimedOut {
                 key,
@@ -323,14 +326,15 @@ pub(super) fn ask_async(
         .min(expires_at.map_or(u64::MAX, |at| at.saturating_sub(cx.now)));
     let deadline = cx.now.saturating_add(after_ms);
     let question = cx.open_question(frame, tool_use_id, text.clone(), Some((timer, deadline)));
-    cx.effects.push_back(Effect::Session(SessionOp::Asked {
-        session,
-        question,
-        text,
-        context,
-        agent: frame.agent.name.as_str().into(),
-        callback,
-    }));
+    cx.effects
+        .push_back(Effect::Session(Box::new(SessionOp::Asked {
+            session,
+            question,
+            text,
+            context,
+            agent: frame.agent.name.as_str().into(),
+            callback,
+        })));
     cx.effects.push_back(Effect::SetTimer { timer, after_ms });
     cx.set_status(frame, Status::AwaitingUser);
     SessionAsk::Opened

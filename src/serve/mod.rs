@@ -501,7 +501,7 @@ fn publish(shared: &Shared, effect: &Effect) {
                 context,
                 agent,
                 callback: Some(url),
-            } = op
+            } = &**op
             {
                 let body = crate::agents::session::callback_body(
                     *session,

@@ -822,7 +822,7 @@ impl Sim {
             Work::CancelTimer { timer } => clock.cancel_timer(timer),
             Work::Session(op) => {
                 let policy = rt.config().callbacks.policy;
-                apply_session(store, sessions, callbacks, &policy, notes, op, now)
+                apply_session(store, sessions, callbacks, &policy, notes, *op, now)
                     .map_err(|e| RunError::Store(e.to_string()))?;
                 flush_notes(notes, records, *record, now, steps);
             }
