@@ -459,12 +459,24 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    #[cfg(all(feature = "mock-server", feature = "http-model"))]
+    let serving = matches!(cli.command, Command::Serve { .. });
+    #[cfg(not(all(feature = "mock-server", feature = "http-model")))]
+    let serving = false;
     if cli.verbose {
         tracing_subscriber::fmt()
             .with_max_level(tracing::Level::DEBUG)
             .with_writer(std::io::stderr)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .without_time()
+            .init();
+    } else if serving {
+        // A service says on stderr what it did on its own (callbacks delivered, retried or
+        // given up, what a restart reconciled, an operation the store refused), with the time.
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
     match cli.command {

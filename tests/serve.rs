@@ -1272,3 +1272,81 @@ llm:
     running.finish().await.unwrap();
     let _ = std::fs::remove_dir_all(&state);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_says_on_stderr_what_became_of_a_question_callback() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("agentsim-serve-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("callbacks.yaml");
+    std::fs::write(
+        &file,
+        "name: callbacks\nsettings:\n  callbacks: { retries: 1, backoff: 50ms, timeout: 300ms }\n\
+         agents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
+         llm:\n  poet:\n    - ask_user: Which style?\n",
+    )
+    .unwrap();
+    // A port nobody listens on: the callback is refused, retried once, and given up.
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/hook", listener.local_addr().unwrap())
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(["serve", file.to_str().unwrap(), "--addr", "127.0.0.1:0"])
+        .args(["--question-callback", &refused])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed when the test ends, whatever happens in it.
+    let mut child = Child(child);
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_owned();
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("http://{addr}/webhook/poet"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    poll(
+        &client,
+        &format!("http://{addr}/agent/questions?status=pending"),
+        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    // Two attempts 50 ms apart, each refused at once: well within a second.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    unsafe {
+        libc::kill(child.0.id() as i32, libc::SIGINT);
+    }
+    let mut status = None;
+    for _ in 0..250 {
+        status = child.0.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = status.expect("agentsim serve stops within five seconds of SIGINT");
+    assert!(status.success(), "{status}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(
+        stderr.matches("question callback failed").count(),
+        2,
+        "{stderr}"
+    );
+    assert!(stderr.contains("question callback given up"), "{stderr}");
+    assert!(stderr.contains(&refused), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
