@@ -36,20 +36,39 @@ llm:
 steps: []
 "#;
 
-async fn start(token: Option<&str>, body_limit: usize) -> Running {
-    let s = scenario::parse(SCENARIO, Path::new("serve.yaml")).unwrap();
+/// Starts the service on the scenario `yaml` (its scripts answer the model) on a free loopback
+/// port, with `store` and these options.
+async fn serve_yaml(yaml: &str, store: serve::Store, options: Options) -> Running {
+    let s = scenario::parse(yaml, Path::new("serve.yaml")).unwrap();
     let mut setup = s.driver_setup();
     setup.limits.max_llm_calls = u64::MAX;
     let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
-    let options = Options {
+    serve::start(setup, backend, store, options).await.unwrap()
+}
+
+/// The options of a test service: a free loopback port, no token, the default body limit, in
+/// memory.
+fn options() -> Options {
+    Options {
         addr: "127.0.0.1:0".parse().unwrap(),
-        token: token.map(str::to_owned),
-        body_limit,
+        token: None,
+        body_limit: serve::DEFAULT_BODY_LIMIT,
         state_dir: None,
         public_url: None,
+    }
+}
+
+fn memory() -> serve::Store {
+    Box::new(agentsim::store::MemoryQuestions::new())
+}
+
+async fn start(token: Option<&str>, body_limit: usize) -> Running {
+    let options = Options {
+        token: token.map(str::to_owned),
+        body_limit,
+        ..options()
     };
-    let store = Box::new(agentsim::store::MemoryQuestions::new());
-    serve::start(setup, backend, store, options).await.unwrap()
+    serve_yaml(SCENARIO, memory(), options).await
 }
 
 const SESSIONS: &str = r#"
@@ -69,22 +88,11 @@ steps: []
 "#;
 
 async fn start_sessions(db: Option<&Path>) -> Running {
-    let s = scenario::parse(SESSIONS, Path::new("sessions.yaml")).unwrap();
-    let mut setup = s.driver_setup();
-    setup.limits.max_llm_calls = u64::MAX;
-    let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
     let store: serve::Store = match db {
         Some(path) => Box::new(agentsim::store::SqliteQuestions::open(path).unwrap()),
-        None => Box::new(agentsim::store::MemoryQuestions::new()),
+        None => memory(),
     };
-    let options = Options {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        token: None,
-        body_limit: serve::DEFAULT_BODY_LIMIT,
-        state_dir: None,
-        public_url: None,
-    };
-    serve::start(setup, backend, store, options).await.unwrap()
+    serve_yaml(SESSIONS, store, options()).await
 }
 
 #[tokio::test]
@@ -111,12 +119,7 @@ async fn a_webhook_session_asks_waits_for_its_answer_and_completes() {
     );
     let sid = accepted["session_id"].as_str().unwrap().to_owned();
 
-    let pending = poll(
-        &client,
-        &format!("{base}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
-    )
-    .await;
+    let pending = wait_pending(&client, &base, 1).await;
     let q = &pending["questions"][0];
     assert_eq!(
         (&q["session_id"], &q["agent_name"]),
@@ -128,14 +131,7 @@ async fn a_webhook_session_asks_waits_for_its_answer_and_completes() {
     );
     assert_eq!(q["context"]["options"], json!(["free verse", "haiku"]));
     let qid = q["id"].as_str().unwrap().to_owned();
-    let s: Value = client
-        .get(format!("{base}/agent/session/{sid}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: Value = get_json(&client, format!("{base}/agent/session/{sid}")).await;
     assert_eq!(
         (&s["status"], &s["result"], &s["questions_asked"]),
         (&json!("pending_input"), &Value::Null, &json!(1))
@@ -240,22 +236,8 @@ async fn a_thousand_concurrent_answers_resume_the_session_once() {
     let running = start_sessions(None).await;
     let base = format!("http://{}", running.addr);
     let client = reqwest::Client::new();
-    let accepted: Value = client
-        .post(format!("{base}/webhook/poet"))
-        .json(&json!({ "topic": "rain" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let sid = accepted["session_id"].as_str().unwrap().to_owned();
-    let pending = poll(
-        &client,
-        &format!("{base}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
-    )
-    .await;
+    let sid = trigger(&client, &base, "poet", json!({ "topic": "rain" })).await;
+    let pending = wait_pending(&client, &base, 1).await;
     let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
     let mut tasks = Vec::new();
     // All within the eight seconds the agent spends writing after the first answer (even a
@@ -302,11 +284,49 @@ async fn a_thousand_concurrent_answers_resume_the_session_once() {
     running.finish().await.unwrap();
 }
 
+/// Triggers a session of `agent` with `payload` on the service at `base`: its id.
+async fn trigger(client: &reqwest::Client, base: &str, agent: &str, payload: Value) -> String {
+    let accepted = post_json(client, format!("{base}/webhook/{agent}"), &payload).await;
+    assert_eq!(accepted["status"], "accepted", "{accepted}");
+    accepted["session_id"].as_str().unwrap().to_owned()
+}
+
+/// Waits until the service at `base` lists `n` pending questions: the listing.
+async fn wait_pending(client: &reqwest::Client, base: &str, n: usize) -> Value {
+    let url = format!("{base}/agent/questions?status=pending");
+    poll(client, &url, |q| {
+        q["questions"].as_array().is_some_and(|a| a.len() == n)
+    })
+    .await
+}
+
+/// GETs `url`'s JSON body.
+async fn get_json(client: &reqwest::Client, url: impl reqwest::IntoUrl) -> Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// POSTs `body` to `url` and reads the JSON reply.
+async fn post_json<B: serde::Serialize + ?Sized>(
+    client: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    body: &B,
+) -> Value {
+    client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// GETs `path` until `done` holds of its JSON body (at most fifteen seconds).
 async fn poll(client: &reqwest::Client, url: &str, done: impl Fn(&Value) -> bool) -> Value {
     let mut last = Value::Null;
     for _ in 0..750 {
-        last = client.get(url).send().await.unwrap().json().await.unwrap();
+        last = get_json(client, url).await;
         if done(&last) {
             return last;
         }
@@ -347,14 +367,7 @@ async fn a_conversation_runs_its_tree_is_visible_and_a_deletion_resumes_the_pare
         .all(|n| n.get("messages").is_none()));
     // One agent has its messages.
     let id = researcher["agent_id"].as_str().unwrap();
-    let one: Value = client
-        .get(format!("{base}/agent/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let one: Value = get_json(&client, format!("{base}/agent/{id}")).await;
     assert_eq!(one["messages"][0]["role"], "user");
 
     let done = poll(&client, &format!("{base}/conversations/c1"), |c| {
@@ -363,14 +376,7 @@ async fn a_conversation_runs_its_tree_is_visible_and_a_deletion_resumes_the_pare
     .await;
     assert_eq!(done["sent"], json!(["The researcher says three hotels."]));
     // The ended researcher is still readable, completed with its result.
-    let ended: Value = client
-        .get(format!("{base}/agent/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ended: Value = get_json(&client, format!("{base}/agent/{id}")).await;
     assert_eq!(
         (&ended["status"], &ended["result"]),
         (&json!("completed"), &json!("three hotels"))
@@ -715,35 +721,20 @@ async fn a_killed_service_restarted_on_its_database_and_state_loses_nothing_ackn
     // 1. Killed between a question and its answer.
     let (mut server, addr) = spawn_listening(&serve_args);
     let base = format!("http://{addr}");
-    let accepted: Value = client
-        .post(format!("{base}/webhook/poet"))
-        .json(&json!({ "topic": "love" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let first = accepted["session_id"].as_str().unwrap().to_owned();
-    let pending = poll(
+    let accepted: Value = post_json(
         &client,
-        &format!("{base}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+        format!("{base}/webhook/poet"),
+        &json!({ "topic": "love" }),
     )
     .await;
+    let first = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = wait_pending(&client, &base, 1).await;
     let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
     server.0.kill().unwrap(); // SIGKILL
     server.0.wait().unwrap();
     let (server, addr) = spawn_listening(&serve_args);
     let base = format!("http://{addr}");
-    let still: Value = client
-        .get(format!("{base}/agent/questions?status=pending"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let still: Value = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
     assert_eq!(still["questions"][0]["id"], json!(qid));
     let r = client
         .post(format!("{base}/agent/answer/{first}"))
@@ -759,22 +750,14 @@ async fn a_killed_service_restarted_on_its_database_and_state_loses_nothing_ackn
     assert_eq!(done["result"], json!({ "raw_result": "Wrote the poem." }));
 
     // 2. Killed right after an acknowledged answer: the restart gives it to the agent again.
-    let accepted: Value = client
-        .post(format!("{base}/webhook/poet"))
-        .json(&json!({ "topic": "rain" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let second = accepted["session_id"].as_str().unwrap().to_owned();
-    let pending = poll(
+    let accepted: Value = post_json(
         &client,
-        &format!("{base}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
+        format!("{base}/webhook/poet"),
+        &json!({ "topic": "rain" }),
     )
     .await;
+    let second = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = wait_pending(&client, &base, 1).await;
     let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
     let mut server = server;
     let r = client
@@ -795,14 +778,7 @@ async fn a_killed_service_restarted_on_its_database_and_state_loses_nothing_ackn
     assert_eq!(done["result"], json!({ "raw_result": "Wrote the poem." }));
     assert_eq!(done["questions_asked"], 1);
     // The first session is as it was.
-    let first: Value = client
-        .get(format!("{base}/agent/session/{first}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let first: Value = get_json(&client, format!("{base}/agent/session/{first}")).await;
     assert_eq!(first["status"], "completed");
     drop(_server);
     let _ = std::fs::remove_dir_all(&dir);
@@ -851,18 +827,12 @@ fn a_corrupt_database_or_state_stops_the_start_with_a_message_naming_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn the_service_benchmark_runs_whole_sessions_and_reports_them() {
+/// `agentsim bench serve --seconds S --connections N --json`, which must succeed: what it
+/// measured.
+fn bench_serve(seconds: &str, connections: &str) -> Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args([
-            "bench",
-            "serve",
-            "--seconds",
-            "0.5",
-            "--connections",
-            "2",
-            "--json",
-        ])
+        .args(["bench", "serve", "--seconds", seconds])
+        .args(["--connections", connections, "--json"])
         .output()
         .unwrap();
     assert!(
@@ -870,7 +840,12 @@ fn the_service_benchmark_runs_whole_sessions_and_reports_them() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_service_benchmark_runs_whole_sessions_and_reports_them() {
+    let m = bench_serve("0.5", "2");
     let n = m["completed"].as_u64().unwrap();
     assert!(n >= 1, "{m}");
     assert_eq!(m["triggered"], m["answered"], "{m}");
@@ -883,24 +858,7 @@ fn the_service_benchmark_runs_whole_sessions_and_reports_them() {
 /// count, and fail on the first that differs.
 #[test]
 fn many_sessions_in_flight_at_once_each_finish_correctly() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args([
-            "bench",
-            "serve",
-            "--seconds",
-            "1",
-            "--connections",
-            "40",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = bench_serve("1", "40");
     assert_eq!(m["clients"], 40, "{m}");
     let n = m["completed"].as_u64().unwrap();
     assert!(n >= 40, "every client completed a session at least: {m}");
@@ -968,19 +926,7 @@ impl Receiver {
 
 /// Starts the service on `yaml` (scripted model, memory store).
 async fn start_yaml(yaml: &str) -> Running {
-    let s = scenario::parse(yaml, Path::new("callbacks.yaml")).unwrap();
-    let mut setup = s.driver_setup();
-    setup.limits.max_llm_calls = u64::MAX;
-    let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
-    let options = Options {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        token: None,
-        body_limit: serve::DEFAULT_BODY_LIMIT,
-        state_dir: None,
-        public_url: None,
-    };
-    let store = Box::new(agentsim::store::MemoryQuestions::new());
-    serve::start(setup, backend, store, options).await.unwrap()
+    serve_yaml(yaml, memory(), options()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1005,16 +951,7 @@ llm:
     let running = start_yaml(&yaml).await;
     let base = format!("http://{}", running.addr);
     let client = reqwest::Client::new();
-    let accepted: Value = client
-        .post(format!("{base}/webhook/poet"))
-        .json(&json!({ "topic": "love" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+    let sid = trigger(&client, &base, "poet", json!({ "topic": "love" })).await;
 
     // Two 503s, then delivered: three POSTs of the same callback, and no fourth.
     let got = hook.wait_for(3).await;
@@ -1025,12 +962,7 @@ llm:
         3,
         "no attempt after a delivery"
     );
-    let pending = poll(
-        &client,
-        &format!("{base}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
-    )
-    .await;
+    let pending = wait_pending(&client, &base, 1).await;
     let qid = pending["questions"][0]["id"].as_str().unwrap();
     for (session, body) in &got {
         assert_eq!(session, &sid);
@@ -1048,15 +980,12 @@ llm:
     );
 
     // The answer URL the callback names is the one that answers.
-    let answered: Value = client
-        .post(body["answer_url"].as_str().unwrap())
-        .json(&json!({ "question_id": qid, "answer": "haiku" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answered: Value = post_json(
+        &client,
+        body["answer_url"].as_str().unwrap(),
+        &json!({ "question_id": qid, "answer": "haiku" }),
+    )
+    .await;
     assert_eq!(answered["status"], "resumed");
     let done = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
         s["status"] == "completed"
@@ -1099,24 +1028,12 @@ llm:
     let client = reqwest::Client::new();
     let mut sessions = Vec::new();
     for agent in ["slow", "gone"] {
-        let accepted: Value = client
-            .post(format!("{base}/webhook/{agent}"))
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let accepted: Value =
+            post_json(&client, format!("{base}/webhook/{agent}"), &json!({})).await;
         sessions.push(accepted["session_id"].as_str().unwrap().to_owned());
     }
     // Both questions are listed while their callbacks fail.
-    let pending = poll(
-        &client,
-        &format!("{base}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 2),
-    )
-    .await;
+    let pending = wait_pending(&client, &base, 2).await;
     // The hanging receiver gets the first attempt and the one retry, each cut at the timeout.
     assert_eq!(hanging.wait_for(2).await.len(), 2);
     for q in pending["questions"].as_array().unwrap() {
@@ -1150,62 +1067,35 @@ llm:
 /// Starts the service on `yaml` with its runtime persisted in `state` and a store that starts
 /// empty (memory): as if the store had heard nothing of what the runtime persisted.
 async fn start_with_state(yaml: &str, state: &Path) -> Running {
-    let s = scenario::parse(yaml, Path::new("reconcile.yaml")).unwrap();
-    let mut setup = s.driver_setup();
-    setup.limits.max_llm_calls = u64::MAX;
-    let backend = Backend::Scripted(MockLlm::new(s.scripts.clone()));
     let options = Options {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        token: None,
-        body_limit: serve::DEFAULT_BODY_LIMIT,
         state_dir: Some(state.to_owned()),
-        public_url: None,
+        ..options()
     };
-    let store = Box::new(agentsim::store::MemoryQuestions::new());
-    serve::start(setup, backend, store, options).await.unwrap()
+    serve_yaml(yaml, memory(), options).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_behind_the_runtime_after_a_restart_is_brought_level_with_it() {
     let state = std::env::temp_dir().join(format!("agentsim-reconcile-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
-    let before = r#"
-name: reconcile
-agents:
-  main: {}
-  quick: { kind: agent }
-  poet: { kind: agent, async_questions: true }
-llm:
-  quick: ['{"done": true}']
-  poet:
-    - ask_user: { question: Which style? }
-"#;
-    let running = start_with_state(before, &state).await;
+    // The same agents before and after; the model's scripts go on from where they were.
+    let agents = "name: reconcile\nagents:\n  main: {}\n  quick: { kind: agent }\n  \
+                  poet: { kind: agent, async_questions: true }\n";
+    let before = format!(
+        "{agents}llm:\n  quick: ['{{\"done\": true}}']\n  poet:\n    - ask_user: Which style?\n"
+    );
+    let running = start_with_state(&before, &state).await;
     let base = format!("http://{}", running.addr);
     let client = reqwest::Client::new();
     let mut sids = Vec::new();
     for agent in ["quick", "poet"] {
-        let accepted: Value = client
-            .post(format!("{base}/webhook/{agent}"))
-            .json(&json!({ "n": 1 }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        sids.push(accepted["session_id"].as_str().unwrap().to_owned());
+        sids.push(trigger(&client, &base, agent, json!({ "n": 1 })).await);
     }
     poll(&client, &format!("{base}/agent/session/{}", sids[0]), |s| {
         s["status"] == "completed"
     })
     .await;
-    let pending = poll(
-        &client,
-        &format!("{base}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
-    )
-    .await;
+    let pending = wait_pending(&client, &base, 1).await;
     let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
     running.stop();
     running.finish().await.unwrap();
@@ -1213,55 +1103,23 @@ llm:
     // The same runtime state, a store that lost everything: the service stores both sessions
     // again from the runtime's state, the ended one with its outcome, the waiting one with its
     // question, and the session goes on when it is answered.
-    let after = r#"
-name: reconcile
-agents:
-  main: {}
-  quick: { kind: agent }
-  poet: { kind: agent, async_questions: true }
-llm:
-  poet: [Wrote a haiku.]
-"#;
-    let running = start_with_state(after, &state).await;
+    let after = format!("{agents}llm:\n  poet: [Wrote a haiku.]\n");
+    let running = start_with_state(&after, &state).await;
     let base = format!("http://{}", running.addr);
-    let quick: Value = client
-        .get(format!("{base}/agent/session/{}", sids[0]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let quick: Value = get_json(&client, format!("{base}/agent/session/{}", sids[0])).await;
     assert_eq!(quick["status"], "completed", "{quick}");
     assert_eq!(quick["agent_name"], "quick");
     assert_eq!(quick["result"], json!({ "done": true }));
-    let poet: Value = client
-        .get(format!("{base}/agent/session/{}", sids[1]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let poet: Value = get_json(&client, format!("{base}/agent/session/{}", sids[1])).await;
     assert_eq!(poet["status"], "pending_input", "{poet}");
-    let pending: Value = client
-        .get(format!("{base}/agent/questions?status=pending"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let pending: Value = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
     assert_eq!(pending["questions"][0]["id"], qid.as_str(), "{pending}");
-    let answered: Value = client
-        .post(format!("{base}/agent/answer/{}", sids[1]))
-        .json(&json!({ "question_id": qid, "answer": "haiku" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answered: Value = post_json(
+        &client,
+        format!("{base}/agent/answer/{}", sids[1]),
+        &json!({ "question_id": qid, "answer": "haiku" }),
+    )
+    .await;
     assert_eq!(answered["status"], "resumed");
     let done = poll(&client, &format!("{base}/agent/session/{}", sids[1]), |s| {
         s["status"] == "completed"
@@ -1292,7 +1150,7 @@ async fn the_cli_says_on_stderr_what_became_of_a_question_callback() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}/hook", listener.local_addr().unwrap())
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentsim"))
+    let child = Command::new(env!("CARGO_BIN_EXE_agentsim"))
         .args(["serve", file.to_str().unwrap(), "--addr", "127.0.0.1:0"])
         .args(["--question-callback", &refused])
         .stdout(Stdio::piped())
@@ -1318,12 +1176,7 @@ async fn the_cli_says_on_stderr_what_became_of_a_question_callback() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    poll(
-        &client,
-        &format!("http://{addr}/agent/questions?status=pending"),
-        |q| q["questions"].as_array().is_some_and(|a| a.len() == 1),
-    )
-    .await;
+    wait_pending(&client, &format!("http://{addr}"), 1).await;
     // Two attempts 50 ms apart, each refused at once: well within a second.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     unsafe {
