@@ -636,18 +636,48 @@ fn the_cli_serves_until_interrupted_and_exits_cleanly() {
 
 #[test]
 fn the_cli_says_what_is_missing() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a SCENARIO"));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(["serve", "--llm", "anthropic", "--addr", "127.0.0.1:0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("need --base-url"));
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/spec/async-question-callback-is-posted-once.yaml"
+    );
+    let cases: [(&[&str], &str); 4] = [
+        (&["serve", "--addr", "127.0.0.1:0"], "needs a SCENARIO"),
+        (
+            &["serve", "--llm", "anthropic", "--addr", "127.0.0.1:0"],
+            "need --base-url",
+        ),
+        (
+            &[
+                "serve",
+                file,
+                "--addr",
+                "127.0.0.1:0",
+                "--question-callback",
+                "ftp://x",
+            ],
+            "--question-callback ftp://x: not an http:// or https:// URL with a host",
+        ),
+        (
+            &[
+                "serve",
+                file,
+                "--addr",
+                "127.0.0.1:0",
+                "--public-url",
+                "not a url",
+            ],
+            "--public-url not a url:",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }
 
 /// A child process that is killed when the test ends, however it ends.
