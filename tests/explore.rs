@@ -69,6 +69,7 @@ fn without_a_planted_bug_a_sweep_breaks_nothing() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
     let configurations = agentsim::explore::steer::configurations();
+    let mut steps = 0;
     for seed in 0..seeds {
         let knobs = configurations[seed as usize % configurations.len()].1;
         let source = Source::Generated(GenConfig {
@@ -78,22 +79,30 @@ fn without_a_planted_bug_a_sweep_breaks_nothing() {
         // One seed in three with the watchdog and interruptions modelled (the fixed preset).
         let interruptions =
             (seed % 3 == 2).then(agentsim::agents::watchdog::InterruptionConfig::fixed);
-        run_clean(&source, seed, interruptions);
+        steps += run_clean(&source, seed, interruptions).1;
     }
+    // The runs did their work: a sweep whose runs stop at once (a runtime that says it is idle
+    // when it is not, say) breaks nothing and proves nothing. Generated runs take dozens of
+    // simulator steps each.
+    assert!(
+        steps >= seeds * 20,
+        "{steps} simulator steps in {seeds} runs: the runs stopped early"
+    );
 }
 
 /// Runs `seed` of `source` with faults and asserts that no invariant broke; returns the faults
 /// the run injected.
 fn run_clean_with_faults(source: &Source, seed: u64) -> u64 {
-    run_clean(source, seed, None)
+    run_clean(source, seed, None).0
 }
 
-/// [`run_clean_with_faults`], with seed 004's interruption model around `interruptions` if given.
+/// [`run_clean_with_faults`], with seed 004's interruption model around `interruptions` if given;
+/// the faults injected and the simulator steps taken.
 fn run_clean(
     source: &Source,
     seed: u64,
     interruptions: Option<agentsim::agents::watchdog::InterruptionConfig>,
-) -> u64 {
+) -> (u64, u64) {
     let settings = Settings {
         faults: true,
         interruptions,
@@ -115,7 +124,7 @@ fn run_clean(
         "seed {seed}: {:?}",
         report.error
     );
-    report.faults
+    (report.faults, report.sim_steps)
 }
 
 #[test]
