@@ -379,12 +379,13 @@ impl Observer {
                 key,
                 agent_id,
                 tool_use_id,
+                frame,
                 ..
             } => {
                 if tool_use_id.is_none() {
                     self.on_workflow_decision(*agent_id);
                 }
-                self.sessions.on_question(key)?;
+                self.sessions.on_question(key, frame, rt)?;
                 self.tree.on_question(*agent_id, tool_use_id)
             }
             Event::Answer {
@@ -406,10 +407,10 @@ impl Observer {
             }
             Event::Triggered {
                 key: Some(key),
+                agent,
                 started: true,
-                ..
             } => {
-                self.sessions.on_started(key)?;
+                self.sessions.on_started(key, agent, rt.now())?;
                 self.on_triggered(key)
             }
             Event::QuestionTimedOut { key, answer, .. } => {

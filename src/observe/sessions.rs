@@ -45,6 +45,12 @@ impl std::fmt::Display for SessionStatus {
 pub(super) struct SessionModel {
     /// Every session the events started, by key (looked up, never iterated into output).
     sessions: FxHashMap<Arc<str>, SessionStatus>,
+    /// Each session's agent and when it started.
+    started: FxHashMap<Arc<str>, (Arc<str>, u64)>,
+    /// Each open question's session and the time by which it must be settled (answered, timed
+    /// out, or failing its session): its agent's `question_timeout` (else the settings'), or
+    /// its session's expiry if that comes first.
+    due: SmallVec<[(Arc<str>, u64); 1]>,
     /// Sessions the current step touched.
     touched: SmallVec<[Arc<str>; 1]>,
 }
@@ -67,14 +73,22 @@ impl SessionModel {
             ));
         }
         *status = to;
+        if to != SessionStatus::PendingInput {
+            self.due.retain(|(k, _)| k != key);
+        }
         if !self.touched.contains(key) {
             self.touched.push(key.clone());
         }
         Ok(())
     }
 
-    /// A trigger started the session `key`.
-    pub(super) fn on_started(&mut self, key: &Arc<str>) -> Result<(), Violation> {
+    /// A trigger started the session `key` of `agent` at `now`.
+    pub(super) fn on_started(
+        &mut self,
+        key: &Arc<str>,
+        agent: &Arc<str>,
+        now: u64,
+    ) -> Result<(), Violation> {
         if self.sessions.contains_key(key) {
             return Err(violation(
                 names::SESSION_LIFECYCLE,
@@ -82,14 +96,45 @@ impl SessionModel {
             ));
         }
         self.sessions.insert(key.clone(), SessionStatus::Running);
+        self.started.insert(key.clone(), (agent.clone(), now));
         self.touched.push(key.clone());
         Ok(())
     }
 
-    /// An agent of conversation `key` asked a question.
-    pub(super) fn on_question(&mut self, key: &Arc<str>) -> Result<(), Violation> {
+    /// Frame `frame` of conversation `key` asked a question (at `rt`'s time): in a session, it
+    /// must be settled by its deadline, read from the asking agent's definition and the
+    /// settings.
+    pub(super) fn on_question(
+        &mut self,
+        key: &Arc<str>,
+        frame: &str,
+        rt: &Runtime,
+    ) -> Result<(), Violation> {
         use SessionStatus::*;
-        self.moved(key, "a question opened", &[Running], PendingInput)
+        self.moved(key, "a question opened", &[Running], PendingInput)?;
+        let Some((agent, started)) = self.started.get(key) else {
+            return Ok(()); // Not a session.
+        };
+        // The session's own agent runs as `main`; a child by its kind and name.
+        let name = match frame {
+            "main" => &**agent,
+            _ => frame.split_once(':').map_or(frame, |(_, name)| name),
+        };
+        let config = rt.config();
+        let timeout = rt
+            .catalog()
+            .get(name)
+            .and_then(|def| def.async_questions.as_ref())
+            .map_or(config.question_timeout_ms, |a| {
+                a.timeout_ms.unwrap_or(config.question_timeout_ms)
+            });
+        let mut deadline = rt.now().saturating_add(timeout);
+        if let Some(expiry) = config.session_expiry_ms {
+            // A question asked past its session's expiry is settled at once.
+            deadline = deadline.min(started.saturating_add(expiry).max(rt.now()));
+        }
+        self.due.push((key.clone(), deadline));
+        Ok(())
     }
 
     /// A question of conversation `key` was answered (by its id).
@@ -122,8 +167,18 @@ impl SessionModel {
         }
     }
 
-    /// Each session the step touched agrees with the runtime.
+    /// Each session the step touched agrees with the runtime, and no question is open past its
+    /// deadline (its timeout is the runtime's to keep, whatever else happens).
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if let Some((key, deadline)) = self.due.iter().find(|(_, at)| *at < rt.now()) {
+            return Err(violation(
+                names::SESSION_LIFECYCLE,
+                format!(
+                    "session {key}: its question is still open at {}ms, past its deadline of {deadline}ms",
+                    rt.now()
+                ),
+            ));
+        }
         if self.touched.is_empty() {
             return Ok(());
         }
@@ -156,30 +211,73 @@ impl SessionModel {
 mod tests {
     use super::*;
 
+    /// A runtime whose agent `poet` asks asynchronously, its questions waiting a minute, at time
+    /// 0.
+    fn runtime() -> Runtime {
+        use crate::model::agent::{AgentDef, AgentKind, AsyncQuestions, Catalog, OnTimeout};
+        let mut catalog = Catalog::default();
+        catalog.add(AgentDef::new("main", AgentKind::Main));
+        let mut poet = AgentDef::new("poet", AgentKind::Agent);
+        poet.async_questions = Some(AsyncQuestions {
+            timeout_ms: Some(60_000),
+            on_timeout: OnTimeout::Fail,
+            callback: None,
+        });
+        catalog.add(poet);
+        Runtime::new(Arc::new(catalog), crate::runtime::RuntimeConfig::default())
+    }
+
+    #[test]
+    fn a_question_open_past_its_deadline_breaks_the_invariant() {
+        let mut rt = runtime();
+        let (key, agent): (Arc<str>, Arc<str>) = ("s1".into(), "poet".into());
+        let mut m = SessionModel::default();
+        m.on_started(&key, &agent, 0).unwrap();
+        m.on_question(&key, "main", &rt).unwrap();
+        // The model's own session is not the runtime's: only the deadline is judged here.
+        m.touched.clear();
+        rt.set_now(60_000);
+        m.end_of_step(&rt).unwrap();
+        rt.set_now(60_001);
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert!(v.message.contains("past its deadline of 60000ms"), "{v:?}");
+        // Settled in time (a default answer at the deadline): nothing is due.
+        let mut m = SessionModel::default();
+        rt.set_now(0);
+        m.on_started(&key, &agent, 0).unwrap();
+        m.on_question(&key, "main", &rt).unwrap();
+        m.on_timed_out(&key, true).unwrap();
+        m.touched.clear();
+        rt.set_now(120_000);
+        m.end_of_step(&rt).unwrap();
+    }
+
     #[test]
     fn the_lifecycle_allows_only_its_moves() {
+        let rt = runtime();
+        let agent: Arc<str> = "poet".into();
         let mut m = SessionModel::default();
         let key: Arc<str> = "s1".into();
         let user: Arc<str> = "default".into();
         // A user's conversation is not a session: its questions change nothing.
-        m.on_question(&user).unwrap();
-        m.on_started(&key).unwrap();
-        assert!(m.on_started(&key).is_err(), "started twice");
+        m.on_question(&user, "main", &rt).unwrap();
+        m.on_started(&key, &agent, 0).unwrap();
+        assert!(m.on_started(&key, &agent, 0).is_err(), "started twice");
         let mut m2 = m.clone();
         assert!(
             m2.on_answer(&key).is_err(),
             "an answer with no question open"
         );
-        m.on_question(&key).unwrap();
+        m.on_question(&key, "main", &rt).unwrap();
         let mut m3 = m.clone();
-        let v = m3.on_question(&key).unwrap_err();
+        let v = m3.on_question(&key, "main", &rt).unwrap_err();
         assert_eq!(
             v.invariant,
             names::SESSION_LIFECYCLE,
             "two questions at once"
         );
         m.on_answer(&key).unwrap();
-        m.on_question(&key).unwrap();
+        m.on_question(&key, "main", &rt).unwrap();
         m.on_timed_out(&key, false).unwrap();
         // Failed is absorbing: its agent's end changes nothing more.
         assert!(m.on_ended(&key, true).is_err());
@@ -188,14 +286,16 @@ mod tests {
 
     #[test]
     fn a_waiting_session_may_fail_but_never_complete() {
+        let rt = runtime();
+        let agent: Arc<str> = "poet".into();
         let key: Arc<str> = "s1".into();
         let mut m = SessionModel::default();
-        m.on_started(&key).unwrap();
+        m.on_started(&key, &agent, 0).unwrap();
         assert!(
             m.on_withdrawn(&key).is_err(),
             "no question open to withdraw"
         );
-        m.on_question(&key).unwrap();
+        m.on_question(&key, "main", &rt).unwrap();
         let mut completed = m.clone();
         let v = completed.on_ended(&key, true).unwrap_err();
         assert!(
@@ -207,7 +307,7 @@ mod tests {
         // Its asking child deleted: it fails, and what its agent does next changes nothing.
         m.on_withdrawn(&key).unwrap();
         assert!(m.on_ended(&key, true).is_err());
-        assert!(m.on_question(&key).is_err());
+        assert!(m.on_question(&key, "main", &rt).is_err());
     }
 
     #[test]
@@ -216,7 +316,7 @@ mod tests {
         use crate::runtime::RuntimeConfig;
         let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
         let mut m = SessionModel::default();
-        m.on_started(&"s1".into()).unwrap();
+        m.on_started(&"s1".into(), &"poet".into(), 0).unwrap();
         let v = m.end_of_step(&rt).unwrap_err();
         assert_eq!(v.invariant, names::SESSION_LIFECYCLE);
     }

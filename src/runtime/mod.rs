@@ -90,8 +90,14 @@ impl Runtime {
         }
     }
 
-    /// Tells the runtime what time it is (milliseconds on the driver's clock). Only the watchdog
-    /// reads it; the runtime never reads a clock itself.
+    /// The driver's time as it last told it (milliseconds on its clock).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Tells the runtime what time it is (milliseconds on the driver's clock), before each
+    /// input: the watchdog and async questions' deadlines read it; the runtime never reads a
+    /// clock itself.
     pub fn set_now(&mut self, now_ms: u64) {
         self.now = now_ms;
     }
