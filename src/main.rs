@@ -747,6 +747,19 @@ fn main() -> ExitCode {
 #[cfg(feature = "mock-server")]
 use agentsim::mock_llm::server;
 
+/// The multi-threaded tokio runtime the servers run on; exit code 2, said why, when it cannot
+/// start.
+#[cfg(feature = "mock-server")]
+fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(2)
+        })
+}
+
 #[cfg(feature = "mock-server")]
 fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -777,15 +790,9 @@ fn mock_llm(
         );
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let faults = options.faults;
     let result = runtime.block_on(async {
@@ -868,15 +875,9 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let measured = runtime.block_on(async {
         let options = agentsim::serve::Options {
@@ -1215,12 +1216,9 @@ fn serve(
         #[cfg(not(feature = "sqlite"))]
         Some(_) => return usage("--db needs the `sqlite` feature".to_owned()),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(r) => r,
-        Err(e) => return usage(format!("cannot start the async runtime: {e}")),
+        Err(code) => return code,
     };
     let options = agentsim::serve::Options {
         addr,
