@@ -239,6 +239,8 @@ pub struct ToolRun<'a> {
     pub key: &'a Arc<str>,
     /// The calling agent.
     pub agent: &'a Arc<AgentDef>,
+    /// The calling frame's agent id.
+    pub frame_id: Uuid,
     /// The `tool_use` id it answers.
     pub tool_use_id: &'a Arc<str>,
     /// Tool name (`skill:<name>` for a passthrough skill).

@@ -30,5 +30,6 @@ pub fn caught_by(bug: PlantedBug) -> &'static str {
         // The parent's spawning tool use is left open too: the deleted child delivers nothing.
         PlantedBug::DeleteLeavesToolUses => SINGLE_DELIVERY,
         PlantedBug::DeletedThenEnded => STATUS_TRANSITIONS,
+        PlantedBug::BatchTimeoutIgnored => TOOL_RUNS,
     }
 }

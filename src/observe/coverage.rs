@@ -242,6 +242,7 @@ impl RunCoverage {
                     self.hit(TOOL_FAILED + side(frame));
                 } else if content.starts_with("Tool '") && content.contains("timed out after") {
                     self.hit(TOOL_TIMEOUT + side(frame));
+                    self.hit(pre(names::TOOL_RUNS));
                 }
                 if let Some(i) = self.popped_links.iter().position(|l| l == tool_use_id) {
                     self.popped_links.swap_remove(i);

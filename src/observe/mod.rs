@@ -14,6 +14,7 @@
 pub mod coverage;
 mod semantic;
 mod sessions;
+mod tools;
 mod tree;
 
 use std::fmt;
@@ -81,9 +82,13 @@ pub mod names {
     /// An async session (seed 003) moves only `running → pending_input → running → completed |
     /// failed` or `pending_input → failed`, one question at a time, and agrees with the runtime.
     pub const SESSION_LIFECYCLE: &str = "session-lifecycle";
+    /// An external tool run's result is the output its tool gave, or its timeout text once its
+    /// deadline passed with no output before it, or a documented skip; and it joins the session
+    /// as soon as its run is in (for a parallel batch, once every run of the batch is in).
+    pub const TOOL_RUNS: &str = "tool-runs";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 20] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -103,6 +108,7 @@ pub mod names {
         STATUS_TRANSITIONS,
         FORK_WAIT,
         SESSION_LIFECYCLE,
+        TOOL_RUNS,
     ];
 
     /// A request to `agentsim mock-llm` replays the assistant turns the server sent in its
@@ -114,6 +120,16 @@ pub mod names {
     /// The invariants `agentsim mock-llm` checks on a foreign runtime's requests, besides
     /// `tool-pairing`.
     pub const WIRE: [&str; 2] = [REPLAYED_HISTORY, REQUEST_FORMAT];
+}
+
+/// The fork a `wait` names: a number, or a string holding one (DESIGN §8).
+fn fork_handle(handle: &serde_json::Value) -> Option<u32> {
+    let n = match handle {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }?;
+    u32::try_from(n).ok()
 }
 
 /// A broken invariant.
@@ -252,6 +268,8 @@ pub struct Observer {
     tree: tree::TreeModel,
     /// The observer's own model of the async sessions (`session-lifecycle`).
     sessions: sessions::SessionModel,
+    /// The observer's own model of the external tool runs in flight (`tool-runs`).
+    tools: tools::ToolRuns,
     /// The runtime persists (so the journal is checked).
     persist: bool,
     /// Unit tests feed made-up events with no runtime behind them: the comparison of the
@@ -264,6 +282,12 @@ impl Observer {
     /// A fresh observer.
     pub fn new() -> Observer {
         Observer::default()
+    }
+
+    /// Where a run stops with nothing scheduled at `now`: what was due by then and never came
+    /// (a tool run whose batch was in; see `tool-runs`).
+    pub fn check_stuck(&self, now: u64) -> Result<(), Violation> {
+        self.tools.check_due(now, true)
     }
 
     /// Checks one step: its events in order, then the runtime's state at the end of the step.
@@ -351,15 +375,34 @@ impl Observer {
                 from,
                 status,
                 ..
-            } => self.tree.on_state(*agent_id, frame, *from, *status)?,
+            } => {
+                self.tree.on_state(*agent_id, frame, *from, *status)?;
+                if status.is_terminal() {
+                    self.tools.on_ended(*agent_id);
+                }
+            }
             Event::ForkStarted {
+                caller,
                 caller_id,
                 handle,
                 frame,
                 ..
-            } => self
-                .tree
-                .on_fork_started(*caller_id, *handle, frame.frame_id),
+            } => {
+                // The caller's script name, from its definition (a triggered agent runs as
+                // `main`); a caller gone by the end of the step is not judged on it.
+                let script = rt
+                    .find_agent(*caller_id)
+                    .and_then(|f| rt.frame(f))
+                    .map(|f| f.agent().name.clone());
+                self.tree.on_fork_started(
+                    *caller_id,
+                    caller,
+                    script.as_deref(),
+                    *handle,
+                    frame.frame_id,
+                    &frame.name,
+                )?
+            }
             Event::ForkEnded {
                 frame,
                 result,
@@ -372,9 +415,23 @@ impl Observer {
             Event::Wait {
                 frame_id,
                 tool_use_id,
-                handle,
+                handle: read,
                 ..
-            } => self.tree.on_wait(*frame_id, tool_use_id, *handle),
+            } => {
+                // The handle as the model wrote it (a number, or a numeric string), read by the
+                // observer itself from the caller's session, never from the runtime's reading.
+                let handle = rt
+                    .find_agent(*frame_id)
+                    .and_then(|f| rt.frame(f))
+                    .and_then(|f| {
+                        let session = f.session();
+                        session.tool_use_at(session.tool_use_by_id(tool_use_id)?)
+                    })
+                    .map(|u| u.input.get("handle").and_then(fork_handle));
+                // (A caller gone by the end of the step is judged on the runtime's reading.)
+                self.tree
+                    .on_wait(*frame_id, tool_use_id, handle.unwrap_or(*read))
+            }
             Event::Question {
                 key,
                 agent_id,
@@ -574,6 +631,8 @@ impl Observer {
                 }
                 self.tree
                     .on_result(*frame_id, frame, tool_use_id, content, *is_error)?;
+                self.tools
+                    .on_result(*frame_id, tool_use_id, content, *is_error, rt.now())?;
                 let mut delivery = false;
                 for d in &mut self.deliveries {
                     if d.child.parent_tool_use_id.as_ref() == Some(tool_use_id) {
@@ -764,10 +823,12 @@ impl Observer {
     }
 
     fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        self.tools.on_effects(rt);
         if let Err(v) = self
             .structural_end(rt)
             .and_then(|()| self.tree.end_of_step(rt))
             .and_then(|()| self.sessions.end_of_step(rt))
+            .and_then(|()| self.tools.check_due(rt.now(), false))
         {
             self.step = semantic::StepFacts::default();
             self.cancel_sent = false;

@@ -240,6 +240,7 @@ impl Observer {
                     }
                 }
             }
+            Input::ToolDone { call, result } => self.tools.on_tool_done(*call, result, rt.now()),
             Input::LlmEnd { call, .. } if self.caller(*call).is_some() => {
                 let reply = self.partials.remove(call).unwrap_or_default();
                 self.stash = Some(Stashed { call: *call, reply });
@@ -554,6 +555,15 @@ impl Observer {
             messages::TOOL_INTERRUPTED => None,
             // A fork's final text answers `wait`, whatever it says.
             _ if &*use_name == builtin::WAIT => None,
+            _ if &*use_name == builtin::FORK && !is_error && !is_skip(content) => {
+                if let Err(v) = self
+                    .tree
+                    .on_fork_answered(frame_id, &name, tool_use_id, content)
+                {
+                    self.step.deferred.get_or_insert(v);
+                }
+                None
+            }
             messages::AGENT_DELETED if !deleting => Some(format!(
                 "{tool_use_id} ({use_name}) of {name} was answered as deleted, but no intervention deleted anything"
             )),

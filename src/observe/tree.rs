@@ -29,6 +29,14 @@ enum Deferred {
         tool_use_id: Arc<str>,
         content: Arc<str>,
     },
+    /// A `fork` answered with handle `handle`: fork `handle` of its caller must start in the
+    /// step (once the turn that forked it has stepped), unless the caller ends in it.
+    Promised {
+        caller: Uuid,
+        handle: u32,
+        frame: Arc<str>,
+        tool_use_id: Arc<str>,
+    },
     /// Answered `No fork with handle <h>`: no fork `h` of its caller may start in the step (a
     /// fork starts once the turn that forked it has stepped).
     NoFork {
@@ -200,6 +208,23 @@ impl TreeModel {
                         ));
                     }
                 }
+                Deferred::Promised {
+                    caller,
+                    handle,
+                    frame,
+                    tool_use_id,
+                } => {
+                    let ended = self
+                        .agents
+                        .get(&caller)
+                        .is_some_and(|(s, _)| s.is_terminal());
+                    if !ended && !self.forks.contains_key(&(caller, handle)) {
+                        return Err(violation(
+                            names::FORK_WAIT,
+                            format!("{frame}'s fork ({tool_use_id}) answered handle {handle}, but no fork {handle} of {frame} started"),
+                        ));
+                    }
+                }
                 Deferred::NoFork {
                     caller,
                     handle,
@@ -315,9 +340,73 @@ impl TreeModel {
     }
 
     /// A fork started.
-    pub(super) fn on_fork_started(&mut self, caller: Uuid, handle: u32, fork: Uuid) {
+    ///
+    /// A caller numbers its forks 1, 2, 3, … (workflow children included), and fork `h` of an
+    /// agent whose script name is `script` is `fork:script#h`: the name its script is found by.
+    pub(super) fn on_fork_started(
+        &mut self,
+        caller: Uuid,
+        caller_name: &str,
+        script: Option<&str>,
+        handle: u32,
+        fork: Uuid,
+        fork_name: &str,
+    ) -> Result<(), Violation> {
+        let last = self
+            .forks
+            .keys()
+            .filter(|(c, _)| *c == caller)
+            .map(|(_, h)| *h)
+            .max()
+            .unwrap_or(0);
+        if handle != last + 1 {
+            return Err(violation(
+                names::FORK_WAIT,
+                format!("{caller_name} started fork {handle} ({fork}), but its forks so far number {last}"),
+            ));
+        }
+        let named = |script: &str| {
+            fork_name
+                .strip_prefix("fork:")
+                .and_then(|n| n.strip_prefix(script))
+                .and_then(|n| n.strip_prefix('#'))
+                .is_some_and(|h| h == handle.to_string())
+        };
+        if let Some(script) = script.filter(|s| !named(s)) {
+            return Err(violation(
+                names::FORK_WAIT,
+                format!("{caller_name}'s fork {handle} ({fork}) is named {fork_name:?}, not \"fork:{script}#{handle}\""),
+            ));
+        }
         self.forks.insert((caller, handle), (fork, None));
         self.fork_of.insert(fork, (caller, handle));
+        Ok(())
+    }
+
+    /// A `fork` call of `caller` was answered with `content` (not an error): the handle of the
+    /// fork that must start in the step.
+    pub(super) fn on_fork_answered(
+        &mut self,
+        caller: Uuid,
+        frame: &Arc<str>,
+        tool_use_id: &Arc<str>,
+        content: &str,
+    ) -> Result<(), Violation> {
+        let Ok(handle) = content.parse::<u32>() else {
+            return Err(violation(
+                names::FORK_WAIT,
+                format!(
+                    "{frame}'s fork ({tool_use_id}) succeeded with {content:?}, which is no handle"
+                ),
+            ));
+        };
+        self.deferred.push(Deferred::Promised {
+            caller,
+            handle,
+            frame: frame.clone(),
+            tool_use_id: tool_use_id.clone(),
+        });
+        Ok(())
     }
 
     /// A fork ended with `result`, failed (`is_error`) or not.
@@ -553,14 +642,72 @@ mod tests {
         assert!(v.message.contains("never started"), "{v}");
     }
 
+    /// Fork `handle` of `caller` starts (its name not judged).
+    fn start(m: &mut TreeModel, caller: Uuid, handle: u32, fork: Uuid) {
+        m.on_fork_started(caller, "main", None, handle, fork, "fork:main#1")
+            .unwrap();
+    }
+
+    #[test]
+    fn forks_are_numbered_named_and_started_as_their_fork_calls_said() {
+        let mut m = TreeModel::default();
+        let caller = id(1);
+        let f: Arc<str> = "agent:research".into();
+        let script = Some("research");
+        m.on_fork_started(caller, &f, script, 1, id(10), "fork:research#1")
+            .unwrap();
+        // Handles count from 1 per caller, with no gap.
+        let v = m
+            .on_fork_started(caller, &f, script, 3, id(11), "fork:research#3")
+            .unwrap_err();
+        assert_eq!(v.invariant, names::FORK_WAIT);
+        assert!(v.message.contains("its forks so far number 1"), "{v}");
+        // Named after the caller's script and the handle.
+        for wrong in [
+            "fork:research#3",
+            "research#2",
+            "fork:main#2",
+            "fork:#2",
+            "fork:research#02",
+        ] {
+            let v = m
+                .on_fork_started(caller, &f, script, 2, id(11), wrong)
+                .unwrap_err();
+            assert!(
+                v.message.contains("not \"fork:research#2\""),
+                "{wrong}: {v}"
+            );
+        }
+        m.on_fork_started(caller, &f, script, 2, id(11), "fork:research#2")
+            .unwrap();
+        // A fork call answered with a handle: that fork starts in the step.
+        let t: Arc<str> = "toolu_1".into();
+        m.on_fork_answered(caller, &f, &t, "2").unwrap();
+        assert!(m.check_deferred().is_ok(), "fork 2 started");
+        m.on_fork_answered(caller, &f, &t, "3").unwrap();
+        let v = m.check_deferred().unwrap_err();
+        assert!(
+            v.message.contains("no fork 3 of agent:research started"),
+            "{v}"
+        );
+        let v = m.on_fork_answered(caller, &f, &t, "started").unwrap_err();
+        assert!(v.message.contains("which is no handle"), "{v}");
+        // Unless the caller ended in the step (its forks never start).
+        m.on_fork_answered(caller, &f, &t, "3").unwrap();
+        m.on_state(caller, &f, None, Status::Running).unwrap();
+        m.on_state(caller, &f, Some(Status::Running), Status::Error)
+            .unwrap();
+        assert!(m.check_deferred().is_ok());
+    }
+
     #[test]
     fn a_wait_answered_early_or_with_another_forks_result_breaks_fork_wait() {
         let mut m = TreeModel::default();
         let caller = id(1);
         let f: Arc<str> = "main".into();
         let (w1, w2, w3): (Arc<str>, Arc<str>, Arc<str>) = ("w1".into(), "w2".into(), "w3".into());
-        m.on_fork_started(caller, 1, id(10));
-        m.on_fork_started(caller, 2, id(11));
+        start(&mut m, caller, 1, id(10));
+        start(&mut m, caller, 2, id(11));
         // Answered while fork 1 runs.
         m.on_wait(caller, &w1, Some(1));
         let v = m
@@ -588,7 +735,7 @@ mod tests {
         m.on_wait(caller, &w3, Some(3));
         let no3 = "No fork with handle 3".into();
         assert!(m.on_result(caller, &f, &w3, &no3, true).is_ok());
-        m.on_fork_started(caller, 3, id(12));
+        start(&mut m, caller, 3, id(12));
         let v = m.check_deferred().unwrap_err();
         assert!(v.message.contains("started fork 3"), "{v}");
         // The right result with the wrong error flag.
@@ -625,9 +772,9 @@ mod tests {
     fn a_caller_waits_on_the_forks_its_parked_waits_lead_to() {
         let mut m = TreeModel::default();
         let (main, f1, f2, f11) = (id(1), id(10), id(11), id(20));
-        m.on_fork_started(main, 1, f1);
-        m.on_fork_started(main, 2, f2);
-        m.on_fork_started(f1, 1, f11);
+        start(&mut m, main, 1, f1);
+        start(&mut m, main, 2, f2);
+        start(&mut m, f1, 1, f11);
         assert!(!m.waits_on(main, f1), "no wait parked yet");
         m.on_wait(main, &"w1".into(), Some(1));
         m.on_wait(f1, &"w2".into(), Some(1));
@@ -653,7 +800,7 @@ mod tests {
         let mut m = TreeModel::default();
         let (main, c1, c2, c3) = (id(1), id(12), id(11), id(13));
         for (h, c) in [(1, c1), (2, c2), (3, c3)] {
-            m.on_fork_started(main, h, c);
+            start(&mut m, main, h, c);
         }
         m.on_question(c1, &None);
         m.on_question(c3, &None);

@@ -389,10 +389,12 @@ pub(super) fn on_tool_outcome(
 pub(super) fn on_tool_timeout(frame: &mut StackFrame, timer: CallId, cx: &mut TurnCx<'_>) -> bool {
     let (at, name) = match &frame.phase {
         Phase::AwaitTool { at, name, .. } => (*at, name.as_ref()),
-        Phase::AwaitTools { batch } => match batch.iter().find(|i| i.timer == Some(timer)) {
-            Some(item) => (item.at, None),
-            None => return false,
-        },
+        Phase::AwaitTools { batch } if !cx.config.has_bug(PlantedBug::BatchTimeoutIgnored) => {
+            match batch.iter().find(|i| i.timer == Some(timer)) {
+                Some(item) => (item.at, None),
+                None => return false,
+            }
+        }
         _ => return false,
     };
     let Some(name) = name.or(frame.session.tool_use_at(at).map(|u| u.name)) else {

@@ -201,6 +201,7 @@ impl Runtime {
         Some(ToolRun {
             key,
             agent: &frame.agent,
+            frame_id: frame.frame_id,
             tool_use_id: tool_use.id,
             name: name.unwrap_or(tool_use.name),
             input: tool_use.input,

@@ -59,11 +59,14 @@ pub enum PlantedBug {
     DeleteLeavesToolUses,
     /// A deleted agent is marked deleted at once, then ends again when its frame is removed.
     DeletedThenEnded,
+    /// A tool's timeout is honoured only for a sequential run: a parallel batch waits for its
+    /// slowest tool whatever the timeout says.
+    BatchTimeoutIgnored,
 }
 
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [PlantedBug; 24] = [
+    pub const ALL: [PlantedBug; 25] = [
         PlantedBug::DropCascadeResult,
         PlantedBug::DoubleDelivery,
         PlantedBug::IterationOffByOne,
@@ -88,6 +91,7 @@ impl PlantedBug {
         PlantedBug::WaitResumedByAnyFork,
         PlantedBug::DeleteLeavesToolUses,
         PlantedBug::DeletedThenEnded,
+        PlantedBug::BatchTimeoutIgnored,
     ];
 
     /// The kebab-case name used on the command line and in scenario files.
@@ -117,6 +121,7 @@ impl PlantedBug {
             PlantedBug::WaitResumedByAnyFork => "wait-resumed-by-any-fork",
             PlantedBug::DeleteLeavesToolUses => "delete-leaves-tool-uses",
             PlantedBug::DeletedThenEnded => "deleted-then-ended",
+            PlantedBug::BatchTimeoutIgnored => "batch-timeout-ignored",
         }
     }
 }

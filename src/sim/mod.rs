@@ -524,6 +524,18 @@ impl Sim {
     /// limit when a model call stalled or a tool hung, else (with the observer on) a broken
     /// `progress` invariant, since the runtime waits for something nobody was asked to do.
     pub fn stuck(&self) -> RunError {
+        // A hung tool excuses the wait, but not a result that was due by now (its timeout).
+        if let Some(Err(violation)) = self
+            .observer
+            .as_ref()
+            .map(|o| o.check_stuck(self.clock.now()))
+        {
+            return RunError::Violation {
+                violation,
+                step: self.steps,
+                at_ms: self.clock.now(),
+            };
+        }
         if self.stalls > 0 || self.observer.is_none() {
             return RunError::Stuck {
                 at_ms: self.clock.now(),
