@@ -284,10 +284,18 @@ impl Observer {
         Observer::default()
     }
 
+    /// A fresh observer for `rt`, with what it reads once from the definitions read already
+    /// (so that copies of it made before the first step do not read them again).
+    pub fn for_runtime(rt: &Runtime) -> Observer {
+        let mut observer = Observer::default();
+        observer.tools.prepare(rt);
+        observer
+    }
+
     /// Where a run stops with nothing scheduled at `now`: what was due by then and never came
     /// (a tool run whose batch was in; see `tool-runs`).
     pub fn check_stuck(&self, now: u64) -> Result<(), Violation> {
-        self.tools.check_due(now, true)
+        self.tools.find_due(now, true)
     }
 
     /// Checks one step: its events in order, then the runtime's state at the end of the step.
@@ -747,6 +755,9 @@ impl Observer {
                 let k = self.key_index(key);
                 self.on_reissued(k, *frame_id, *call);
             }
+            Event::Reissued {
+                what: "tool run", ..
+            } => self.tools.on_reissued(),
             Event::LlmError { frame_id, .. } => self.on_llm_error(*frame_id),
             Event::Watchdog { key, frame, .. } => {
                 let k = self.key_index(key);
@@ -858,7 +869,7 @@ impl Observer {
             }
             if let (Some(got), Some(want)) = (d.is_error, d.expect_error) {
                 if got != want && self.step.deferred.is_none() {
-                    self.step.deferred = Some(violation(
+                    self.step.mark().deferred = Some(violation(
                         ERROR_PROPAGATION,
                         format!(
                             "{} delivered {} to {}, but it {}",

@@ -113,25 +113,45 @@ pub(super) struct StepFacts {
     /// The first semantic violation seen during the step's events (reported after the
     /// structural checks of the step, which it may only be a symptom of).
     pub(super) deferred: Option<Violation>,
+    /// Something was added since the last [`StepFacts::clear`] (every addition goes through
+    /// [`StepFacts::mark`], so that an empty step costs one test, not one per list).
+    dirty: bool,
 }
 
 impl StepFacts {
+    /// The facts, to add one.
+    #[inline(always)]
+    pub(super) fn mark(&mut self) -> &mut StepFacts {
+        self.dirty = true;
+        self
+    }
+
+    #[inline]
     pub(super) fn is_empty(&self) -> bool {
-        self.failed.is_empty()
-            && self.resumed.is_empty()
-            && self.watchdog.is_empty()
-            && self.delegated.is_empty()
-            && self.answered.is_empty()
-            && self.cancel_skips.is_empty()
-            && self.delete_skips.is_empty()
-            && self.completing.is_empty()
-            && self.sent.is_empty()
-            && self.main_failure.is_empty()
-            && self.expected.is_empty()
-            && self.deferred.is_none()
+        debug_assert!(
+            self.dirty
+                || (self.failed.is_empty()
+                    && self.resumed.is_empty()
+                    && self.watchdog.is_empty()
+                    && self.delegated.is_empty()
+                    && self.answered.is_empty()
+                    && self.cancel_skips.is_empty()
+                    && self.delete_skips.is_empty()
+                    && self.completing.is_empty()
+                    && self.sent.is_empty()
+                    && self.main_failure.is_empty()
+                    && self.expected.is_empty()
+                    && self.deferred.is_none()),
+            "a fact was added without StepFacts::mark"
+        );
+        !self.dirty
     }
 
     fn clear(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
         self.failed.clear();
         self.resumed.clear();
         self.watchdog.clear();
@@ -277,7 +297,7 @@ impl Observer {
         f.uses = reply.uses;
         let (session, name) = (f.info.session_id, f.info.name.clone());
         if answered {
-            self.step.answered.push(frame_id);
+            self.step.mark().answered.push(frame_id);
         }
         if content {
             self.expect("assistant", session, None, None, &name);
@@ -308,7 +328,7 @@ impl Observer {
     /// Records a semantic violation to report at the end of the step (the first one wins).
     fn defer(&mut self, invariant: &'static str, message: String) {
         if self.step.deferred.is_none() {
-            self.step.deferred = Some(violation(invariant, message));
+            self.step.mark().deferred = Some(violation(invariant, message));
         }
     }
 
@@ -321,7 +341,7 @@ impl Observer {
         frame: &Arc<str>,
     ) {
         if self.persist {
-            self.step.expected.push(Expect {
+            self.step.mark().expected.push(Expect {
                 kind,
                 session,
                 id,
@@ -381,7 +401,7 @@ impl Observer {
     }
 
     pub(super) fn on_llm_error(&mut self, frame_id: Uuid) {
-        self.step.failed.push(frame_id);
+        self.step.mark().failed.push(frame_id);
     }
 
     pub(super) fn on_watchdog(&mut self, k: usize, frame: &Arc<str>) {
@@ -393,7 +413,7 @@ impl Observer {
         if let Some(f) = m.frames.iter_mut().rev().find(|f| f.info.name == *frame) {
             f.lenient = true;
         }
-        self.step.watchdog.push((k, frame.clone()));
+        self.step.mark().watchdog.push((k, frame.clone()));
     }
 
     /// A workflow agent's text reply was a decision of its workflow (it entered a step, asked a
@@ -405,7 +425,7 @@ impl Observer {
     /// A workflow agent ended its workflow with its summary: a success, like a batch child's
     /// answer.
     pub(super) fn on_workflow_done(&mut self, frame_id: Uuid) {
-        self.step.delegated.push(frame_id);
+        self.step.mark().delegated.push(frame_id);
     }
 
     /// A batch child (the frame on top of conversation `k` with this name) answered.
@@ -419,12 +439,12 @@ impl Observer {
             .rev()
             .find(|f| f.info.name == *frame)
         {
-            self.step.delegated.push(f.info.frame_id);
+            self.step.mark().delegated.push(f.info.frame_id);
         }
     }
 
     pub(super) fn on_sent(&mut self, k: usize, text: &Arc<str>) {
-        self.step.sent.push((k, text.clone()));
+        self.step.mark().sent.push((k, text.clone()));
     }
 
     /// A user message delivered to frame `frame_id`.
@@ -455,7 +475,7 @@ impl Observer {
             // of an earlier reply are left to run.
             resume(f);
             let (session, name) = (f.info.session_id, f.info.name.clone());
-            self.step.resumed.push(frame_id);
+            self.step.mark().resumed.push(frame_id);
             self.expect("user", session, None, None, &name);
         }
     }
@@ -546,7 +566,7 @@ impl Observer {
             )),
             messages::SKIPPED_AFTER_LIMIT => None,
             messages::CANCELLED_BY_USER => {
-                self.step.cancel_skips.push((frame_id, name.clone()));
+                self.step.mark().cancel_skips.push((frame_id, name.clone()));
                 None
             }
             messages::TOOL_INTERRUPTED if !watched => Some(format!(
@@ -560,7 +580,7 @@ impl Observer {
                     .tree
                     .on_fork_answered(frame_id, &name, tool_use_id, content)
                 {
-                    self.step.deferred.get_or_insert(v);
+                    self.step.mark().deferred.get_or_insert(v);
                 }
                 None
             }
@@ -568,7 +588,7 @@ impl Observer {
                 "{tool_use_id} ({use_name}) of {name} was answered as deleted, but no intervention deleted anything"
             )),
             messages::AGENT_DELETED if being_deleted => {
-                self.step.delete_skips.push((frame_id, name.clone()));
+                self.step.mark().delete_skips.push((frame_id, name.clone()));
                 None
             }
             messages::AGENT_DELETED if !delivery => Some(format!(
@@ -610,13 +630,13 @@ impl Observer {
         if &*use_name == builtin::COMPLETE && !is_error {
             f.completed = true;
             if !main {
-                self.step.completing.push((frame_id, name.clone()));
+                self.step.mark().completing.push((frame_id, name.clone()));
             }
         }
         // A child's result resumes its parent at the loop head: a pass of its own when tool uses
         // are left to run (DESIGN §3 item 6), unless the limit ends it there.
         if delivery && &**content != messages::CANCELLED_BY_USER && !being_deleted {
-            self.step.resumed.push(frame_id);
+            self.step.mark().resumed.push(frame_id);
             resume(f);
         }
         if let Some((invariant, message)) = problem {
@@ -731,7 +751,7 @@ impl Observer {
             );
         }
         if main && matches!(end, End::Error | End::Limit) {
-            self.step.main_failure.push((k, end));
+            self.step.mark().main_failure.push((k, end));
         }
         match end {
             End::Success => Some(false),

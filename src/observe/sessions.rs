@@ -169,7 +169,16 @@ impl SessionModel {
 
     /// Each session the step touched agrees with the runtime, and no question is open past its
     /// deadline (its timeout is the runtime's to keep, whatever else happens).
+    #[inline]
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if self.due.is_empty() && self.touched.is_empty() {
+            return Ok(());
+        }
+        self.check_end(rt)
+    }
+
+    #[inline(never)]
+    fn check_end(&mut self, rt: &Runtime) -> Result<(), Violation> {
         if let Some((key, deadline)) = self.due.iter().find(|(_, at)| *at < rt.now()) {
             return Err(violation(
                 names::SESSION_LIFECYCLE,

@@ -48,6 +48,8 @@ struct Run {
     timeout: Option<u64>,
     /// The output fed for it and when: the result it must give, and its error flag.
     output: Option<(Arc<str>, bool, u64)>,
+    /// When it was in: its output, or its deadline, whichever came first (kept as they change).
+    in_at: Option<u64>,
 }
 
 impl Run {
@@ -55,25 +57,61 @@ impl Run {
         self.timeout.map(|t| self.started.saturating_add(t))
     }
 
-    /// When it was in: its output, or its deadline, whichever came first.
-    fn in_at(&self) -> Option<u64> {
-        match (self.output.as_ref().map(|o| o.2), self.deadline()) {
+    /// Sets [`Run::in_at`] from its output and deadline.
+    fn update_in(&mut self) {
+        self.in_at = match (self.output.as_ref().map(|o| o.2), self.deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
-        }
+        };
     }
 }
 
 /// The observer's model of the external tool runs in flight.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct ToolRuns {
     /// Whether the definitions make anything to watch (computed at the first step).
     watch: Option<bool>,
-    /// Runs not answered yet, in the order they started.
-    open: SmallVec<[Run; 2]>,
+    /// Runs not answered yet.
+    open: Vec<Run>,
+    /// When the earliest batch is due (`Some(None)`: none ever will be); `None` once a change
+    /// makes it stale.
+    due: Option<Option<u64>>,
+    /// A restored runtime issued runs again in this step (they replace the ones it had).
+    reissued: bool,
+    /// At most the earliest time an open run was in (`u64::MAX` while none is): no batch can
+    /// be due before it, so steps until then need no look at the batches.
+    min_in: u64,
+}
+
+impl Default for ToolRuns {
+    fn default() -> ToolRuns {
+        ToolRuns {
+            watch: None,
+            open: Vec::new(),
+            due: None,
+            reissued: false,
+            min_in: u64::MAX,
+        }
+    }
+}
+
+/// Whether two texts are equal (the same `Arc` most of the time).
+#[inline]
+fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 impl ToolRuns {
+    /// A restored runtime issued calls again: the runs among them replace the ones it had.
+    pub(super) fn on_reissued(&mut self) {
+        self.reissued = true;
+    }
+
+    /// Reads from the definitions whether there is anything to watch.
+    pub(super) fn prepare(&mut self, rt: &Runtime) {
+        self.watching(rt);
+    }
+
     fn watching(&mut self, rt: &Runtime) -> bool {
         *self.watch.get_or_insert_with(|| {
             let catalog = rt.catalog();
@@ -85,12 +123,20 @@ impl ToolRuns {
     }
 
     /// The driver is about to feed a tool's output: it is the result its run must give.
+    #[inline]
     pub(super) fn on_tool_done(
         &mut self,
         call: CallId,
         result: &Result<ToolOutput, ToolError>,
         now: u64,
     ) {
+        if !self.open.is_empty() {
+            self.record_output(call, result, now);
+        }
+    }
+
+    #[inline(never)]
+    fn record_output(&mut self, call: CallId, result: &Result<ToolOutput, ToolError>, now: u64) {
         let Some(run) = self
             .open
             .iter_mut()
@@ -102,13 +148,25 @@ impl ToolRuns {
             Ok(out) => (out.content.clone(), out.is_error, now),
             Err(e) => (messages::tool_failed(&e.0).into(), true, now),
         });
+        run.update_in();
+        self.min_in = self.min_in.min(run.in_at.unwrap_or(u64::MAX));
+        self.due = None;
     }
 
     /// The runs the runtime asked for in this step (its effects, before the driver takes them).
+    #[inline]
     pub(super) fn on_effects(&mut self, rt: &Runtime) {
+        if self.watch != Some(false) {
+            self.read_effects(rt);
+        }
+    }
+
+    #[inline(never)]
+    fn read_effects(&mut self, rt: &Runtime) {
         if !self.watching(rt) {
             return;
         }
+        let reissued = std::mem::take(&mut self.reissued);
         for effect in rt.effects() {
             let Effect::RunTool { call } = effect else {
                 continue;
@@ -122,33 +180,49 @@ impl ToolRuns {
                 .get(&**run.name)
                 .and_then(|t| t.timeout_ms);
             let now = rt.now();
-            match self
-                .open
-                .iter_mut()
-                .find(|r| r.frame_id == run.frame_id && r.tool_use_id == *run.tool_use_id)
-            {
+            self.due = None;
+            let again = match reissued {
+                true => self
+                    .open
+                    .iter_mut()
+                    .find(|r| r.frame_id == run.frame_id && same(&r.tool_use_id, run.tool_use_id)),
+                false => None,
+            };
+            match again {
                 // Issued again by a restored runtime: it starts afresh.
                 Some(r) => {
                     r.call = *call;
                     r.started = now;
                     r.output = None;
+                    r.update_in();
+                    self.min_in = self.min_in.min(r.in_at.unwrap_or(u64::MAX));
                 }
-                None => self.open.push(Run {
-                    frame_id: run.frame_id,
-                    frame: run.agent.frame_name.clone(),
-                    tool_use_id: run.tool_use_id.clone(),
-                    name: run.name.clone(),
-                    call: *call,
-                    started: now,
-                    timeout,
-                    output: None,
-                }),
+                None => {
+                    if self.open.capacity() == 0 {
+                        self.open.reserve(16);
+                    }
+                    let mut r = Run {
+                        frame_id: run.frame_id,
+                        frame: run.agent.frame_name.clone(),
+                        tool_use_id: run.tool_use_id.clone(),
+                        name: run.name.clone(),
+                        call: *call,
+                        started: now,
+                        timeout,
+                        output: None,
+                        in_at: None,
+                    };
+                    r.update_in();
+                    self.min_in = self.min_in.min(r.in_at.unwrap_or(u64::MAX));
+                    self.open.push(r);
+                }
             }
         }
     }
 
     /// A `tool_result` joined a session: if it answers a watched run, it must be the run's
     /// output, its timeout at or after its deadline, or a skip.
+    #[inline]
     pub(super) fn on_result(
         &mut self,
         frame_id: Uuid,
@@ -160,14 +234,38 @@ impl ToolRuns {
         if self.open.is_empty() {
             return Ok(());
         }
+        self.judge_result(frame_id, tool_use_id, content, is_error, now)
+    }
+
+    #[inline(never)]
+    fn judge_result(
+        &mut self,
+        frame_id: Uuid,
+        tool_use_id: &Arc<str>,
+        content: &Arc<str>,
+        is_error: bool,
+        now: u64,
+    ) -> Result<(), Violation> {
+        // The result carries the session's own `Arc` of the id, as the run does.
+        let at = |r: &Run| r.frame_id == frame_id;
         let Some(i) = self
             .open
             .iter()
-            .position(|r| r.frame_id == frame_id && r.tool_use_id == *tool_use_id)
+            .position(|r| Arc::ptr_eq(&r.tool_use_id, tool_use_id) && at(r))
+            .or_else(|| {
+                self.open
+                    .iter()
+                    .position(|r| at(r) && r.tool_use_id == *tool_use_id)
+            })
         else {
             return Ok(());
         };
-        let run = self.open.remove(i);
+        // (The order of the runs is only the order violations are looked for in.)
+        let run = self.open.swap_remove(i);
+        if self.open.is_empty() {
+            self.min_in = u64::MAX;
+        }
+        self.due = None;
         if semantic::is_skip(content) || **content == *messages::FORK_CANCELLED {
             return Ok(());
         }
@@ -178,9 +276,9 @@ impl ToolRuns {
             ..
         } = &run;
         let deadline = run.deadline();
-        let timed_out = deadline.and_then(|d| {
+        let timed_out = deadline.filter(|_| is_error).and_then(|d| {
             let text = messages::tool_timed_out(name, run.timeout.unwrap_or(0));
-            (is_error && **content == *text).then_some(d)
+            (**content == *text).then_some(d)
         });
         if let Some(d) = timed_out {
             return match output {
@@ -200,7 +298,7 @@ impl ToolRuns {
                 names::TOOL_RUNS,
                 format!("{frame}'s {name} ({tool_use_id}) got the result {content:?} at {now}ms, but its tool had not answered"),
             )),
-            Some((want, want_error, _)) if want != content || *want_error != is_error => {
+            Some((want, want_error, _)) if !same(want, content) || *want_error != is_error => {
                 Err(violation(
                     names::TOOL_RUNS,
                     format!("{frame}'s {name} ({tool_use_id}) got the result {content:?} (error: {is_error}), but its tool answered {want:?} (error: {want_error})"),
@@ -217,21 +315,69 @@ impl ToolRuns {
     }
 
     /// An agent ended: its runs end with it (what answers them is `tool-execution`'s to judge).
+    #[inline]
     pub(super) fn on_ended(&mut self, agent_id: Uuid) {
         if !self.open.is_empty() {
             self.open.retain(|r| r.frame_id != agent_id);
+            if self.open.is_empty() {
+                self.min_in = u64::MAX;
+            }
+            self.due = None;
         }
     }
 
     /// At the end of a step at `now`: no batch that was in before `now` may still miss a
     /// result. `stuck`: the run has stopped with nothing scheduled, so a batch in at `now` is
     /// due too.
-    pub(super) fn check_due(&self, now: u64, stuck: bool) -> Result<(), Violation> {
+    #[inline]
+    pub(super) fn check_due(&mut self, now: u64, stuck: bool) -> Result<(), Violation> {
+        if now < self.min_in || (now == self.min_in && !stuck) {
+            return Ok(()); // Nothing open was in before now: no batch can be overdue.
+        }
+        let due = match self.due {
+            Some(due) => due,
+            None => *self.due.insert(self.earliest_due()),
+        };
+        match due {
+            Some(due) if due < now || (stuck && due <= now) => self.find_due(now, stuck),
+            _ => Ok(()),
+        }
+    }
+
+    /// When the earliest batch is due: the latest time one of its runs was in (a batch with a
+    /// run never in is never due).
+    fn earliest_due(&self) -> Option<u64> {
+        let first = self.open.first()?.frame_id;
+        if self.open.iter().all(|r| r.frame_id == first) {
+            // One batch (the usual case): due once every run of it is in.
+            return self
+                .open
+                .iter()
+                .try_fold(0, |due, r| Some(due.max(r.in_at?)));
+        }
+        let mut batches: SmallVec<[(Uuid, Option<u64>); 2]> = SmallVec::new();
+        for r in &self.open {
+            let in_at = r.in_at;
+            match batches.iter_mut().find(|(f, _)| *f == r.frame_id) {
+                Some((_, due)) => {
+                    *due = match (*due, in_at) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    }
+                }
+                None => batches.push((r.frame_id, in_at)),
+            }
+        }
+        batches.iter().filter_map(|(_, due)| *due).min()
+    }
+
+    #[cold]
+    pub(super) fn find_due(&self, now: u64, stuck: bool) -> Result<(), Violation> {
         for run in &self.open {
             // Its batch: every open run of its frame.
             let mut batch_in = Some(0u64);
             for r in self.open.iter().filter(|r| r.frame_id == run.frame_id) {
-                batch_in = match (batch_in, r.in_at()) {
+                batch_in = match (batch_in, r.in_at) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     _ => None,
                 };
@@ -267,7 +413,7 @@ mod tests {
     use super::*;
 
     fn run(frame_id: Uuid, id: &str, started: u64, timeout: Option<u64>) -> Run {
-        Run {
+        let mut r = Run {
             frame_id,
             frame: "main".into(),
             tool_use_id: id.into(),
@@ -276,20 +422,31 @@ mod tests {
             started,
             timeout,
             output: None,
-        }
+            in_at: None,
+        };
+        r.update_in();
+        r
     }
 
     fn model(runs: Vec<Run>) -> ToolRuns {
+        let min_in = runs
+            .iter()
+            .filter_map(|r| r.in_at)
+            .min()
+            .unwrap_or(u64::MAX);
         ToolRuns {
             watch: Some(true),
-            open: runs.into(),
+            open: runs,
+            due: None,
+            reissued: false,
+            min_in,
         }
     }
 
     #[test]
     fn a_run_past_its_deadline_without_a_result_breaks_the_invariant() {
         let f = Uuid::from_u128(1);
-        let m = model(vec![run(f, "tu1", 100, Some(1000))]);
+        let mut m = model(vec![run(f, "tu1", 100, Some(1000))]);
         assert!(
             m.check_due(1100, false).is_ok(),
             "due, but the step at its deadline may answer it"
@@ -312,12 +469,13 @@ mod tests {
         let f = Uuid::from_u128(1);
         let mut done = run(f, "tu1", 0, None);
         done.output = Some(("ok".into(), false, 10));
+        done.update_in();
         let slow = run(f, "tu2", 0, Some(1000));
-        let m = model(vec![done.clone(), slow]);
+        let mut m = model(vec![done.clone(), slow]);
         assert!(m.check_due(500, false).is_ok(), "tu2 is not in yet");
         assert!(m.check_due(1001, false).is_err());
         // A batch with a run that never answers and has no timeout waits for good.
-        let m = model(vec![done, run(f, "tu3", 0, None)]);
+        let mut m = model(vec![done, run(f, "tu3", 0, None)]);
         assert!(m.check_due(1_000_000, true).is_ok());
     }
 

@@ -159,16 +159,18 @@ impl SimBuilder {
         // The simulator reads the recorded `agent-state` events; nobody watches the stream.
         config.stream_agent_states = false;
         let coverage = self.coverage.then(|| RunCoverage::new(config.persist));
+        let rt = Runtime::new(Arc::new(self.catalog), config);
+        let observer = self.observe.then(|| Observer::for_runtime(&rt));
         Sim {
             coverage,
             stalls: 0,
-            rt: Runtime::new(Arc::new(self.catalog), config),
+            rt,
             clock: Clock::default(),
             rng: SimRng::new(self.seed),
             core: Core::new(self.limits, Memory::default()),
             model: self.model,
             tools: self.tools,
-            observer: self.observe.then(Observer::new),
+            observer,
             record: self.record,
             records: Vec::new(),
             notes: Vec::new(),
