@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::drive::scripted::{MoreReplies, ReplyKind, ScriptBlock, ScriptedReply};
+use crate::drive::scripted::{MoreReplies, ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
 use crate::drive::scripted::{ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind, Catalog, EmptyAnswer};
 use crate::model::llm::{LlmErrorKind, Usage};
@@ -116,6 +116,73 @@ const SESSION_STREAM: u64 = 0x5E55;
 const MORE_SESSION_STREAM: u64 = 0x5E56;
 /// Share of generated scenarios whose scripts end where they end (to exercise running out).
 pub const FIXED_SCRIPTS: f64 = 0.05;
+/// Stream of the draw that delivers a reply in pieces.
+const CHUNK_STREAM: u64 = 0xC4C4;
+/// Share of generated replies with content that arrive streamed, in pieces.
+pub const STREAMED: f64 = 0.1;
+
+/// Reply `call` (0-based) of `agent`, delivered in pieces about one time in ten: its texts cut
+/// in two or three, each tool use whole, most pieces at once and some a little later (so that
+/// other inputs, a cancel or a deletion, can come between them). Drawn from a stream of its own,
+/// keyed by the agent and the call, so that the scenario is otherwise the same either way.
+fn streamed(seed: u64, agent: &str, call: usize, reply: ScriptedReply) -> ScriptedReply {
+    let ReplyKind::Content(blocks) = &reply.kind else {
+        return reply;
+    };
+    let key = agent.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut rng = SimRng::new(seed).fork(call as u64, key ^ CHUNK_STREAM);
+    if !rng.chance(STREAMED) {
+        return reply;
+    }
+    let mut chunks = Vec::new();
+    let gap = |rng: &mut SimRng| match rng.chance(0.7) {
+        true => 0,
+        false => *pick(rng, &[1, 10, 200]),
+    };
+    for block in blocks {
+        match block {
+            ScriptBlock::Text(t) => {
+                let pieces = if t.is_empty() {
+                    1
+                } else {
+                    1 + rng.below(3) as usize
+                };
+                let cuts: Vec<usize> = t.char_indices().map(|(i, _)| i).collect();
+                let mut from = 0;
+                for p in 1..=pieces {
+                    let to = match p == pieces {
+                        true => t.len(),
+                        false => cuts
+                            .get(cuts.len() * p / pieces)
+                            .copied()
+                            .unwrap_or(t.len()),
+                    };
+                    if to > from || pieces == 1 {
+                        let after_ms = gap(&mut rng);
+                        chunks.push(ScriptChunk {
+                            block: ScriptBlock::Text(t[from..to].into()),
+                            after_ms,
+                        });
+                    }
+                    from = to;
+                }
+            }
+            other => {
+                let after_ms = gap(&mut rng);
+                chunks.push(ScriptChunk {
+                    block: other.clone(),
+                    after_ms,
+                });
+            }
+        }
+    }
+    ScriptedReply {
+        kind: ReplyKind::Stream(chunks),
+        ..reply
+    }
+}
 
 /// Replies past the end of a generated agent's script, drawn like the scripted ones, from the
 /// seed, the agent and the call number alone.
@@ -152,22 +219,22 @@ impl MoreReplies for GeneratedReplies {
         if self.workflows.iter().any(|f| f == base) {
             let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_WORKFLOW_STREAM);
             if let Some(r) = workflow_reply(&mut rng, agent, call - 1) {
-                return Some(r);
+                return Some(streamed(self.seed, agent, call - 1, r));
             }
         }
         if self.asking.iter().any(|f| f == base) {
             let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_SESSION_STREAM);
             if let Some(r) = session_reply(&mut rng, agent, call - 1) {
-                return Some(r);
+                return Some(streamed(self.seed, agent, call - 1, r));
             }
         }
         if self.forking.iter().any(|f| f == base) {
             let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_TREE_STREAM);
             if let Some(r) = tree_reply(&mut rng, agent, call - 1) {
-                return Some(r);
+                return Some(streamed(self.seed, agent, call - 1, r));
             }
         }
-        Some(drawn)
+        Some(streamed(self.seed, agent, call - 1, drawn))
     }
 }
 
@@ -385,6 +452,11 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
     // Most scenarios give every agent as many replies as its conversations need; some keep their
     // scripts as written, so that scripts running out stay exercised. Drawn from a stream of its
     // own, so that the scenario itself is the same either way.
+    for (agent, script) in scripts.iter_mut() {
+        for (i, r) in std::mem::take(script).into_iter().enumerate() {
+            script.push(streamed(seed, agent, i, r));
+        }
+    }
     let open = !SimRng::new(seed)
         .fork(seed, OPEN_STREAM)
         .chance(FIXED_SCRIPTS);
@@ -637,13 +709,26 @@ fn tree_reply(rng: &mut SimRng, agent: &str, i: usize) -> Option<ScriptedReply> 
     }
     let nested = agent.matches('#').count();
     let fork = |n: usize| tool_use("fork", json!({ "prompt": format!("{agent} part {i}.{n}") }));
-    let wait = |h: u64| tool_use("wait", json!({ "handle": h }));
+    // A handle is a number, or now and then a string holding one (which `wait` reads too).
+    let wait = |h: u64, rng: &mut SimRng| match rng.below(8) {
+        0 => tool_use("wait", json!({ "handle": h.to_string() })),
+        _ => tool_use("wait", json!({ "handle": h })),
+    };
     let blocks = match rng.below(10) {
-        _ if nested >= 2 => vec![wait(1 + rng.below(2))],
+        _ if nested >= 2 => {
+            let h = 1 + rng.below(2);
+            vec![wait(h, rng)]
+        }
         0..=2 => (0..1 + rng.below(2) as usize).map(fork).collect(),
-        3..=5 => vec![fork(0), wait(1 + rng.below(2))],
-        6 => vec![fork(0), fork(1), wait(1), wait(2)],
-        _ => vec![wait(1 + rng.below(3))],
+        3..=5 => {
+            let h = 1 + rng.below(2);
+            vec![fork(0), wait(h, rng)]
+        }
+        6 => vec![fork(0), fork(1), wait(1, rng), wait(2, rng)],
+        _ => {
+            let h = 1 + rng.below(3);
+            vec![wait(h, rng)]
+        }
     };
     Some(ScriptedReply {
         kind: ReplyKind::Content(blocks),
