@@ -485,8 +485,24 @@ impl Observer {
             Event::SessionEnded { key, completed, .. } => {
                 self.sessions.on_ended(key, *completed)?
             }
-            Event::WorkflowStep { frame_id, step, .. } => {
+            Event::WorkflowStep {
+                frame,
+                frame_id,
+                step,
+                ..
+            } => {
                 self.on_workflow_decision(*frame_id);
+                if *step == crate::agents::workflow::Step::Main
+                    && self.tree.at_subquestions(*frame_id)
+                {
+                    // The decision is the reply the agent just gave, read from its session and
+                    // parsed as the workflow reads subquestions.
+                    if let Some(f) = rt.find_agent(*frame_id).and_then(|f| rt.frame(f)) {
+                        let text = crate::agents::workflow::question_of(f.session());
+                        let count = crate::agents::workflow::subquestions(&text).len();
+                        self.tree.on_subquestions(*frame_id, frame, count);
+                    }
+                }
                 self.tree.on_workflow_step(*frame_id, *step)
             }
             Event::WorkflowDone {

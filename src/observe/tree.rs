@@ -37,6 +37,14 @@ enum Deferred {
         frame: Arc<str>,
         tool_use_id: Arc<str>,
     },
+    /// A workflow agent left its subquestions step with `count` subquestions: as many children
+    /// (its forks after handle `after`) must start in the step, unless it ends in it.
+    Children {
+        caller: Uuid,
+        after: u32,
+        count: usize,
+        frame: Arc<str>,
+    },
     /// Answered `No fork with handle <h>`: no fork `h` of its caller may start in the step (a
     /// fork starts once the turn that forked it has stepped).
     NoFork {
@@ -72,6 +80,8 @@ pub(super) struct TreeModel {
     waiting_all: SmallVec<[Uuid; 2]>,
     /// Workflow agents at their summary step.
     summarizing: SmallVec<[Uuid; 2]>,
+    /// Workflow agents at their subquestions step.
+    subquestions: SmallVec<[Uuid; 2]>,
 }
 
 impl Default for TreeModel {
@@ -88,6 +98,7 @@ impl Default for TreeModel {
             asking: FxHashMap::default(),
             waiting_all: SmallVec::new(),
             summarizing: SmallVec::new(),
+            subquestions: SmallVec::new(),
         }
     }
 }
@@ -165,6 +176,9 @@ impl TreeModel {
             if !self.summarizing.is_empty() {
                 self.summarizing.retain(|a| *a != agent_id);
             }
+            if !self.subquestions.is_empty() {
+                self.subquestions.retain(|a| *a != agent_id);
+            }
         }
         self.touched.push(agent_id);
         Ok(())
@@ -222,6 +236,24 @@ impl TreeModel {
                         return Err(violation(
                             names::FORK_WAIT,
                             format!("{frame}'s fork ({tool_use_id}) answered handle {handle}, but no fork {handle} of {frame} started"),
+                        ));
+                    }
+                }
+                Deferred::Children {
+                    caller,
+                    after,
+                    count,
+                    frame,
+                } => {
+                    let ended = self
+                        .agents
+                        .get(&caller)
+                        .is_some_and(|(s, _)| s.is_terminal());
+                    let started = self.last_fork(caller) - after;
+                    if !ended && started as usize != count {
+                        return Err(violation(
+                            names::FORK_WAIT,
+                            format!("{frame} ({caller}) decided on {count} subquestions, but {started} children of it started"),
                         ));
                     }
                 }
@@ -352,13 +384,7 @@ impl TreeModel {
         fork: Uuid,
         fork_name: &str,
     ) -> Result<(), Violation> {
-        let last = self
-            .forks
-            .keys()
-            .filter(|(c, _)| *c == caller)
-            .map(|(_, h)| *h)
-            .max()
-            .unwrap_or(0);
+        let last = self.last_fork(caller);
         if handle != last + 1 {
             return Err(violation(
                 names::FORK_WAIT,
@@ -381,6 +407,32 @@ impl TreeModel {
         self.forks.insert((caller, handle), (fork, None));
         self.fork_of.insert(fork, (caller, handle));
         Ok(())
+    }
+
+    /// The handle of `caller`'s latest fork (0 before its first).
+    fn last_fork(&self, caller: Uuid) -> u32 {
+        self.forks
+            .keys()
+            .filter(|(c, _)| *c == caller)
+            .map(|(_, h)| *h)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A workflow agent moves from its subquestions step to its main execution, having decided
+    /// on `count` subquestions: each must start as a child in the step.
+    pub(super) fn on_subquestions(&mut self, caller: Uuid, frame: &Arc<str>, count: usize) {
+        self.deferred.push(Deferred::Children {
+            caller,
+            after: self.last_fork(caller),
+            count,
+            frame: frame.clone(),
+        });
+    }
+
+    /// Whether workflow agent `agent` was at its subquestions step.
+    pub(super) fn at_subquestions(&self, agent: Uuid) -> bool {
+        self.subquestions.contains(&agent)
     }
 
     /// A `fork` call of `caller` was answered with `content` (not an error): the handle of the
@@ -482,9 +534,13 @@ impl TreeModel {
 
     /// A workflow agent entered `step`.
     pub(super) fn on_workflow_step(&mut self, agent: Uuid, step: crate::agents::workflow::Step) {
+        use crate::agents::workflow::Step;
         self.summarizing.retain(|a| *a != agent);
-        if step == crate::agents::workflow::Step::Summary {
-            self.summarizing.push(agent);
+        self.subquestions.retain(|a| *a != agent);
+        match step {
+            Step::Summary => self.summarizing.push(agent),
+            Step::Subquestions => self.subquestions.push(agent),
+            _ => {}
         }
     }
 
@@ -698,6 +754,29 @@ mod tests {
         m.on_state(caller, &f, Some(Status::Running), Status::Error)
             .unwrap();
         assert!(m.check_deferred().is_ok());
+    }
+
+    #[test]
+    fn a_workflow_starts_as_many_children_as_it_decided_on() {
+        use crate::agents::workflow::Step;
+        let mut m = TreeModel::default();
+        let (agent, f): (Uuid, Arc<str>) = (id(1), "main".into());
+        m.on_workflow_step(agent, Step::Subquestions);
+        assert!(m.at_subquestions(agent));
+        m.on_subquestions(agent, &f, 2);
+        start(&mut m, agent, 1, id(10));
+        let v = m.check_deferred().unwrap_err();
+        assert_eq!(v.invariant, names::FORK_WAIT);
+        assert!(
+            v.message
+                .contains("decided on 2 subquestions, but 1 children"),
+            "{v}"
+        );
+        m.on_subquestions(agent, &f, 1);
+        start(&mut m, agent, 2, id(11));
+        assert!(m.check_deferred().is_ok());
+        m.on_workflow_step(agent, Step::Main);
+        assert!(!m.at_subquestions(agent));
     }
 
     #[test]
