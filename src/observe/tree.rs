@@ -211,10 +211,7 @@ impl TreeModel {
                     tool_use_id,
                     content,
                 } => {
-                    let ended = self
-                        .agents
-                        .get(&caller)
-                        .is_some_and(|(s, _)| s.is_terminal());
+                    let ended = self.has_ended(caller);
                     if !ended {
                         return Err(violation(
                             names::FORK_WAIT,
@@ -228,10 +225,7 @@ impl TreeModel {
                     frame,
                     tool_use_id,
                 } => {
-                    let ended = self
-                        .agents
-                        .get(&caller)
-                        .is_some_and(|(s, _)| s.is_terminal());
+                    let ended = self.has_ended(caller);
                     if !ended && !self.forks.contains_key(&(caller, handle)) {
                         return Err(violation(
                             names::FORK_WAIT,
@@ -245,10 +239,7 @@ impl TreeModel {
                     count,
                     frame,
                 } => {
-                    let ended = self
-                        .agents
-                        .get(&caller)
-                        .is_some_and(|(s, _)| s.is_terminal());
+                    let ended = self.has_ended(caller);
                     let started = self.last_fork(caller) - after;
                     if !ended && started as usize != count {
                         return Err(violation(
@@ -407,6 +398,13 @@ impl TreeModel {
         self.forks.insert((caller, handle), (fork, None));
         self.fork_of.insert(fork, (caller, handle));
         Ok(())
+    }
+
+    /// Whether `agent` ended, by its events.
+    fn has_ended(&self, agent: Uuid) -> bool {
+        self.agents
+            .get(&agent)
+            .is_some_and(|(s, _)| s.is_terminal())
     }
 
     /// The handle of `caller`'s latest fork (0 before its first).
