@@ -983,6 +983,24 @@ impl Observer {
 mod tests {
     use super::*;
     use crate::model::agent::Catalog;
+
+    #[test]
+    fn a_waits_handle_is_a_number_or_a_string_holding_one() {
+        use serde_json::json;
+        assert_eq!(fork_handle(&json!(2)), Some(2));
+        assert_eq!(fork_handle(&json!("2")), Some(2));
+        assert_eq!(fork_handle(&json!(" 3 ")), Some(3));
+        for none in [
+            json!("two"),
+            json!(-1),
+            json!(1.5),
+            json!(null),
+            json!([1]),
+            json!(1u64 << 40),
+        ] {
+            assert_eq!(fork_handle(&none), None, "{none}");
+        }
+    }
     use crate::model::llm::LlmReply;
     use crate::model::messages;
     use crate::model::transcript::Block;
