@@ -382,31 +382,47 @@ fn explore_jobs_are_bounded() {
 
 #[test]
 fn explore_never_overwrites_a_file_in_out() {
+    let explore = |dir: &Path| {
+        let _ = std::fs::create_dir_all(dir);
+        agentsim(&[
+            "explore",
+            "--generated",
+            "--runs",
+            "20",
+            "--no-steer",
+            "--bug",
+            "iteration-off-by-one",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+    };
+    // Where exploration writes its finding.
+    let first = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-explore-first");
+    let _ = std::fs::remove_dir_all(&first);
+    assert_eq!(explore(&first).status.code(), Some(1));
+    let written: Vec<_> = std::fs::read_dir(&first)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let [name] = &written[..] else {
+        panic!("one finding, one file: {written:?}")
+    };
+    assert!(name.starts_with("iteration-bound-"), "{name}");
+    // A regression the user edited after a fix, where exploration would write its next finding.
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-explore-out");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    // A regression the user edited after a fix, where exploration would write its next finding.
-    let edited = dir.join("iteration-bound-0.yaml");
+    let edited = dir.join(name);
     std::fs::write(&edited, "# edited by hand\n").unwrap();
-    let args = [
-        "explore",
-        "--generated",
-        "--runs",
-        "20",
-        "--no-steer",
-        "--bug",
-        "iteration-off-by-one",
-        "--out",
-        dir.to_str().unwrap(),
-    ];
-    let o = agentsim(&args);
+    let o = explore(&dir);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("exists and is kept"), "{}", stdout(&o));
     assert_eq!(
         std::fs::read_to_string(&edited).unwrap(),
         "# edited by hand\n"
     );
-    assert!(dir.join("iteration-bound-0-2.yaml").exists());
+    let again = name.replace(".yaml", "-2.yaml");
+    assert!(dir.join(&again).exists(), "{again}");
 }
 
 #[test]
