@@ -31,6 +31,8 @@ pub(super) struct Use {
     pub(super) id: Arc<str>,
     pub(super) name: Arc<str>,
     pub(super) answered: bool,
+    /// The refusal it must get, when the agent may not use it (judged from the definitions).
+    pub(super) refusal: Option<Arc<str>>,
 }
 
 /// A `tool_result` event's parts.
@@ -189,6 +191,7 @@ fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
                 id: id.clone(),
                 name: name.clone(),
                 answered: false,
+                refusal: None,
             }),
             Block::ToolResult { .. } => text = true,
         }
@@ -243,7 +246,8 @@ impl Observer {
                 self.delete_target = Some(*agent_id);
             }
             Input::LlmReply { call, reply } if self.caller(*call).is_some() => {
-                let (uses, text) = uses_of(&reply.content);
+                let (mut uses, text) = uses_of(&reply.content);
+                self.refusals(rt, *call, &mut uses);
                 self.stash = Some(Stashed {
                     call: *call,
                     reply: Partial { uses, text },
@@ -262,10 +266,45 @@ impl Observer {
             }
             Input::ToolDone { call, result } => self.tools.on_tool_done(*call, result, rt.now()),
             Input::LlmEnd { call, .. } if self.caller(*call).is_some() => {
-                let reply = self.partials.remove(call).unwrap_or_default();
+                let mut reply = self.partials.remove(call).unwrap_or_default();
+                self.refusals(rt, *call, &mut reply.uses);
                 self.stash = Some(Stashed { call: *call, reply });
             }
             _ => {}
+        }
+    }
+
+    /// Which of a reply's tool uses the agent that made call `call` may not use, and the refusal
+    /// each must get (DESIGN §3): `complete` in a main agent; `fork` and `wait` outside an agent
+    /// declared `fork: true`, and any tool the settings do not declare (not found); a declared tool
+    /// outside the agent's whitelist; `ask_user` in a batch agent. Read from the definitions (the
+    /// agent, its kind in the observer's model, the settings' tools), never from the runtime's
+    /// dispatch.
+    fn refusals(&self, rt: &Runtime, call: CallId, uses: &mut [Use]) {
+        if uses.is_empty() {
+            return;
+        }
+        let (Some((k, i)), Some(request)) = (self.caller(call), rt.request(call)) else {
+            return;
+        };
+        let main = self.keys[k].frames[i].info.kind == AgentKind::Main;
+        let def = request.agent;
+        let tools = &rt.config().tools;
+        for u in uses {
+            let name = &*u.name;
+            u.refusal = match name {
+                builtin::COMPLETE if main => Some(messages::tool_not_available(name).into()),
+                builtin::ASK_USER if def.batch.is_some() => {
+                    Some(messages::ASK_USER_IN_BATCH.into())
+                }
+                builtin::COMPLETE | builtin::USE_SKILL | builtin::USE_AGENT | builtin::ASK_USER => {
+                    None
+                }
+                builtin::FORK | builtin::WAIT if def.fork => None,
+                _ if !tools.contains_key(name) => Some(messages::tool_not_found(name).into()),
+                _ if !def.allows(name) => Some(messages::tool_not_available(name).into()),
+                _ => None,
+            };
         }
     }
 
@@ -553,6 +592,7 @@ impl Observer {
         };
         f.uses[i].answered = true;
         let use_name = f.uses[i].name.clone();
+        let refusal = f.uses[i].refusal.clone();
         let (completed, passes, limit) = (f.completed, f.passes, f.limit);
         let over = f.at_limit;
         let problem = match &**content {
@@ -620,6 +660,18 @@ impl Observer {
                 let m = format!("{name} called the built-in {use_name} ({tool_use_id}), but it was answered as not found");
                 (names::TOOL_EXECUTION, m)
             })
+        });
+        let problem = problem.or_else(|| {
+            let m = match &refusal {
+                Some(want) if !(is_skip(content) || (is_error && same_text(want, content))) => {
+                    format!("{name} may not use {use_name}, so {tool_use_id} must be refused with {want:?}, but it got {content:?}")
+                }
+                None if is_error && is_refusal(&use_name, content) => format!(
+                    "{tool_use_id} ({use_name}) was refused with {content:?}, but {name} may use it"
+                ),
+                _ => return None,
+            };
+            Some((names::TOOL_EXECUTION, m))
         });
         let problem = problem.or_else(|| {
             (&*use_name == builtin::COMPLETE && !main && is_error && !is_skip(content)).then(|| {
@@ -951,6 +1003,20 @@ fn resume(f: &mut ModelFrame) {
     }
 }
 
+/// Whether two texts are equal (the same `Arc` most of the time).
+fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+/// Whether `content` is a refusal of tool `name`: not found, not available to the agent or to a
+/// fork, or `ask_user` in a batch agent.
+fn is_refusal(name: &str, content: &str) -> bool {
+    content == messages::tool_not_found(name)
+        || content == messages::tool_not_available(name)
+        || content == messages::not_available_to_fork(name)
+        || (name == builtin::ASK_USER && content == messages::ASK_USER_IN_BATCH)
+}
+
 /// Whether `content` is one of the documented skip results.
 pub(super) fn is_skip(content: &str) -> bool {
     matches!(
@@ -968,4 +1034,24 @@ fn find(m: &mut KeyModel, frame_id: Uuid) -> Option<&mut ModelFrame> {
         .iter_mut()
         .rev()
         .find(|f| f.info.frame_id == frame_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_one_of_the_documented_texts_for_its_tool() {
+        assert!(is_refusal("t1", &messages::tool_not_found("t1")));
+        assert!(is_refusal("t1", &messages::tool_not_available("t1")));
+        assert!(is_refusal(
+            "use_agent",
+            &messages::not_available_to_fork("use_agent")
+        ));
+        assert!(is_refusal("ask_user", messages::ASK_USER_IN_BATCH));
+        // Another tool's refusal, a tool's own failure, or a batch refusal of another tool are not.
+        assert!(!is_refusal("t2", &messages::tool_not_found("t1")));
+        assert!(!is_refusal("t1", &messages::tool_failed("disk full")));
+        assert!(!is_refusal("t1", messages::ASK_USER_IN_BATCH));
+    }
 }
