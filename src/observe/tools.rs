@@ -13,8 +13,9 @@
 //! - a result is the output fed for its run (content and error flag; a failed run is
 //!   `Tool execution failed: …`), or, once the deadline passed with no output before it, the
 //!   timeout text `Tool '<name>' timed out after <N>s`, or one of the documented skip texts
-//!   (`Cancelled: parent ended.` for a fork's; whether a skip is right is `tool-execution`'s to judge); anything else, such as an output
-//!   given to the wrong run, or a timeout before the deadline, breaks the invariant.
+//!   (`Cancelled: parent ended.` for a fork's; whether a skip is right is `tool-execution`'s to
+//!   judge); anything else, such as an output given to the wrong run, or a timeout before the
+//!   deadline, breaks the invariant.
 //!
 //! The runs are watched when some tool has a timeout or some agent runs its tools in parallel:
 //! a sequential run with no timeout has nothing to time, and an output it never gets is the
@@ -69,7 +70,8 @@ impl Run {
 /// The observer's model of the external tool runs in flight.
 #[derive(Clone, Debug)]
 pub(super) struct ToolRuns {
-    /// Whether the definitions make anything to watch (computed at the first step).
+    /// Whether the definitions make anything to watch (read when the observer is made for its
+    /// runtime, else at the first step).
     watch: Option<bool>,
     /// Runs not answered yet.
     open: Vec<Run>,
