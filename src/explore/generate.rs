@@ -121,6 +121,13 @@ const CHUNK_STREAM: u64 = 0xC4C4;
 /// Share of generated replies with content that arrive streamed, in pieces.
 pub const STREAMED: f64 = 0.1;
 
+/// The stream of an agent's draws past its script: FNV-1a of its name (a seed per call then).
+fn agent_stream(agent: &str) -> u64 {
+    agent.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Reply `call` (0-based) of `agent`, delivered in pieces about one time in ten: its texts cut
 /// in two or three, each tool use whole, most pieces at once and some a little later (so that
 /// other inputs, a cancel or a deletion, can come between them). Drawn from a stream of its own,
@@ -129,10 +136,7 @@ fn streamed(seed: u64, agent: &str, call: usize, reply: ScriptedReply) -> Script
     let ReplyKind::Content(blocks) = &reply.kind else {
         return reply;
     };
-    let key = agent.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let mut rng = SimRng::new(seed).fork(call as u64, key ^ CHUNK_STREAM);
+    let mut rng = SimRng::new(seed).fork(call as u64, agent_stream(agent) ^ CHUNK_STREAM);
     if !rng.chance(STREAMED) {
         return reply;
     }
@@ -202,10 +206,7 @@ struct GeneratedReplies {
 
 impl MoreReplies for GeneratedReplies {
     fn reply(&self, agent: &str, call: usize) -> Option<ScriptedReply> {
-        // FNV-1a of the agent's name: a stream per agent, a seed per call.
-        let stream = agent.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+        let stream = agent_stream(agent);
         let mut rng = SimRng::new(self.seed).fork(call as u64, stream ^ MORE_STREAM);
         let drawn = reply(
             &mut rng,

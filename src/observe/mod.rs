@@ -122,6 +122,12 @@ pub mod names {
     pub const WIRE: [&str; 2] = [REPLAYED_HISTORY, REQUEST_FORMAT];
 }
 
+/// Whether two texts are equal (the same `Arc` most of the time, as the runtime shares them).
+#[inline]
+fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
 /// The fork a `wait` names: a number, or a string holding one (DESIGN §8).
 fn fork_handle(handle: &serde_json::Value) -> Option<u32> {
     let n = match handle {

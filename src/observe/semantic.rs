@@ -23,7 +23,7 @@ use crate::model::transcript::Block;
 use crate::protocol::{Effect, Event, Input};
 use crate::runtime::Runtime;
 
-use super::{names, violation, KeyModel, ModelFrame, Observer, Violation};
+use super::{names, same_text, violation, KeyModel, ModelFrame, Observer, Violation};
 
 /// One `tool_use` of a frame's latest reply.
 #[derive(Clone, Debug)]
@@ -245,9 +245,12 @@ impl Observer {
             } if intervention.deletes() => {
                 self.delete_target = Some(*agent_id);
             }
-            Input::LlmReply { call, reply } if self.caller(*call).is_some() => {
+            Input::LlmReply { call, reply } => {
+                let Some(at) = self.caller(*call) else {
+                    return;
+                };
                 let (mut uses, text) = uses_of(&reply.content);
-                self.refusals(rt, *call, &mut uses);
+                self.refusals(rt, *call, at, &mut uses);
                 self.stash = Some(Stashed {
                     call: *call,
                     reply: Partial { uses, text },
@@ -265,9 +268,12 @@ impl Observer {
                 }
             }
             Input::ToolDone { call, result } => self.tools.on_tool_done(*call, result, rt.now()),
-            Input::LlmEnd { call, .. } if self.caller(*call).is_some() => {
+            Input::LlmEnd { call, .. } => {
+                let Some(at) = self.caller(*call) else {
+                    return;
+                };
                 let mut reply = self.partials.remove(call).unwrap_or_default();
-                self.refusals(rt, *call, &mut reply.uses);
+                self.refusals(rt, *call, at, &mut reply.uses);
                 self.stash = Some(Stashed { call: *call, reply });
             }
             _ => {}
@@ -280,11 +286,11 @@ impl Observer {
     /// outside the agent's whitelist; `ask_user` in a batch agent. Read from the definitions (the
     /// agent, its kind in the observer's model, the settings' tools), never from the runtime's
     /// dispatch.
-    fn refusals(&self, rt: &Runtime, call: CallId, uses: &mut [Use]) {
+    fn refusals(&self, rt: &Runtime, call: CallId, (k, i): (usize, usize), uses: &mut [Use]) {
         if uses.is_empty() {
             return;
         }
-        let (Some((k, i)), Some(request)) = (self.caller(call), rt.request(call)) else {
+        let Some(request) = rt.request(call) else {
             return;
         };
         let main = self.keys[k].frames[i].info.kind == AgentKind::Main;
@@ -1001,11 +1007,6 @@ fn resume(f: &mut ModelFrame) {
             f.at_limit = true;
         }
     }
-}
-
-/// Whether two texts are equal (the same `Arc` most of the time).
-fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
-    Arc::ptr_eq(a, b) || a == b
 }
 
 /// Whether `content` is a refusal of tool `name`: not found, not available to the agent or to a

@@ -32,7 +32,7 @@ use crate::model::messages;
 use crate::protocol::Effect;
 use crate::runtime::Runtime;
 
-use super::{names, semantic, violation, Violation};
+use super::{names, same_text, semantic, violation, Violation};
 
 /// One external tool run not answered yet.
 #[derive(Clone, Debug)]
@@ -95,12 +95,6 @@ impl Default for ToolRuns {
             min_in: u64::MAX,
         }
     }
-}
-
-/// Whether two texts are equal (the same `Arc` most of the time).
-#[inline]
-fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
-    Arc::ptr_eq(a, b) || a == b
 }
 
 impl ToolRuns {
@@ -184,10 +178,9 @@ impl ToolRuns {
             let now = rt.now();
             self.due = None;
             let again = match reissued {
-                true => self
-                    .open
-                    .iter_mut()
-                    .find(|r| r.frame_id == run.frame_id && same(&r.tool_use_id, run.tool_use_id)),
+                true => self.open.iter_mut().find(|r| {
+                    r.frame_id == run.frame_id && same_text(&r.tool_use_id, run.tool_use_id)
+                }),
                 false => None,
             };
             match again {
@@ -300,7 +293,7 @@ impl ToolRuns {
                 names::TOOL_RUNS,
                 format!("{frame}'s {name} ({tool_use_id}) got the result {content:?} at {now}ms, but its tool had not answered"),
             )),
-            Some((want, want_error, _)) if !same(want, content) || *want_error != is_error => {
+            Some((want, want_error, _)) if !same_text(want, content) || *want_error != is_error => {
                 Err(violation(
                     names::TOOL_RUNS,
                     format!("{frame}'s {name} ({tool_use_id}) got the result {content:?} (error: {is_error}), but its tool answered {want:?} (error: {want_error})"),
