@@ -10,6 +10,7 @@ with `POST /_agentsim/shutdown` and checks its exit status and report. Every wai
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,9 +53,11 @@ class Server:
         return self.proc.returncode, report, out
 
     def kill(self):
+        """Stops the server if it still runs and removes its directory (every test ends here)."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 WEATHER_TOOL = {
