@@ -86,11 +86,15 @@ impl Arena {
                 FrameId::new(index, place.generation)
             }
             None => {
-                if self.places.capacity() == 0 {
-                    // Room for main and one child: frames are large (a session each), and the
-                    // default first growth to four would take a block too big for the
-                    // allocator's fast path.
-                    self.places.reserve_exact(2);
+                let room = self.places.capacity();
+                if room == self.places.len() {
+                    // Room for main and one child at first: frames are large (a session each),
+                    // and the default first growth to four would take a block too big for the
+                    // allocator's fast path. Then four times the room at each growth: every
+                    // growth copies every frame, so a deep chain copies a third of what
+                    // doubling would.
+                    self.places
+                        .reserve_exact(if room == 0 { 2 } else { 3 * room });
                 }
                 let index = u32::try_from(self.places.len()).expect("fewer than 2^32 live frames");
                 self.places.push(Place {

@@ -54,7 +54,7 @@ pub struct Runtime {
     stacks: AgentStackManager,
     ids: IdSource,
     seq: u64,
-    effects: VecDeque<Effect>,
+    effects: EffectQueue,
     events: Vec<Event>,
     /// Virtual time as the driver last set it (only the watchdog reads it).
     now: u64,
@@ -70,6 +70,43 @@ pub struct Runtime {
     new_forks: Vec<StackFrame>,
 }
 
+/// The runtime's effects not taken yet. It starts with room for a wide batch's effects, fresh
+/// or cloned: the default growth (to 4, 8, 16, …) would copy every effect queued at each step,
+/// in every fresh runtime (an explored run, a benchmark's run, a driver's copy).
+#[derive(Debug)]
+struct EffectQueue(VecDeque<Effect>);
+
+impl EffectQueue {
+    const ROOM: usize = 32;
+}
+
+impl Default for EffectQueue {
+    fn default() -> EffectQueue {
+        EffectQueue(VecDeque::with_capacity(EffectQueue::ROOM))
+    }
+}
+
+impl Clone for EffectQueue {
+    fn clone(&self) -> EffectQueue {
+        let mut queue = VecDeque::with_capacity(self.0.len().max(EffectQueue::ROOM));
+        queue.extend(self.0.iter().cloned());
+        EffectQueue(queue)
+    }
+}
+
+impl std::ops::Deref for EffectQueue {
+    type Target = VecDeque<Effect>;
+    fn deref(&self) -> &VecDeque<Effect> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for EffectQueue {
+    fn deref_mut(&mut self) -> &mut VecDeque<Effect> {
+        &mut self.0
+    }
+}
+
 impl Runtime {
     /// A runtime for these agents and settings.
     pub fn new(catalog: Arc<Catalog>, config: RuntimeConfig) -> Runtime {
@@ -79,7 +116,7 @@ impl Runtime {
             catalog,
             stacks: AgentStackManager::default(),
             seq: 0,
-            effects: VecDeque::new(),
+            effects: EffectQueue::default(),
             events: Vec::new(),
             now: 0,
             watch_timers: BTreeMap::new(),
