@@ -219,22 +219,49 @@ impl Runtime {
         if self.config.ended_nodes == 0 {
             return;
         }
-        if self.ended.len() >= self.config.ended_nodes {
-            self.ended.pop_front();
+        let metadata = frame
+            .node
+            .more
+            .as_mut()
+            .map(|m| std::mem::take(&mut m.metadata))
+            .unwrap_or_default();
+        if self.ended.len() < self.config.ended_nodes {
+            let mut node = Node {
+                subagents: std::mem::take(&mut frame.node.subagents),
+                metadata,
+                ..node_of_detached_bare(&key, frame)
+            };
+            node.status = status;
+            node.result = Some(result.clone());
+            self.ended.push_back(node);
+            return;
         }
-        let mut node = Node {
-            subagents: std::mem::take(&mut frame.node.subagents),
-            metadata: frame
-                .node
-                .more
-                .as_mut()
-                .map(|m| std::mem::take(&mut m.metadata))
-                .unwrap_or_default(),
-            ..node_of_detached_bare(&key, frame)
+        // Full: the oldest node is forgotten, and its place (its lists' room included) takes
+        // this one, without moving a node.
+        self.ended.rotate_left(1);
+        let Some(node) = self.ended.back_mut() else {
+            return;
         };
+        node.agent_id = frame.frame_id;
+        node.parent_id = frame.node.parent_agent;
+        node.key = key;
+        node.name = frame.agent.frame_name.clone();
         node.status = status;
+        node.user_comment = frame
+            .node
+            .more()
+            .user_comment
+            .clone()
+            .unwrap_or_else(tree::unchanged);
+        node.user_content = frame.node.user_content.clone();
+        node.subagents.clear();
+        node.subagents.extend_from_slice(&frame.node.subagents);
         node.result = Some(result.clone());
-        self.ended.push_back(node);
+        if !(metadata.is_empty() && node.metadata.is_empty()) {
+            node.metadata = metadata;
+        }
+        node.created_at = frame.node.created_at;
+        node.messages = None;
     }
 
     /// Moves frame `id` to status `to` (see [`TurnCx::set_status`]).
@@ -484,5 +511,73 @@ fn node_of_detached_bare(key: &Arc<str>, f: &StackFrame) -> Node {
         metadata: Default::default(),
         created_at: f.node.created_at,
         messages: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::agents::tree::Status;
+    use crate::model::agent::{AgentDef, AgentKind, Catalog};
+    use crate::model::llm::LlmReply;
+    use crate::model::transcript::Block;
+    use crate::protocol::{Effect, Input};
+    use crate::runtime::{Runtime, RuntimeConfig};
+
+    /// One user turn the main agent answers with `answer`.
+    fn turn(rt: &mut Runtime, answer: &str) {
+        rt.handle(Input::User {
+            key: "user".into(),
+            text: "hi".into(),
+        });
+        let call = std::iter::from_fn(|| rt.poll_effect())
+            .find_map(|e| match e {
+                Effect::CallLlm { call } => Some(call),
+                _ => None,
+            })
+            .expect("a model call");
+        let reply = LlmReply {
+            content: [Block::Text {
+                text: answer.into(),
+            }]
+            .into_iter()
+            .collect(),
+            usage: Default::default(),
+        };
+        rt.handle(Input::LlmReply { call, reply });
+        while rt.poll_effect().is_some() {}
+    }
+
+    #[test]
+    fn the_ended_nodes_keep_the_latest_ones_once_full() {
+        let mut catalog = Catalog::default();
+        catalog.add(AgentDef::new("main", AgentKind::Main));
+        let config = RuntimeConfig {
+            ended_nodes: 3,
+            ..RuntimeConfig::default()
+        };
+        let mut rt = Runtime::new(Arc::new(catalog), config);
+        for n in 1..=5usize {
+            turn(&mut rt, &format!("answer {n}"));
+            let results: Vec<String> = rt
+                .ended_agents()
+                .map(|node| node.result.as_deref().unwrap_or("").to_owned())
+                .collect();
+            let want: Vec<String> = (1..=n)
+                .skip(n.saturating_sub(3))
+                .map(|k| format!("answer {k}"))
+                .collect();
+            assert_eq!(results, want, "after {n} turns");
+        }
+        let nodes: Vec<_> = rt.ended_agents().collect();
+        assert!(nodes.iter().all(|node| node.status == Status::Completed
+            && node.messages.is_none()
+            && node.subagents.is_empty()
+            && &*node.name == "main"));
+        let ids: std::collections::BTreeSet<_> = nodes.iter().map(|node| node.agent_id).collect();
+        assert_eq!(ids.len(), 3, "each kept node is its own agent");
+        // A kept node is found by its id, a forgotten one no more.
+        assert!(rt.agent(nodes[0].agent_id).is_some());
     }
 }
