@@ -182,7 +182,12 @@ struct Head<'a> {
 }
 
 fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
-    let mut uses = SmallVec::new();
+    // Room for them all at once (a wide reply would grow the list three times).
+    let count = content
+        .iter()
+        .filter(|b| matches!(b, Block::ToolUse { .. }))
+        .count();
+    let mut uses = SmallVec::with_capacity(count);
     let mut text = false;
     for block in content {
         match block {
@@ -596,9 +601,9 @@ impl Observer {
             }
             return;
         };
-        f.uses[i].answered = true;
-        let use_name = f.uses[i].name.clone();
-        let refusal = f.uses[i].refusal.clone();
+        let u = &mut f.uses[i];
+        u.answered = true;
+        let (use_name, refusal) = (u.name.clone(), u.refusal.clone());
         let (completed, passes, limit) = (f.completed, f.passes, f.limit);
         let over = f.at_limit;
         let problem = match &**content {

@@ -73,6 +73,8 @@ pub(super) struct ToolRuns {
     /// Whether the definitions make anything to watch (read when the observer is made for its
     /// runtime, else at the first step).
     watch: Option<bool>,
+    /// Whether some tool has a timeout (read with [`ToolRuns::watch`]).
+    timeouts: bool,
     /// Runs not answered yet.
     open: Vec<Run>,
     /// When the earliest batch is due (`Some(None)`: none ever will be); `None` once a change
@@ -89,6 +91,7 @@ impl Default for ToolRuns {
     fn default() -> ToolRuns {
         ToolRuns {
             watch: None,
+            timeouts: false,
             open: Vec::new(),
             due: None,
             reissued: false,
@@ -109,13 +112,17 @@ impl ToolRuns {
     }
 
     fn watching(&mut self, rt: &Runtime) -> bool {
-        *self.watch.get_or_insert_with(|| {
-            let catalog = rt.catalog();
-            rt.config().tools.values().any(|t| t.timeout_ms.is_some())
-                || catalog.main.parallel_tools
-                || catalog.skills.values().any(|d| d.parallel_tools)
-                || catalog.agents.values().any(|d| d.parallel_tools)
-        })
+        if let Some(watch) = self.watch {
+            return watch;
+        }
+        let catalog = rt.catalog();
+        self.timeouts = rt.config().tools.values().any(|t| t.timeout_ms.is_some());
+        let watch = self.timeouts
+            || catalog.main.parallel_tools
+            || catalog.skills.values().any(|d| d.parallel_tools)
+            || catalog.agents.values().any(|d| d.parallel_tools);
+        self.watch = Some(watch);
+        watch
     }
 
     /// The driver is about to feed a tool's output: it is the result its run must give.
@@ -170,11 +177,14 @@ impl ToolRuns {
             let Some(run) = rt.tool_run(*call) else {
                 continue;
             };
-            let timeout = rt
-                .config()
-                .tools
-                .get(&**run.name)
-                .and_then(|t| t.timeout_ms);
+            let timeout = match self.timeouts {
+                true => rt
+                    .config()
+                    .tools
+                    .get(&**run.name)
+                    .and_then(|t| t.timeout_ms),
+                false => None,
+            };
             let now = rt.now();
             self.due = None;
             let again = match reissued {
@@ -431,6 +441,7 @@ mod tests {
             .unwrap_or(u64::MAX);
         ToolRuns {
             watch: Some(true),
+            timeouts: true,
             open: runs,
             due: None,
             reissued: false,
