@@ -114,6 +114,9 @@ const MORE_WORKFLOW_STREAM: u64 = 0x5158;
 const SESSION_STREAM: u64 = 0x5E55;
 /// Stream of the questions drawn past a triggered agent's script's end.
 const MORE_SESSION_STREAM: u64 = 0x5E56;
+/// Stream of the definitions' rarer settings: whitelists, passthrough skills, `fork` and
+/// `wait` called by agents not declared `fork: true`.
+const DEFS_STREAM: u64 = 0xDEF5;
 /// Share of generated scenarios whose scripts end where they end (to exercise running out).
 pub const FIXED_SCRIPTS: f64 = 0.05;
 /// Stream of the draw that delivers a reply in pieces.
@@ -448,6 +451,48 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
             _ => None,
         });
         asking.extend(agent);
+    }
+
+    // The definitions' rarer settings, from a stream of their own (a scenario that draws none
+    // is the same as without them), on agents that fork, run the workflow or answer a trigger
+    // never.
+    let mut defs_rng = SimRng::new(seed).fork(seed, DEFS_STREAM);
+    for (agent, kind) in &names {
+        let busy = forking.contains(agent) || workflows.contains(agent) || asking.contains(agent);
+        let Some(def) = catalog.get_mut(agent) else {
+            continue;
+        };
+        // A whitelist of some tools: the others are refused as not available.
+        if defs_rng.chance(0.12) {
+            let allowed = tool_names
+                .iter()
+                .filter(|_| defs_rng.chance(0.5))
+                .cloned()
+                .collect();
+            Arc::make_mut(def).tools = Some(allowed);
+        }
+        // A passthrough skill: one external run, no frame.
+        if *kind == AgentKind::Skill && !busy && def.batch.is_none() && defs_rng.chance(0.1) {
+            Arc::make_mut(def).passthrough = true;
+        }
+    }
+    for agent in &agents {
+        if forking.contains(agent) || workflows.contains(agent) || !defs_rng.chance(0.06) {
+            continue;
+        }
+        // `fork` or `wait` from an agent not declared `fork: true`: not found.
+        if let Some(script) = scripts.get_mut(agent) {
+            let i = defs_rng.below(script.len() as u64) as usize;
+            let block = match defs_rng.chance(0.5) {
+                true => tool_use("fork", json!({ "prompt": format!("{agent} part {i}") })),
+                false => tool_use("wait", json!({ "handle": 1 })),
+            };
+            script[i] = ScriptedReply {
+                kind: ReplyKind::Content(vec![block]),
+                after_ms: 0,
+                usage: Usage::default(),
+            };
+        }
     }
 
     // Most scenarios give every agent as many replies as its conversations need; some keep their

@@ -55,7 +55,8 @@ const WORKFLOW_WAITS: usize = WORKFLOW_ASKS + 1;
 const WORKFLOW_DONE: usize = WORKFLOW_WAITS + 1;
 const SESSION_END: usize = WORKFLOW_DONE + 1; // completed, failed
 const QUESTION_TIMEOUT: usize = SESSION_END + 2; // default answer, failed, expired
-const PRE: usize = QUESTION_TIMEOUT + 3; // one per invariant
+const REFUSED: usize = QUESTION_TIMEOUT + 3; // outside a whitelist, fork or wait not offered
+const PRE: usize = REFUSED + 2; // one per invariant
 /// How many features there are.
 pub const FEATURES: usize = PRE + names::ALL.len();
 // A run's features are the bits of a `u128`.
@@ -100,7 +101,7 @@ pub fn feature_name(i: usize) -> String {
         _ if i < QUESTION_TIMEOUT => {
             format!("async session {}", ["completed", "failed"][i - SESSION_END])
         }
-        _ if i < PRE => format!(
+        _ if i < REFUSED => format!(
             "async question {}",
             [
                 "timed out with its default answer",
@@ -108,6 +109,8 @@ pub fn feature_name(i: usize) -> String {
                 "left open by its session's expiry"
             ][i - QUESTION_TIMEOUT]
         ),
+        REFUSED => "tool refused outside its agent's whitelist".into(),
+        _ if i < PRE => "fork or wait refused to an agent without fork: true".into(),
         _ => format!("precondition of {}", names::ALL[i - PRE]),
     }
 }
@@ -243,6 +246,16 @@ impl RunCoverage {
                 } else if content.starts_with("Tool '") && content.contains("timed out after") {
                     self.hit(TOOL_TIMEOUT + side(frame));
                     self.hit(pre(names::TOOL_RUNS));
+                } else if content.starts_with("Tool '") {
+                    if content.ends_with("' is not available to this agent")
+                        && !content.starts_with("Tool 'complete'")
+                    {
+                        self.hit(REFUSED);
+                    } else if **content == *"Tool 'fork' not found"
+                        || **content == *"Tool 'wait' not found"
+                    {
+                        self.hit(REFUSED + 1);
+                    }
                 }
                 if let Some(i) = self.popped_links.iter().position(|l| l == tool_use_id) {
                     self.popped_links.swap_remove(i);
