@@ -29,6 +29,9 @@ mod tree;
 mod turn;
 mod workflow;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 

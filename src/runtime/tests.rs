@@ -1,0 +1,271 @@
+//! Unit tests of the runtime's bookkeeping that the invariants leave alone: timers cancelled
+//! with the frames that hold them, streamed text merged into one block, the detail events kept
+//! only when asked for, and the ended nodes.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::agents::tree::Status;
+use crate::model::agent::{AgentDef, AgentKind, Catalog};
+use crate::model::ids::CallId;
+use crate::model::llm::{Chunk, LlmReply};
+use crate::model::transcript::Block;
+use crate::protocol::{Effect, Event, Input};
+use crate::runtime::{Runtime, RuntimeConfig, ToolSpec};
+
+fn catalog(main: AgentDef, others: Vec<AgentDef>) -> Arc<Catalog> {
+    let mut catalog = Catalog::default();
+    catalog.add(main);
+    for def in others {
+        catalog.add(def);
+    }
+    Arc::new(catalog)
+}
+
+/// Takes every effect queued, in order.
+fn effects(rt: &mut Runtime) -> Vec<Effect> {
+    std::iter::from_fn(|| rt.poll_effect()).collect()
+}
+
+fn llm_call(effects: &[Effect]) -> CallId {
+    effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::CallLlm { call } => Some(*call),
+            _ => None,
+        })
+        .expect("a model call")
+}
+
+fn user(rt: &mut Runtime, text: &str) {
+    rt.handle(Input::User {
+        key: "user".into(),
+        text: text.into(),
+    });
+}
+
+fn reply(rt: &mut Runtime, call: CallId, blocks: Vec<Block>) {
+    let reply = LlmReply {
+        content: blocks.into_iter().collect(),
+        usage: Default::default(),
+    };
+    rt.handle(Input::LlmReply { call, reply });
+}
+
+/// A main agent (parallel or not) and a tool `slow` with a timeout of one second.
+fn with_slow_tool(parallel: bool) -> Runtime {
+    let mut main = AgentDef::new("main", AgentKind::Main);
+    main.parallel_tools = parallel;
+    let mut config = RuntimeConfig::default();
+    config.tools.insert(
+        "slow".into(),
+        ToolSpec {
+            timeout_ms: Some(1000),
+        },
+    );
+    Runtime::new(catalog(main, vec![]), config)
+}
+
+/// The timers set and the timers cancelled among `effects`.
+fn timers(effects: &[Effect]) -> (Vec<CallId>, Vec<CallId>) {
+    let set = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SetTimer { timer, .. } => Some(*timer),
+            _ => None,
+        })
+        .collect();
+    let cancelled = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::CancelTimer { timer } => Some(*timer),
+            _ => None,
+        })
+        .collect();
+    (set, cancelled)
+}
+
+#[test]
+fn a_cancel_cancels_the_timeout_of_the_tool_its_frame_waits_for() {
+    let mut rt = with_slow_tool(false);
+    user(&mut rt, "go");
+    let call = llm_call(&effects(&mut rt));
+    reply(
+        &mut rt,
+        call,
+        vec![Block::tool_use("t1", "slow", json!({}))],
+    );
+    let (set, cancelled) = timers(&effects(&mut rt));
+    assert_eq!((set.len(), cancelled.len()), (1, 0));
+    user(&mut rt, "stop");
+    let (_, cancelled) = timers(&effects(&mut rt));
+    assert_eq!(cancelled, set, "the stopped frame's timer is cancelled");
+}
+
+#[test]
+fn a_cancel_cancels_every_timeout_of_a_parallel_batch() {
+    let mut rt = with_slow_tool(true);
+    user(&mut rt, "go");
+    let call = llm_call(&effects(&mut rt));
+    reply(
+        &mut rt,
+        call,
+        vec![
+            Block::tool_use("t1", "slow", json!({})),
+            Block::tool_use("t2", "slow", json!({})),
+        ],
+    );
+    let (set, _) = timers(&effects(&mut rt));
+    assert_eq!(set.len(), 2);
+    user(&mut rt, "stop");
+    let (_, mut cancelled) = timers(&effects(&mut rt));
+    cancelled.sort_unstable();
+    assert_eq!(cancelled, set, "both runs' timers are cancelled");
+}
+
+/// Streams "Hello" and " world" to a streaming main agent, with detail events or without.
+fn streamed(detailed: bool) -> Runtime {
+    let mut main = AgentDef::new("main", AgentKind::Main);
+    main.stream = true;
+    let config = RuntimeConfig {
+        detailed_events: detailed,
+        ..RuntimeConfig::default()
+    };
+    let mut rt = Runtime::new(catalog(main, vec![]), config);
+    user(&mut rt, "hi");
+    let call = llm_call(&effects(&mut rt));
+    for piece in ["Hello", "", " world"] {
+        rt.handle(Input::LlmChunk {
+            call,
+            chunk: Chunk::Text(piece.into()),
+        });
+    }
+    let deltas: Vec<Effect> = effects(&mut rt);
+    let texts: Vec<String> = deltas
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Stream {
+                event: crate::protocol::StreamEvent::TextDelta { text },
+                ..
+            } => Some(text.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["Hello", " world"], "an empty piece streams nothing");
+    rt.handle(Input::LlmEnd {
+        call,
+        usage: Default::default(),
+    });
+    rt
+}
+
+#[test]
+fn streamed_text_joins_one_block_and_records_its_pieces_only_in_detail() {
+    for detailed in [false, true] {
+        let rt = streamed(detailed);
+        let entry = rt.stack("user").expect("the conversation").entry();
+        let last = entry.main_session.messages.last().expect("the reply");
+        assert_eq!(
+            last.content.len(),
+            1,
+            "one text block, not one per piece: {:?}",
+            last.content
+        );
+        assert_eq!(last.text(), "Hello world");
+        let pieces = rt
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::Stream { .. }))
+            .count();
+        assert_eq!(pieces, if detailed { 2 } else { 0 }, "detailed: {detailed}");
+    }
+}
+
+/// One user turn the main agent answers with `answer`.
+fn answered_turn(rt: &mut Runtime, answer: &str) {
+    user(rt, "hi");
+    let call = llm_call(&effects(rt));
+    reply(rt, call, vec![Block::text(answer)]);
+    effects(rt);
+}
+
+#[test]
+fn the_ended_nodes_keep_the_latest_ones_once_full() {
+    let config = RuntimeConfig {
+        ended_nodes: 3,
+        ..RuntimeConfig::default()
+    };
+    let main = AgentDef::new("main", AgentKind::Main);
+    let mut rt = Runtime::new(catalog(main, vec![]), config);
+    for n in 1..=5usize {
+        answered_turn(&mut rt, &format!("answer {n}"));
+        let results: Vec<String> = rt
+            .ended_agents()
+            .map(|node| node.result.as_deref().unwrap_or("").to_owned())
+            .collect();
+        let want: Vec<String> = (1..=n)
+            .skip(n.saturating_sub(3))
+            .map(|k| format!("answer {k}"))
+            .collect();
+        assert_eq!(results, want, "after {n} turns");
+    }
+    let nodes: Vec<_> = rt.ended_agents().collect();
+    assert!(nodes.iter().all(|node| node.status == Status::Completed
+        && node.messages.is_none()
+        && node.subagents.is_empty()
+        && &*node.name == "main"));
+    let ids: std::collections::BTreeSet<_> = nodes.iter().map(|node| node.agent_id).collect();
+    assert_eq!(ids.len(), 3, "each kept node is its own agent");
+    assert!(rt.agent(nodes[0].agent_id).is_some());
+}
+
+#[test]
+fn an_ended_node_lists_the_agents_it_started_whether_its_place_is_new_or_reused() {
+    for ended_nodes in [64, 2] {
+        let config = RuntimeConfig {
+            ended_nodes,
+            ..RuntimeConfig::default()
+        };
+        let main = AgentDef::new("main", AgentKind::Main);
+        let helper = AgentDef::new("helper", AgentKind::Agent);
+        let mut rt = Runtime::new(catalog(main, vec![helper]), config);
+        // Fill the ring first, so that the second pass reuses places.
+        answered_turn(&mut rt, "warm up");
+        answered_turn(&mut rt, "warm up");
+        user(&mut rt, "delegate");
+        let call = llm_call(&effects(&mut rt));
+        reply(
+            &mut rt,
+            call,
+            vec![Block::tool_use(
+                "u1",
+                "use_agent",
+                json!({ "agent": "helper", "message": "do it" }),
+            )],
+        );
+        let call = llm_call(&effects(&mut rt));
+        reply(
+            &mut rt,
+            call,
+            vec![Block::tool_use(
+                "c1",
+                "complete",
+                json!({ "result": "done" }),
+            )],
+        );
+        let call = llm_call(&effects(&mut rt));
+        reply(&mut rt, call, vec![Block::text("all done")]);
+        effects(&mut rt);
+        let nodes: Vec<_> = rt.ended_agents().rev().take(2).collect();
+        let (main, child) = (nodes[0], nodes[1]);
+        assert_eq!(&*child.name, "agent:helper", "ring of {ended_nodes}");
+        assert_eq!(
+            main.subagents,
+            vec![child.agent_id],
+            "ring of {ended_nodes}"
+        );
+        assert_eq!(child.parent_id, Some(main.agent_id));
+        assert!(child.subagents.is_empty());
+    }
+}
