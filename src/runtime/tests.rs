@@ -269,3 +269,43 @@ fn an_ended_node_lists_the_agents_it_started_whether_its_place_is_new_or_reused(
         assert!(child.subagents.is_empty());
     }
 }
+
+#[test]
+fn deleting_an_agent_that_waits_for_an_async_answer_cancels_the_questions_timeout() {
+    use crate::agents::tree::Intervention;
+    use crate::model::agent::{AsyncQuestions, OnTimeout};
+    let main = AgentDef::new("main", AgentKind::Main);
+    let mut asking = AgentDef::new("asking", AgentKind::Agent);
+    asking.async_questions = Some(AsyncQuestions {
+        timeout_ms: Some(60_000),
+        on_timeout: OnTimeout::Fail,
+        callback: None,
+    });
+    let mut rt = Runtime::new(catalog(main, vec![asking]), RuntimeConfig::default());
+    rt.trigger("asking", json!({ "task": "file it" }));
+    let call = llm_call(&effects(&mut rt));
+    reply(
+        &mut rt,
+        call,
+        vec![Block::tool_use(
+            "q1",
+            "ask_user",
+            json!({ "question": "Which folder?" }),
+        )],
+    );
+    let (set, _) = timers(&effects(&mut rt));
+    assert_eq!(set.len(), 1, "the question's timeout");
+    let agent = rt.tree().first().expect("the asking agent").agent_id;
+    rt.intervene(
+        agent,
+        Intervention {
+            status: Some(Status::Deleted),
+            ..Intervention::default()
+        },
+    );
+    let (_, cancelled) = timers(&effects(&mut rt));
+    assert_eq!(
+        cancelled, set,
+        "the deleted agent's question timer is cancelled"
+    );
+}
