@@ -548,6 +548,19 @@ impl Observer {
                     }
                     _ => {}
                 }
+                if let (Some(link), Some(parent)) =
+                    (&frame.parent_tool_use_id, self.keys[k].frames.last_mut())
+                {
+                    if let Some(u) = parent.uses.iter_mut().find(|u| u.id == *link) {
+                        u.pushed = true;
+                        if u.delegation == semantic::Delegation::Passthrough {
+                            return Err(violation(
+                                names::TOOL_EXECUTION,
+                                format!("{} pushed {} to answer {link}, a use_skill of a passthrough skill (one external run, never a frame)", parent.info.name, frame.name),
+                            ));
+                        }
+                    }
+                }
                 let mut new = ModelFrame::new(frame.clone());
                 if frame.kind == AgentKind::Main {
                     new.uses = std::mem::take(&mut self.keys[k].main_uses);
@@ -1184,11 +1197,20 @@ mod tests {
     /// the first invariant broken. `persist` turns the journal check on, with `effects` as every
     /// step's effects.
     fn semantic(steps: &[(Option<Input>, Vec<Event>)], persist: bool) -> Option<&'static str> {
+        semantic_with(Catalog::default(), steps, persist)
+    }
+
+    /// [`semantic`] with these definitions.
+    fn semantic_with(
+        catalog: Catalog,
+        steps: &[(Option<Input>, Vec<Event>)],
+        persist: bool,
+    ) -> Option<&'static str> {
         let config = RuntimeConfig {
             persist,
             ..RuntimeConfig::default()
         };
-        let rt = Runtime::new(Arc::new(Catalog::default()), config);
+        let rt = Runtime::new(Arc::new(catalog), config);
         let mut o = Observer::new();
         o.no_runtime = true;
         for (input, events) in steps {
@@ -1311,6 +1333,72 @@ mod tests {
                 ],
             ),
         ]
+    }
+
+    #[test]
+    fn a_use_skill_runs_a_passthrough_skill_externally_and_any_other_skill_as_a_child() {
+        let mut catalog = Catalog::default();
+        let mut passthrough = crate::model::agent::AgentDef::new("r", AgentKind::Skill);
+        passthrough.passthrough = true;
+        catalog.add(passthrough);
+        catalog.add(crate::model::agent::AgentDef::new("p", AgentKind::Skill));
+        let main = frame("main", AgentKind::Main, 1, None);
+        let use_skill = |skill: &str| Input::LlmReply {
+            call: 1,
+            reply: LlmReply {
+                content: [Block::ToolUse {
+                    id: "t1".into(),
+                    name: "use_skill".into(),
+                    input: Arc::new(serde_json::json!({ "skill": skill, "message": "m" })),
+                }]
+                .into_iter()
+                .collect(),
+                usage: Default::default(),
+            },
+        };
+        let direct = vec![
+            answered(&main, "t1", "patched", false),
+            request(&main, 2, 2, 5),
+        ];
+        // A passthrough skill answered by its one external run: sound.
+        let steps = vec![opened(&main, 5), (Some(use_skill("r")), direct.clone())];
+        assert_eq!(semantic_with(catalog.clone(), &steps, false), None);
+        // A passthrough skill run as a child frame.
+        let child = |name: &str| frame(name, AgentKind::Skill, 2, Some("t1"));
+        let pushed = |name: &str| vec![push(&child(name), 2), request(&child(name), 2, 1, 5)];
+        let steps = vec![opened(&main, 5), (Some(use_skill("r")), pushed("skill:r"))];
+        assert_eq!(
+            semantic_with(catalog.clone(), &steps, false),
+            Some(names::TOOL_EXECUTION)
+        );
+        // Any other skill answered with a success that no child delivered.
+        let steps = vec![opened(&main, 5), (Some(use_skill("p")), direct)];
+        assert_eq!(
+            semantic_with(catalog.clone(), &steps, false),
+            Some(names::TOOL_EXECUTION)
+        );
+        // Any other skill run as a child frame (failing here, its error delivered): sound.
+        let failed = Event::LlmError {
+            key: key(),
+            frame: "skill:p".into(),
+            frame_id: child("skill:p").frame_id,
+            kind: crate::model::llm::LlmErrorKind::Network,
+            message: "down".into(),
+        };
+        let steps = vec![
+            opened(&main, 5),
+            (Some(use_skill("p")), pushed("skill:p")),
+            (
+                None,
+                vec![
+                    failed,
+                    popped(&child("skill:p"), 1, PopReason::Error, 1),
+                    answered(&main, "t1", "LLM error: down", true),
+                    request(&main, 3, 2, 5),
+                ],
+            ),
+        ];
+        assert_eq!(semantic_with(catalog, &steps, false), None);
     }
 
     #[test]

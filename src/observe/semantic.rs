@@ -33,6 +33,23 @@ pub(super) struct Use {
     pub(super) answered: bool,
     /// The refusal it must get, when the agent may not use it (judged from the definitions).
     pub(super) refusal: Option<Arc<str>>,
+    /// How a `use_skill` must run its skill (judged from the definitions).
+    pub(super) delegation: Delegation,
+    /// A frame was pushed to answer it.
+    pub(super) pushed: bool,
+}
+
+/// How a `use_skill` runs its skill (DESIGN §3 items 5 and 14), from the skill's definition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Delegation {
+    /// Not a `use_skill`, or one not judged (a skill not declared, a batch skill, a reply that
+    /// arrived streamed).
+    #[default]
+    Unjudged,
+    /// A passthrough skill: one external run, never a frame.
+    Passthrough,
+    /// An interactive skill: a child frame, whose result answers the call.
+    Frame,
 }
 
 /// A `tool_result` event's parts.
@@ -197,6 +214,8 @@ fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
                 name: name.clone(),
                 answered: false,
                 refusal: None,
+                delegation: Delegation::Unjudged,
+                pushed: false,
             }),
             Block::ToolResult { .. } => text = true,
         }
@@ -256,6 +275,9 @@ impl Observer {
                 };
                 let (mut uses, text) = uses_of(&reply.content);
                 self.refusals(rt, *call, at, &mut uses);
+                if uses.iter().any(|u| &*u.name == builtin::USE_SKILL) {
+                    Observer::delegations(rt, &reply.content, &mut uses);
+                }
                 self.stash = Some(Stashed {
                     call: *call,
                     reply: Partial { uses, text },
@@ -315,6 +337,29 @@ impl Observer {
                 _ if !tools.contains_key(name) => Some(messages::tool_not_found(name).into()),
                 _ if !def.allows(name) => Some(messages::tool_not_available(name).into()),
                 _ => None,
+            };
+        }
+    }
+
+    /// How each `use_skill` of a reply must run its skill, read from the skill's definition.
+    #[cold]
+    fn delegations(rt: &Runtime, content: &[Block], uses: &mut [Use]) {
+        let inputs = content.iter().filter_map(|b| match b {
+            Block::ToolUse { input, .. } => Some(input),
+            _ => None,
+        });
+        for (u, input) in uses.iter_mut().zip(inputs) {
+            if &*u.name != builtin::USE_SKILL || u.refusal.is_some() {
+                continue;
+            }
+            let skill = input.get("skill").and_then(|s| s.as_str());
+            let Some(def) = skill.and_then(|s| rt.catalog().skills.get(s)) else {
+                continue;
+            };
+            u.delegation = match (def.passthrough, def.batch.is_some()) {
+                (true, _) => Delegation::Passthrough,
+                (false, false) => Delegation::Frame,
+                (false, true) => Delegation::Unjudged,
             };
         }
     }
@@ -604,6 +649,7 @@ impl Observer {
         let u = &mut f.uses[i];
         u.answered = true;
         let (use_name, refusal) = (u.name.clone(), u.refusal.clone());
+        let frame_expected = u.delegation == Delegation::Frame && !u.pushed;
         let (completed, passes, limit) = (f.completed, f.passes, f.limit);
         let over = f.at_limit;
         let problem = match &**content {
@@ -683,6 +729,12 @@ impl Observer {
                 _ => return None,
             };
             Some((names::TOOL_EXECUTION, m))
+        });
+        let problem = problem.or_else(|| {
+            (frame_expected && !is_error && !is_skip(content)).then(|| {
+                let m = format!("{name}'s use_skill {tool_use_id} was answered {content:?}, but its skill, which is not a passthrough skill, never ran as a child frame");
+                (names::TOOL_EXECUTION, m)
+            })
         });
         let problem = problem.or_else(|| {
             (&*use_name == builtin::COMPLETE && !main && is_error && !is_skip(content)).then(|| {
