@@ -115,7 +115,7 @@ const SESSION_STREAM: u64 = 0x5E55;
 /// Stream of the questions drawn past a triggered agent's script's end.
 const MORE_SESSION_STREAM: u64 = 0x5E56;
 /// Stream of the definitions' rarer settings: whitelists, passthrough skills, `fork` and
-/// `wait` called by agents not declared `fork: true`.
+/// `wait` called by agents not declared `fork: true`, `query_user: none`.
 const DEFS_STREAM: u64 = 0xDEF5;
 /// Share of generated scenarios whose scripts end where they end (to exercise running out).
 pub const FIXED_SCRIPTS: f64 = 0.05;
@@ -493,6 +493,11 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
                 usage: Usage::default(),
             };
         }
+    }
+
+    // Nobody to ask: every `ask_user` is answered at once.
+    if defs_rng.chance(0.08) {
+        config.query_user = crate::runtime::QueryUser::None;
     }
 
     // Most scenarios give every agent as many replies as its conversations need; some keep their

@@ -238,6 +238,8 @@ struct KeyModel {
     /// turns (the main session outlives each main frame).
     main_uses: smallvec::SmallVec<[semantic::Use; 2]>,
     main_limit: u32,
+    /// A trigger started it (seed 003): its questions go to the store.
+    session: bool,
 }
 
 /// Checks the invariants. Feed it every step's events with [`Observer::after_step`].
@@ -262,6 +264,8 @@ pub struct Observer {
     partials: FxHashMap<CallId, semantic::Partial>,
     /// The reply this step's input carries.
     stash: Option<semantic::Stashed>,
+    /// Steps checked so far (wrapping).
+    steps: u32,
     /// What the current step did, for the semantic checks.
     step: semantic::StepFacts,
     /// Conversations with messages not yet delivered.
@@ -313,6 +317,7 @@ impl Observer {
 
     fn check_step(&mut self, rt: &Runtime, events: &[Event]) -> Result<(), Violation> {
         self.persist = rt.config().persist;
+        self.steps = self.steps.wrapping_add(1);
         self.take_stash(events);
         for event in events {
             if let Err(v) = self.on_event(rt, event) {
@@ -357,6 +362,7 @@ impl Observer {
                     listed: false,
                     main_uses: smallvec::SmallVec::new(),
                     main_limit: 0,
+                    session: false,
                 });
                 self.by_key.insert(key.clone(), self.keys.len() - 1);
                 self.keys.len() - 1
@@ -1210,6 +1216,15 @@ mod tests {
             persist,
             ..RuntimeConfig::default()
         };
+        semantic_in(catalog, config, steps)
+    }
+
+    /// [`semantic`] with these definitions and settings.
+    fn semantic_in(
+        catalog: Catalog,
+        config: RuntimeConfig,
+        steps: &[(Option<Input>, Vec<Event>)],
+    ) -> Option<&'static str> {
         let rt = Runtime::new(Arc::new(catalog), config);
         let mut o = Observer::new();
         o.no_runtime = true;
@@ -1399,6 +1414,67 @@ mod tests {
             ),
         ];
         assert_eq!(semantic_with(catalog, &steps, false), None);
+    }
+
+    #[test]
+    fn with_query_user_none_an_ask_user_is_answered_at_once_that_nobody_answered() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let ask = || Input::LlmReply {
+            call: 1,
+            reply: LlmReply {
+                content: [Block::ToolUse {
+                    id: "t1".into(),
+                    name: "ask_user".into(),
+                    input: Arc::new(serde_json::json!({ "question": "Which file?" })),
+                }]
+                .into_iter()
+                .collect(),
+                usage: Default::default(),
+            },
+        };
+        let run = |query_user: crate::runtime::QueryUser,
+                   steps: Vec<(Option<Input>, Vec<Event>)>| {
+            let config = RuntimeConfig {
+                query_user,
+                ..RuntimeConfig::default()
+            };
+            semantic_in(Catalog::default(), config, &steps)
+        };
+        let none = crate::runtime::QueryUser::None;
+        let at_once = |content: &str| {
+            vec![
+                opened(&main, 5),
+                (
+                    Some(ask()),
+                    vec![
+                        answered(&main, "t1", content, false),
+                        request(&main, 2, 2, 5),
+                    ],
+                ),
+            ]
+        };
+        assert_eq!(run(none, at_once(messages::NO_ANSWER)), None);
+        // Answered at once, but with something else.
+        assert_eq!(
+            run(none, at_once("src/lib.rs")),
+            Some(names::TOOL_EXECUTION)
+        );
+        // Asked of the user, and answered by the next message.
+        let later = vec![
+            opened(&main, 5),
+            (Some(ask()), vec![]),
+            (
+                Some(user("src/lib.rs")),
+                vec![
+                    delivered(&main, "src/lib.rs"),
+                    answered(&main, "t1", "src/lib.rs", false),
+                    request(&main, 2, 2, 5),
+                ],
+            ),
+        ];
+        assert_eq!(run(none, later.clone()), Some(names::TOOL_EXECUTION));
+        // With someone to ask, that is how it goes.
+        assert_eq!(run(crate::runtime::QueryUser::Interactive, later), None);
     }
 
     #[test]

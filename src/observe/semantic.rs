@@ -21,7 +21,7 @@ use crate::model::llm::Chunk;
 use crate::model::messages;
 use crate::model::transcript::Block;
 use crate::protocol::{Effect, Event, Input};
-use crate::runtime::Runtime;
+use crate::runtime::{QueryUser, Runtime};
 
 use super::{names, same_text, violation, KeyModel, ModelFrame, Observer, Violation};
 
@@ -37,6 +37,10 @@ pub(super) struct Use {
     pub(super) delegation: Delegation,
     /// A frame was pushed to answer it.
     pub(super) pushed: bool,
+    /// An `ask_user` that must be answered at once (`query_user: none`).
+    pub(super) at_once: bool,
+    /// The observer's step its reply was applied in.
+    pub(super) step: u32,
 }
 
 /// How a `use_skill` runs its skill (DESIGN §3 items 5 and 14), from the skill's definition.
@@ -216,6 +220,8 @@ fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
                 refusal: None,
                 delegation: Delegation::Unjudged,
                 pushed: false,
+                at_once: false,
+                step: 0,
             }),
             Block::ToolResult { .. } => text = true,
         }
@@ -236,6 +242,7 @@ impl Observer {
     pub(super) fn on_triggered(&mut self, key: &Arc<str>) {
         let k = self.key_index(key);
         let m = &mut self.keys[k];
+        m.session = true;
         m.pending += 1;
         if !m.listed {
             m.listed = true;
@@ -277,6 +284,9 @@ impl Observer {
                 self.refusals(rt, *call, at, &mut uses);
                 if uses.iter().any(|u| &*u.name == builtin::USE_SKILL) {
                     Observer::delegations(rt, &reply.content, &mut uses);
+                }
+                if rt.config().query_user == QueryUser::None && !self.keys[at.0].session {
+                    Observer::answered_at_once(&reply.content, &mut uses);
                 }
                 self.stash = Some(Stashed {
                     call: *call,
@@ -341,6 +351,22 @@ impl Observer {
         }
     }
 
+    /// With `query_user: none`, which `ask_user`s of a reply must be answered at once with
+    /// `No answer from the user.`: those with a question, of an agent allowed to ask, outside a
+    /// triggered session (whose questions go to the store).
+    #[cold]
+    fn answered_at_once(content: &[Block], uses: &mut [Use]) {
+        let inputs = content.iter().filter_map(|b| match b {
+            Block::ToolUse { input, .. } => Some(input),
+            _ => None,
+        });
+        for (u, input) in uses.iter_mut().zip(inputs) {
+            u.at_once = &*u.name == builtin::ASK_USER
+                && u.refusal.is_none()
+                && input.get("question").is_some_and(|q| q.is_string());
+        }
+    }
+
     /// How each `use_skill` of a reply must run its skill, read from the skill's definition.
     #[cold]
     fn delegations(rt: &Runtime, content: &[Block], uses: &mut [Use]) {
@@ -390,6 +416,9 @@ impl Observer {
         let content = reply.text || !reply.uses.is_empty();
         let answered = reply.uses.is_empty() && f.info.kind == AgentKind::Main;
         f.uses = reply.uses;
+        for u in f.uses.iter_mut() {
+            u.step = self.steps;
+        }
         let (session, name) = (f.info.session_id, f.info.name.clone());
         if answered {
             self.step.mark().answered.push(frame_id);
@@ -650,6 +679,7 @@ impl Observer {
         u.answered = true;
         let (use_name, refusal) = (u.name.clone(), u.refusal.clone());
         let frame_expected = u.delegation == Delegation::Frame && !u.pushed;
+        let at_once = u.at_once.then_some(u.step == self.steps);
         let (completed, passes, limit) = (f.completed, f.passes, f.limit);
         let over = f.at_limit;
         let problem = match &**content {
@@ -726,6 +756,14 @@ impl Observer {
                 None if is_error && is_refusal(&use_name, content) => format!(
                     "{tool_use_id} ({use_name}) was refused with {content:?}, but {name} may use it"
                 ),
+                _ => return None,
+            };
+            Some((names::TOOL_EXECUTION, m))
+        });
+        let problem = problem.or_else(|| {
+            let m = match at_once {
+                Some(false) => format!("{name}'s ask_user {tool_use_id} was answered in a later step than its reply, but with query_user: none it is answered at once"),
+                Some(true) if !is_skip(content) && (is_error || **content != *messages::NO_ANSWER) => format!("{name}'s ask_user {tool_use_id} was answered {content:?}, but with query_user: none it is answered {:?}", messages::NO_ANSWER),
                 _ => return None,
             };
             Some((names::TOOL_EXECUTION, m))
