@@ -264,8 +264,6 @@ pub struct Observer {
     partials: FxHashMap<CallId, semantic::Partial>,
     /// The reply this step's input carries.
     stash: Option<semantic::Stashed>,
-    /// Steps checked so far (wrapping).
-    steps: u32,
     /// What the current step did, for the semantic checks.
     step: semantic::StepFacts,
     /// Conversations with messages not yet delivered.
@@ -317,7 +315,6 @@ impl Observer {
 
     fn check_step(&mut self, rt: &Runtime, events: &[Event]) -> Result<(), Violation> {
         self.persist = rt.config().persist;
-        self.steps = self.steps.wrapping_add(1);
         self.take_stash(events);
         for event in events {
             if let Err(v) = self.on_event(rt, event) {

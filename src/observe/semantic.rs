@@ -39,8 +39,6 @@ pub(super) struct Use {
     pub(super) pushed: bool,
     /// An `ask_user` that must be answered at once (`query_user: none`).
     pub(super) at_once: bool,
-    /// The observer's step its reply was applied in.
-    pub(super) step: u32,
 }
 
 /// How a `use_skill` runs its skill (DESIGN §3 items 5 and 14), from the skill's definition.
@@ -70,6 +68,8 @@ pub(super) struct ResultSeen<'a> {
 pub(super) struct Partial {
     uses: SmallVec<[Use; 2]>,
     text: bool,
+    /// Some of its uses must be answered in the step it is applied in.
+    at_once: bool,
 }
 
 /// The reply this step's input carried, to be matched with what the runtime did with it.
@@ -127,6 +127,8 @@ pub(super) struct StepFacts {
     delete_skips: SmallVec<[(Uuid, Arc<str>); 2]>,
     /// Children whose `complete` succeeded: they must leave the stack in this step.
     completing: SmallVec<[(Uuid, Arc<str>); 1]>,
+    /// Frames whose reply holds an `ask_user` to answer at once (`query_user: none`).
+    at_once: SmallVec<[Uuid; 1]>,
     /// Text sent to the user: conversation and text.
     sent: SmallVec<[(usize, Arc<str>); 2]>,
     /// A main frame that failed, by conversation: its answer must say so.
@@ -161,6 +163,7 @@ impl StepFacts {
                     && self.cancel_skips.is_empty()
                     && self.delete_skips.is_empty()
                     && self.completing.is_empty()
+                    && self.at_once.is_empty()
                     && self.sent.is_empty()
                     && self.main_failure.is_empty()
                     && self.expected.is_empty()
@@ -183,6 +186,7 @@ impl StepFacts {
         self.cancel_skips.clear();
         self.delete_skips.clear();
         self.completing.clear();
+        self.at_once.clear();
         self.sent.clear();
         self.main_failure.clear();
         self.expected.clear();
@@ -204,11 +208,14 @@ struct Head<'a> {
 
 fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
     // Room for them all at once (a wide reply would grow the list three times).
-    let count = content
-        .iter()
-        .filter(|b| matches!(b, Block::ToolUse { .. }))
-        .count();
-    let mut uses = SmallVec::with_capacity(count);
+    let mut uses = SmallVec::new();
+    if content.len() > 2 {
+        let count = content
+            .iter()
+            .filter(|b| matches!(b, Block::ToolUse { .. }))
+            .count();
+        uses.reserve_exact(count);
+    }
     let mut text = false;
     for block in content {
         match block {
@@ -221,7 +228,6 @@ fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
                 delegation: Delegation::Unjudged,
                 pushed: false,
                 at_once: false,
-                step: 0,
             }),
             Block::ToolResult { .. } => text = true,
         }
@@ -281,16 +287,21 @@ impl Observer {
                     return;
                 };
                 let (mut uses, text) = uses_of(&reply.content);
-                self.refusals(rt, *call, at, &mut uses);
-                if uses.iter().any(|u| &*u.name == builtin::USE_SKILL) {
+                let (skills, asks) = self.refusals(rt, *call, at, &mut uses);
+                if skills {
                     Observer::delegations(rt, &reply.content, &mut uses);
                 }
-                if rt.config().query_user == QueryUser::None && !self.keys[at.0].session {
-                    Observer::answered_at_once(&reply.content, &mut uses);
-                }
+                let at_once = asks
+                    && rt.config().query_user == QueryUser::None
+                    && !self.keys[at.0].session
+                    && Observer::answered_at_once(&reply.content, &mut uses);
                 self.stash = Some(Stashed {
                     call: *call,
-                    reply: Partial { uses, text },
+                    reply: Partial {
+                        uses,
+                        text,
+                        at_once,
+                    },
                 });
             }
             Input::LlmChunk { call, chunk } if self.caller(*call).is_some() => {
@@ -323,12 +334,26 @@ impl Observer {
     /// outside the agent's whitelist; `ask_user` in a batch agent. Read from the definitions (the
     /// agent, its kind in the observer's model, the settings' tools), never from the runtime's
     /// dispatch.
-    fn refusals(&self, rt: &Runtime, call: CallId, (k, i): (usize, usize), uses: &mut [Use]) {
+    ///
+    /// Returns whether the reply holds a `use_skill` and an `ask_user` that may run.
+    fn refusals(
+        &self,
+        rt: &Runtime,
+        call: CallId,
+        (k, i): (usize, usize),
+        uses: &mut [Use],
+    ) -> (bool, bool) {
+        let (mut skills, mut asks) = (false, false);
         if uses.is_empty() {
-            return;
+            return (skills, asks);
         }
         let Some(request) = rt.request(call) else {
-            return;
+            // No frame behind the call (a unit test's made-up events): no refusal is judged.
+            for u in uses.iter() {
+                skills |= &*u.name == builtin::USE_SKILL;
+                asks |= &*u.name == builtin::ASK_USER;
+            }
+            return (skills, asks);
         };
         let main = self.keys[k].frames[i].info.kind == AgentKind::Main;
         let def = request.agent;
@@ -340,31 +365,42 @@ impl Observer {
                 builtin::ASK_USER if def.batch.is_some() => {
                     Some(messages::ASK_USER_IN_BATCH.into())
                 }
-                builtin::COMPLETE | builtin::USE_SKILL | builtin::USE_AGENT | builtin::ASK_USER => {
+                builtin::USE_SKILL => {
+                    skills = true;
                     None
                 }
+                builtin::ASK_USER => {
+                    asks = true;
+                    None
+                }
+                builtin::COMPLETE | builtin::USE_AGENT => None,
                 builtin::FORK | builtin::WAIT if def.fork => None,
                 _ if !tools.contains_key(name) => Some(messages::tool_not_found(name).into()),
                 _ if !def.allows(name) => Some(messages::tool_not_available(name).into()),
                 _ => None,
             };
         }
+        (skills, asks)
     }
 
     /// With `query_user: none`, which `ask_user`s of a reply must be answered at once with
     /// `No answer from the user.`: those with a question, of an agent allowed to ask, outside a
     /// triggered session (whose questions go to the store).
+    /// Returns whether any must.
     #[cold]
-    fn answered_at_once(content: &[Block], uses: &mut [Use]) {
+    fn answered_at_once(content: &[Block], uses: &mut [Use]) -> bool {
         let inputs = content.iter().filter_map(|b| match b {
             Block::ToolUse { input, .. } => Some(input),
             _ => None,
         });
+        let mut any = false;
         for (u, input) in uses.iter_mut().zip(inputs) {
             u.at_once = &*u.name == builtin::ASK_USER
                 && u.refusal.is_none()
                 && input.get("question").is_some_and(|q| q.is_string());
+            any |= u.at_once;
         }
+        any
     }
 
     /// How each `use_skill` of a reply must run its skill, read from the skill's definition.
@@ -416,8 +452,8 @@ impl Observer {
         let content = reply.text || !reply.uses.is_empty();
         let answered = reply.uses.is_empty() && f.info.kind == AgentKind::Main;
         f.uses = reply.uses;
-        for u in f.uses.iter_mut() {
-            u.step = self.steps;
+        if reply.at_once {
+            self.step.mark().at_once.push(frame_id);
         }
         let (session, name) = (f.info.session_id, f.info.name.clone());
         if answered {
@@ -679,7 +715,7 @@ impl Observer {
         u.answered = true;
         let (use_name, refusal) = (u.name.clone(), u.refusal.clone());
         let frame_expected = u.delegation == Delegation::Frame && !u.pushed;
-        let at_once = u.at_once.then_some(u.step == self.steps);
+        let at_once = u.at_once;
         let (completed, passes, limit) = (f.completed, f.passes, f.limit);
         let over = f.at_limit;
         let problem = match &**content {
@@ -761,12 +797,10 @@ impl Observer {
             Some((names::TOOL_EXECUTION, m))
         });
         let problem = problem.or_else(|| {
-            let m = match at_once {
-                Some(false) => format!("{name}'s ask_user {tool_use_id} was answered in a later step than its reply, but with query_user: none it is answered at once"),
-                Some(true) if !is_skip(content) && (is_error || **content != *messages::NO_ANSWER) => format!("{name}'s ask_user {tool_use_id} was answered {content:?}, but with query_user: none it is answered {:?}", messages::NO_ANSWER),
-                _ => return None,
-            };
-            Some((names::TOOL_EXECUTION, m))
+            (at_once && !is_skip(content) && (is_error || **content != *messages::NO_ANSWER)).then(|| {
+                let m = format!("{name}'s ask_user {tool_use_id} was answered {content:?}, but with query_user: none it is answered {:?}", messages::NO_ANSWER);
+                (names::TOOL_EXECUTION, m)
+            })
         });
         let problem = problem.or_else(|| {
             (frame_expected && !is_error && !is_skip(content)).then(|| {
@@ -974,6 +1008,22 @@ impl Observer {
                 names::TOOL_EXECUTION,
                 format!("tool uses of {name} were answered as deleted, but {name} is still on the stack"),
             ));
+        }
+        // With nobody to ask, an `ask_user` is answered in the step of its reply.
+        for id in &self.step.at_once {
+            let frame = self
+                .keys
+                .iter()
+                .flat_map(|m| m.frames.iter())
+                .find(|f| f.info.frame_id == *id);
+            if let Some(f) = frame {
+                if let Some(u) = f.uses.iter().find(|u| u.at_once && !u.answered) {
+                    return Err(violation(
+                        names::TOOL_EXECUTION,
+                        format!("{}'s ask_user {} was left unanswered at the end of its reply's step, but with query_user: none it is answered at once", f.info.name, u.id),
+                    ));
+                }
+            }
         }
         if let Some((_, name)) = self.step.completing.iter().find(|(id, _)| on_stack(id)) {
             return Err(violation(
