@@ -309,3 +309,69 @@ fn deleting_an_agent_that_waits_for_an_async_answer_cancels_the_questions_timeou
         "the deleted agent's question timer is cancelled"
     );
 }
+
+#[test]
+fn the_response_to_a_message_lists_each_tool_call_of_its_turn_with_its_result() {
+    let mut config = RuntimeConfig::default();
+    config
+        .tools
+        .insert("lookup".into(), ToolSpec { timeout_ms: None });
+    let main = AgentDef::new("main", AgentKind::Main);
+    let mut rt = Runtime::new(catalog(main, vec![]), config);
+    // A first turn whose call must not be listed in the second's response.
+    answered_turn(&mut rt, "hello");
+    user(&mut rt, "look both up");
+    let call = llm_call(&effects(&mut rt));
+    reply(
+        &mut rt,
+        call,
+        vec![
+            Block::tool_use("a", "lookup", json!({ "q": 1 })),
+            Block::tool_use("b", "lookup", json!({ "q": 2 })),
+        ],
+    );
+    for (n, (content, is_error)) in [("one", false), ("two failed", true)]
+        .into_iter()
+        .enumerate()
+    {
+        let run = effects(&mut rt)
+            .iter()
+            .find_map(|e| match e {
+                Effect::RunTool { call } => Some(*call),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("run {n}"));
+        let output = crate::agents::tools::ToolOutput {
+            content: content.into(),
+            is_error,
+        };
+        rt.handle(Input::ToolDone {
+            call: run,
+            result: Ok(output),
+        });
+    }
+    let call = llm_call(&effects(&mut rt));
+    reply(&mut rt, call, vec![Block::text("both found")]);
+    let responses: Vec<_> = rt
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Response { response, .. } => Some(response),
+            _ => None,
+        })
+        .collect();
+    let last = responses.last().expect("a response");
+    let calls: Vec<(&str, &str, &str, bool)> = last
+        .tool_calls
+        .iter()
+        .map(|c| (&*c.id, &*c.name, &*c.result, c.is_error))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("a", "lookup", "one", false),
+            ("b", "lookup", "two failed", true)
+        ]
+    );
+    assert_eq!(*last.tool_calls[1].input, json!({ "q": 2 }));
+}
