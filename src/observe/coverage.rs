@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::agents::tools::builtin;
 use crate::agents::tree::{Intervention, InterventionOutcome, Status};
 use crate::model::agent::AgentKind;
 use crate::model::llm::LlmErrorKind;
@@ -251,8 +252,8 @@ impl RunCoverage {
                         && !content.starts_with("Tool 'complete'")
                     {
                         self.hit(REFUSED);
-                    } else if **content == *"Tool 'fork' not found"
-                        || **content == *"Tool 'wait' not found"
+                    } else if **content == *messages::tool_not_found(builtin::FORK)
+                        || **content == *messages::tool_not_found(builtin::WAIT)
                     {
                         self.hit(REFUSED + 1);
                     }

@@ -554,7 +554,7 @@ impl Observer {
                 if let (Some(link), Some(parent)) =
                     (&frame.parent_tool_use_id, self.keys[k].frames.last_mut())
                 {
-                    if let Some(u) = parent.uses.iter_mut().find(|u| u.id == *link) {
+                    if let Some(u) = parent.uses.iter_mut().find(|u| same_text(&u.id, link)) {
                         u.pushed = true;
                         if u.delegation == semantic::Delegation::Passthrough {
                             return Err(violation(

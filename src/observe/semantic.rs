@@ -206,33 +206,56 @@ struct Head<'a> {
     is_error: Option<bool>,
 }
 
-fn uses_of(content: &[Block]) -> (SmallVec<[Use; 2]>, bool) {
+/// A reply's tool uses as the observer lists them.
+#[derive(Default)]
+struct Listing {
+    uses: SmallVec<[Use; 2]>,
+    /// It holds text (or a tool result).
+    text: bool,
+    /// It holds a `use_skill` (whose skill's definition says how it runs).
+    skills: bool,
+    /// It holds an `ask_user`.
+    asks: bool,
+}
+
+fn uses_of(content: &[Block]) -> Listing {
+    let mut listing = Listing::default();
     // Room for them all at once (a wide reply would grow the list three times).
-    let mut uses = SmallVec::new();
     if content.len() > 2 {
         let count = content
             .iter()
             .filter(|b| matches!(b, Block::ToolUse { .. }))
             .count();
-        uses.reserve_exact(count);
+        listing.uses.reserve_exact(count);
     }
-    let mut text = false;
     for block in content {
         match block {
-            Block::Text { text: t } => text |= !t.is_empty(),
-            Block::ToolUse { id, name, .. } => uses.push(Use {
-                id: id.clone(),
-                name: name.clone(),
-                answered: false,
-                refusal: None,
-                delegation: Delegation::Unjudged,
-                pushed: false,
-                at_once: false,
-            }),
-            Block::ToolResult { .. } => text = true,
+            Block::Text { text: t } => listing.text |= !t.is_empty(),
+            Block::ToolUse { id, name, .. } => {
+                listing.skills |= &**name == builtin::USE_SKILL;
+                listing.asks |= &**name == builtin::ASK_USER;
+                listing.uses.push(Use {
+                    id: id.clone(),
+                    name: name.clone(),
+                    answered: false,
+                    refusal: None,
+                    delegation: Delegation::Unjudged,
+                    pushed: false,
+                    at_once: false,
+                });
+            }
+            Block::ToolResult { .. } => listing.text = true,
         }
     }
-    (uses, text)
+    listing
+}
+
+/// The `input` of each `tool_use` of `content`, in order (a reply's uses line up with them).
+fn tool_inputs(content: &[Block]) -> impl Iterator<Item = &Arc<serde_json::Value>> {
+    content.iter().filter_map(|b| match b {
+        Block::ToolUse { input, .. } => Some(input),
+        _ => None,
+    })
 }
 
 /// Whether `text` is one of `words` (DESIGN §3: the whole message, trimmed, case ignored). The
@@ -286,8 +309,13 @@ impl Observer {
                 let Some(at) = self.caller(*call) else {
                     return;
                 };
-                let (mut uses, text) = uses_of(&reply.content);
-                let (skills, asks) = self.refusals(rt, *call, at, &mut uses);
+                let Listing {
+                    mut uses,
+                    text,
+                    skills,
+                    asks,
+                } = uses_of(&reply.content);
+                self.refusals(rt, *call, at, &mut uses);
                 if skills {
                     Observer::delegations(rt, &reply.content, &mut uses);
                 }
@@ -309,9 +337,9 @@ impl Observer {
                 match chunk {
                     Chunk::Text(t) => partial.text |= !t.is_empty(),
                     Chunk::ToolUse(block) => {
-                        let (uses, text) = uses_of(std::slice::from_ref(block));
-                        partial.uses.extend(uses);
-                        partial.text |= text;
+                        let listing = uses_of(std::slice::from_ref(block));
+                        partial.uses.extend(listing.uses);
+                        partial.text |= listing.text;
                     }
                 }
             }
@@ -334,26 +362,12 @@ impl Observer {
     /// outside the agent's whitelist; `ask_user` in a batch agent. Read from the definitions (the
     /// agent, its kind in the observer's model, the settings' tools), never from the runtime's
     /// dispatch.
-    ///
-    /// Returns whether the reply holds a `use_skill` and an `ask_user` that may run.
-    fn refusals(
-        &self,
-        rt: &Runtime,
-        call: CallId,
-        (k, i): (usize, usize),
-        uses: &mut [Use],
-    ) -> (bool, bool) {
-        let (mut skills, mut asks) = (false, false);
+    fn refusals(&self, rt: &Runtime, call: CallId, (k, i): (usize, usize), uses: &mut [Use]) {
         if uses.is_empty() {
-            return (skills, asks);
+            return;
         }
         let Some(request) = rt.request(call) else {
-            // No frame behind the call (a unit test's made-up events): no refusal is judged.
-            for u in uses.iter() {
-                skills |= &*u.name == builtin::USE_SKILL;
-                asks |= &*u.name == builtin::ASK_USER;
-            }
-            return (skills, asks);
+            return;
         };
         let main = self.keys[k].frames[i].info.kind == AgentKind::Main;
         let def = request.agent;
@@ -365,22 +379,15 @@ impl Observer {
                 builtin::ASK_USER if def.batch.is_some() => {
                     Some(messages::ASK_USER_IN_BATCH.into())
                 }
-                builtin::USE_SKILL => {
-                    skills = true;
+                builtin::COMPLETE | builtin::USE_SKILL | builtin::USE_AGENT | builtin::ASK_USER => {
                     None
                 }
-                builtin::ASK_USER => {
-                    asks = true;
-                    None
-                }
-                builtin::COMPLETE | builtin::USE_AGENT => None,
                 builtin::FORK | builtin::WAIT if def.fork => None,
                 _ if !tools.contains_key(name) => Some(messages::tool_not_found(name).into()),
                 _ if !def.allows(name) => Some(messages::tool_not_available(name).into()),
                 _ => None,
             };
         }
-        (skills, asks)
     }
 
     /// With `query_user: none`, which `ask_user`s of a reply must be answered at once with
@@ -389,12 +396,8 @@ impl Observer {
     /// Returns whether any must.
     #[cold]
     fn answered_at_once(content: &[Block], uses: &mut [Use]) -> bool {
-        let inputs = content.iter().filter_map(|b| match b {
-            Block::ToolUse { input, .. } => Some(input),
-            _ => None,
-        });
         let mut any = false;
-        for (u, input) in uses.iter_mut().zip(inputs) {
+        for (u, input) in uses.iter_mut().zip(tool_inputs(content)) {
             u.at_once = &*u.name == builtin::ASK_USER
                 && u.refusal.is_none()
                 && input.get("question").is_some_and(|q| q.is_string());
@@ -406,11 +409,7 @@ impl Observer {
     /// How each `use_skill` of a reply must run its skill, read from the skill's definition.
     #[cold]
     fn delegations(rt: &Runtime, content: &[Block], uses: &mut [Use]) {
-        let inputs = content.iter().filter_map(|b| match b {
-            Block::ToolUse { input, .. } => Some(input),
-            _ => None,
-        });
-        for (u, input) in uses.iter_mut().zip(inputs) {
+        for (u, input) in uses.iter_mut().zip(tool_inputs(content)) {
             if &*u.name != builtin::USE_SKILL || u.refusal.is_some() {
                 continue;
             }

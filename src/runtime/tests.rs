@@ -69,20 +69,14 @@ fn with_slow_tool(parallel: bool) -> Runtime {
 
 /// The timers set and the timers cancelled among `effects`.
 fn timers(effects: &[Effect]) -> (Vec<CallId>, Vec<CallId>) {
-    let set = effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::SetTimer { timer, .. } => Some(*timer),
-            _ => None,
-        })
-        .collect();
-    let cancelled = effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::CancelTimer { timer } => Some(*timer),
-            _ => None,
-        })
-        .collect();
+    let (mut set, mut cancelled) = (Vec::new(), Vec::new());
+    for e in effects {
+        match e {
+            Effect::SetTimer { timer, .. } => set.push(*timer),
+            Effect::CancelTimer { timer } => cancelled.push(*timer),
+            _ => {}
+        }
+    }
     (set, cancelled)
 }
 
