@@ -265,7 +265,7 @@ enum Command {
         /// tool-pass-uncounted, restore-resets-iterations, main-messages-unjournaled,
         /// answer-counts-an-iteration, tool-run-never-issued (semantic); wait-returns-early,
         /// wait-resumed-by-any-fork, delete-leaves-tool-uses, deleted-then-ended (the agent tree),
-        /// batch-timeout-ignored (tool runs).
+        /// batch-timeout-ignored (tool runs), batch-extracts-user-text (batch delegation).
         #[arg(long, value_name = "NAME")]
         bug: Option<agentsim::runtime::planted::PlantedBug>,
         /// Model seed 004's watchdog and interruptions around this preset, with timings and some

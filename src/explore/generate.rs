@@ -700,7 +700,9 @@ fn reply(
             }
             ReplyKind::Content(blocks)
         }
-        _ if roll < r[2] => ReplyKind::Content(vec![text(format!("{agent} works")), any_tool(rng)]),
+        _ if roll < r[2] => {
+            ReplyKind::Content(vec![text(format!("{agent} works {i}")), any_tool(rng)])
+        }
         _ if roll < r[3] => {
             let mut blocks = Vec::new();
             if rng.chance(0.3) {

@@ -31,5 +31,6 @@ pub fn caught_by(bug: PlantedBug) -> &'static str {
         PlantedBug::DeleteLeavesToolUses => SINGLE_DELIVERY,
         PlantedBug::DeletedThenEnded => STATUS_TRANSITIONS,
         PlantedBug::BatchTimeoutIgnored => TOOL_RUNS,
+        PlantedBug::BatchExtractsUserText => BATCH_ANSWER,
     }
 }

@@ -53,7 +53,8 @@ pub fn configurations() -> Vec<(&'static str, Knobs)> {
         (
             "batch",
             Knobs {
-                replies: [15, 30, 35, 65, 80, 86, 92],
+                // Text next to tool uses and empty replies, for the empty-answer policies.
+                replies: [10, 22, 40, 62, 75, 86, 92],
                 batch: 0.8,
                 ..d
             },

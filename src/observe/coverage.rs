@@ -366,11 +366,14 @@ impl RunCoverage {
                 status: Status::AwaitingUser | Status::Modified | Status::Deleted,
                 ..
             } => self.hit(pre(names::STATUS_TRANSITIONS)),
-            Event::Delegation { what, .. } => self.hit(if *what == "answer" {
-                DELEGATION_ANSWER
-            } else {
-                DELEGATION_SUMMARY
-            }),
+            Event::Delegation { what, .. } => {
+                self.hit(pre(names::BATCH_ANSWER));
+                self.hit(if *what == "answer" {
+                    DELEGATION_ANSWER
+                } else {
+                    DELEGATION_SUMMARY
+                });
+            }
             _ => {}
         }
     }

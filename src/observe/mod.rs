@@ -11,6 +11,7 @@
 //! with [`Observer::before_input`] and shows it each step with [`Observer::after_step`], before it
 //! takes the step's effects.
 
+mod batch;
 pub mod coverage;
 mod semantic;
 mod sessions;
@@ -86,9 +87,13 @@ pub mod names {
     /// deadline passed with no output before it, or a documented skip; and it joins the session
     /// as soon as its run is in (for a parallel batch, once every run of the batch is in).
     pub const TOOL_RUNS: &str = "tool-runs";
+    /// A batch child's answer is its final text, or, when that is blank, what its agent's
+    /// empty-answer policy makes of it (its latest non-blank text, or one request for a summary);
+    /// its caller receives exactly that answer.
+    pub const BATCH_ANSWER: &str = "batch-answer";
 
     /// Every invariant the observer checks, in a stable order.
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 21] = [
         TOOL_PAIRING,
         STACK_LINKAGE,
         MAIN_AT_BOTTOM,
@@ -109,6 +114,7 @@ pub mod names {
         FORK_WAIT,
         SESSION_LIFECYCLE,
         TOOL_RUNS,
+        BATCH_ANSWER,
     ];
 
     /// A request to `agentsim mock-llm` replays the assistant turns the server sent in its
@@ -171,6 +177,8 @@ struct Delivery {
     is_error: Option<bool>,
     /// Whether it must be (`None`: the observer cannot tell).
     expect_error: Option<bool>,
+    /// The content it must have (a batch child's answer; see `batch-answer`).
+    expect_content: Option<Arc<str>>,
 }
 
 /// One frame of the observer's model of a stack.
@@ -198,6 +206,8 @@ struct ModelFrame {
     /// The watchdog interrupted it: its passes are not checked (seed 004's continuation prompts
     /// add passes the observer does not model).
     lenient: bool,
+    /// A batch child's model (`batch-answer`).
+    batch: Option<Box<batch::BatchModel>>,
 }
 
 impl ModelFrame {
@@ -213,6 +223,7 @@ impl ModelFrame {
             completed: false,
             at_limit: false,
             lenient: false,
+            batch: None,
         }
     }
 }
@@ -642,6 +653,10 @@ impl Observer {
                             self.stray_pairing.remove(&frame.session_id);
                         }
                         let expect_error = self.on_pop(k, &popped, *reason, *iterations);
+                        let expect_content = match (reason, popped.batch) {
+                            (PopReason::Completed, Some(b)) => b.answer,
+                            _ => None,
+                        };
                         self.deliveries.push(Delivery {
                             child: frame.clone(),
                             parent_session,
@@ -649,6 +664,7 @@ impl Observer {
                             count: 0,
                             is_error: None,
                             expect_error,
+                            expect_content,
                         });
                         return Ok(());
                     }
@@ -694,6 +710,18 @@ impl Observer {
                         d.count += 1;
                         d.is_error = Some(*is_error);
                         delivery = true;
+                        if let Some(want) = &d.expect_content {
+                            if !same_text(want, content) || *is_error {
+                                return Err(violation(
+                                    BATCH_ANSWER,
+                                    format!(
+                                        "{} answered {want:?}, but {frame} received {content:?}{}",
+                                        d.child.name,
+                                        if *is_error { " as an error" } else { "" }
+                                    ),
+                                ));
+                            }
+                        }
                     }
                 }
                 let again = self
@@ -776,12 +804,16 @@ impl Observer {
                         ),
                     ));
                 }
+                let mut batch = None;
                 if let Some(request) = rt.request(*call) {
                     pairing
                         .check_request(request.messages)
                         .map_err(|m| violation(TOOL_PAIRING, format!("{frame}: {m}")))?;
+                    if request.agent.workflow.is_none() {
+                        batch = request.agent.batch;
+                    }
                 }
-                self.on_request(k, *frame_id, *call, *iteration, *max_iterations);
+                self.on_request(k, *frame_id, *call, *iteration, *max_iterations, batch);
             }
             Event::Reissued {
                 key,
@@ -802,10 +834,14 @@ impl Observer {
                 self.on_watchdog(k, frame);
             }
             Event::Delegation {
-                key, frame, what, ..
+                key,
+                frame,
+                what,
+                text,
             } => {
                 let k = self.key_index(key);
                 self.on_delegation(k, frame, what);
+                self.on_batch_delegation(k, frame, what, text);
             }
             Event::Sent { key, text, .. } => {
                 let k = self.key_index(key);
@@ -1472,6 +1508,129 @@ mod tests {
         assert_eq!(run(none, later.clone()), Some(names::TOOL_EXECUTION));
         // With someone to ask, that is how it goes.
         assert_eq!(run(crate::runtime::QueryUser::Interactive, later), None);
+    }
+
+    /// [`semantic`], with `agent:b` a batch child under `policy` (a real run reads the policy
+    /// from the child's model request; these steps have no runtime behind them).
+    fn semantic_batch(
+        policy: crate::model::agent::EmptyAnswer,
+        steps: &[(Option<Input>, Vec<Event>)],
+    ) -> Option<&'static str> {
+        let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
+        let mut o = Observer::new();
+        o.no_runtime = true;
+        for (input, events) in steps {
+            for f in o.keys.iter_mut().flat_map(|m| m.frames.iter_mut()) {
+                if &*f.info.name == "agent:b" && f.batch.is_none() {
+                    f.batch = Some(Box::new(batch::BatchModel::new(policy)));
+                }
+            }
+            if let Some(input) = input {
+                o.before_input(&rt, input);
+            }
+            if let Err(v) = o.after_step(&rt, events) {
+                return Some(v.invariant);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_batch_child_answers_its_text_or_what_its_policy_makes_of_a_blank_one() {
+        use crate::model::agent::EmptyAnswer;
+        let main = frame("main", AgentKind::Main, 1, None);
+        let b = frame("agent:b", AgentKind::Agent, 2, Some("t1"));
+        let says = |call: u64, blocks: Vec<Block>| Input::LlmReply {
+            call,
+            reply: LlmReply {
+                content: blocks.into_iter().collect(),
+                usage: Default::default(),
+            },
+        };
+        let tool = |id: &str| Block::ToolUse {
+            id: id.into(),
+            name: "echo".into(),
+            input: Arc::new(serde_json::json!({})),
+        };
+        let delegation = |what: &'static str, text: &str| Event::Delegation {
+            key: key(),
+            frame: b.name.clone(),
+            what,
+            text: text.into(),
+        };
+        // main delegates to b; b says "notes" next to a tool use, then ends its send with
+        // `last` (call 3).
+        let start = |first: Vec<Block>| {
+            vec![
+                opened(&main, 5),
+                (
+                    Some(reply(1, &[("t1", "use_agent")])),
+                    vec![push(&b, 2), request(&b, 2, 1, 5)],
+                ),
+                (
+                    Some(says(2, first)),
+                    vec![answered(&b, "t2", "ok", false), request(&b, 3, 2, 5)],
+                ),
+            ]
+        };
+        let noted = || start(vec![Block::text("notes"), tool("t2")]);
+        let silent = || start(vec![tool("t2")]);
+        // b's answer `said` reaches main as `received`.
+        let answer = |said: &str, received: &str| {
+            vec![
+                delegation("answer", said),
+                popped(&b, 1, PopReason::Completed, 2),
+                answered(&main, "t1", received, false),
+                request(&main, 4, 2, 5),
+            ]
+        };
+        let ends = |mut steps: Vec<(Option<Input>, Vec<Event>)>, last: Vec<Block>, then| {
+            steps.push((Some(says(3, last)), then));
+            steps
+        };
+        let extract = EmptyAnswer::ExtractFromConversation;
+        // A text answer is the answer, whatever the policy.
+        let done = ends(noted(), vec![Block::text("done")], answer("done", "done"));
+        assert_eq!(semantic_batch(EmptyAnswer::AcceptEmpty, &done), None);
+        // A blank one: kept, or replaced by the latest text said.
+        let blank = || vec![Block::text(" ")];
+        let kept = ends(noted(), blank(), answer(" ", " "));
+        assert_eq!(semantic_batch(EmptyAnswer::AcceptEmpty, &kept), None);
+        assert_eq!(semantic_batch(extract, &kept), Some(names::BATCH_ANSWER));
+        let extracted = ends(noted(), blank(), answer("notes", "notes"));
+        assert_eq!(semantic_batch(extract, &extracted), None);
+        assert_eq!(
+            semantic_batch(EmptyAnswer::AcceptEmpty, &extracted),
+            Some(names::BATCH_ANSWER)
+        );
+        // The right answer, delivered as something else.
+        let lost = ends(noted(), blank(), answer("notes", ""));
+        assert_eq!(semantic_batch(extract, &lost), Some(names::BATCH_ANSWER));
+        // Nothing done about the reply that ended the send.
+        let ignored = ends(noted(), blank(), vec![]);
+        assert_eq!(semantic_batch(extract, &ignored), Some(names::BATCH_ANSWER));
+        // ask_for_summary, with nothing said: asked once, then the blank answer is kept.
+        let ask = EmptyAnswer::AskForSummary;
+        let summary = || {
+            vec![
+                delegation("summary request", messages::SUMMARY_PROMPT),
+                request(&b, 4, 3, 5),
+            ]
+        };
+        let mut asked = ends(silent(), vec![], summary());
+        assert_eq!(semantic_batch(ask, &asked), None);
+        assert_eq!(semantic_batch(extract, &asked), Some(names::BATCH_ANSWER));
+        let mut twice = asked.clone();
+        let mut answer_after = answer("", "");
+        answer_after[1] = popped(&b, 1, PopReason::Completed, 3);
+        answer_after[3] = request(&main, 5, 2, 5);
+        asked.push((Some(says(4, vec![])), answer_after));
+        assert_eq!(semantic_batch(ask, &asked), None);
+        twice.push((Some(says(4, vec![])), summary()));
+        assert_eq!(semantic_batch(ask, &twice), Some(names::BATCH_ANSWER));
+        // With something said, no summary is asked for.
+        let needless = ends(noted(), vec![], summary());
+        assert_eq!(semantic_batch(ask, &needless), Some(names::BATCH_ANSWER));
     }
 
     #[test]

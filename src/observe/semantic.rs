@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 use uuid::Uuid;
 
 use crate::agents::tools::builtin;
-use crate::model::agent::AgentKind;
+use crate::model::agent::{AgentKind, EmptyAnswer};
 use crate::model::ids::CallId;
 use crate::model::llm::Chunk;
 use crate::model::messages;
@@ -23,6 +23,7 @@ use crate::model::transcript::Block;
 use crate::protocol::{Effect, Event, Input};
 use crate::runtime::{QueryUser, Runtime};
 
+use super::batch::BatchModel;
 use super::{names, same_text, violation, KeyModel, ModelFrame, Observer, Violation};
 
 /// One `tool_use` of a frame's latest reply.
@@ -70,6 +71,8 @@ pub(super) struct Partial {
     text: bool,
     /// Some of its uses must be answered in the step it is applied in.
     at_once: bool,
+    /// Its text blocks joined, kept only for a batch child (`batch-answer`).
+    said: Option<String>,
 }
 
 /// The reply this step's input carried, to be matched with what the runtime did with it.
@@ -116,7 +119,7 @@ pub(super) struct StepFacts {
     /// Frames that got a child's result.
     resumed: SmallVec<[Uuid; 2]>,
     /// Frames the watchdog spoke about: conversation and frame name.
-    watchdog: SmallVec<[(usize, Arc<str>); 2]>,
+    pub(super) watchdog: SmallVec<[(usize, Arc<str>); 2]>,
     /// Batch children that answered.
     delegated: SmallVec<[Uuid; 2]>,
     /// Main frames that answered the user (a reply with no tool use).
@@ -129,6 +132,8 @@ pub(super) struct StepFacts {
     completing: SmallVec<[(Uuid, Arc<str>); 1]>,
     /// Frames whose reply holds an `ask_user` to answer at once (`query_user: none`).
     at_once: SmallVec<[Uuid; 1]>,
+    /// Batch children whose reply ended their send: conversation and frame.
+    batch_due: SmallVec<[(usize, Uuid); 1]>,
     /// Text sent to the user: conversation and text.
     sent: SmallVec<[(usize, Arc<str>); 2]>,
     /// A main frame that failed, by conversation: its answer must say so.
@@ -164,6 +169,7 @@ impl StepFacts {
                     && self.delete_skips.is_empty()
                     && self.completing.is_empty()
                     && self.at_once.is_empty()
+                    && self.batch_due.is_empty()
                     && self.sent.is_empty()
                     && self.main_failure.is_empty()
                     && self.expected.is_empty()
@@ -187,6 +193,7 @@ impl StepFacts {
         self.delete_skips.clear();
         self.completing.clear();
         self.at_once.clear();
+        self.batch_due.clear();
         self.sent.clear();
         self.main_failure.clear();
         self.expected.clear();
@@ -248,6 +255,18 @@ fn uses_of(content: &[Block]) -> Listing {
         }
     }
     listing
+}
+
+/// The text blocks of `content`, joined (as the session keeps a reply's text).
+#[cold]
+fn joined_text(content: &[Block]) -> String {
+    let mut out = String::new();
+    for block in content {
+        if let Block::Text { text } = block {
+            out.push_str(text);
+        }
+    }
+    out
 }
 
 /// The `input` of each `tool_use` of `content`, in order (a reply's uses line up with them).
@@ -323,19 +342,32 @@ impl Observer {
                     && rt.config().query_user == QueryUser::None
                     && !self.keys[at.0].session
                     && Observer::answered_at_once(&reply.content, &mut uses);
+                let said = self.keys[at.0].frames[at.1]
+                    .batch
+                    .is_some()
+                    .then(|| joined_text(&reply.content));
                 self.stash = Some(Stashed {
                     call: *call,
                     reply: Partial {
                         uses,
                         text,
                         at_once,
+                        said,
                     },
                 });
             }
             Input::LlmChunk { call, chunk } if self.caller(*call).is_some() => {
+                let batch = self
+                    .caller(*call)
+                    .is_some_and(|(k, i)| self.keys[k].frames[i].batch.is_some());
                 let partial = self.partials.entry(*call).or_default();
                 match chunk {
-                    Chunk::Text(t) => partial.text |= !t.is_empty(),
+                    Chunk::Text(t) => {
+                        partial.text |= !t.is_empty();
+                        if batch {
+                            partial.said.get_or_insert_with(String::new).push_str(t);
+                        }
+                    }
                     Chunk::ToolUse(block) => {
                         let listing = uses_of(std::slice::from_ref(block));
                         partial.uses.extend(listing.uses);
@@ -450,6 +482,11 @@ impl Observer {
         f.at_limit = false;
         let content = reply.text || !reply.uses.is_empty();
         let answered = reply.uses.is_empty() && f.info.kind == AgentKind::Main;
+        if let Some(b) = f.batch.as_deref_mut() {
+            if b.on_reply(reply.said.map(Arc::from), reply.uses.is_empty()) {
+                self.step.mark().batch_due.push((k, frame_id));
+            }
+        }
         f.uses = reply.uses;
         if reply.at_once {
             self.step.mark().at_once.push(frame_id);
@@ -485,7 +522,7 @@ impl Observer {
     }
 
     /// Records a semantic violation to report at the end of the step (the first one wins).
-    fn defer(&mut self, invariant: &'static str, message: String) {
+    pub(super) fn defer(&mut self, invariant: &'static str, message: String) {
         if self.step.deferred.is_none() {
             self.step.mark().deferred = Some(violation(invariant, message));
         }
@@ -518,10 +555,14 @@ impl Observer {
         call: CallId,
         iteration: u32,
         max_iterations: u32,
+        batch: Option<EmptyAnswer>,
     ) {
         let Some(f) = find(&mut self.keys[k], frame_id) else {
             return;
         };
+        if let (Some(policy), None, false) = (batch, &f.batch, f.info.kind == AgentKind::Main) {
+            f.batch = Some(Box::new(BatchModel::new(policy)));
+        }
         f.passes += 1;
         f.limit = max_iterations;
         f.at_limit = false;
@@ -1063,6 +1104,7 @@ impl Observer {
                 ));
             }
         }
+        self.batch_checks(&self.step.batch_due)?;
         if self.persist {
             self.check_journal(rt.effects())?;
         }

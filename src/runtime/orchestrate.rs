@@ -295,12 +295,13 @@ impl Runtime {
         let frame_name = frame.agent.frame_name.clone();
         let mut answer = text;
         if answer.trim().is_empty() && policy != EmptyAnswer::AcceptEmpty {
+            let any_role = self.config.has_bug(PlantedBug::BatchExtractsUserText);
             let extracted = frame
                 .session
                 .messages
                 .iter()
                 .rev()
-                .filter(|m| m.role == crate::model::transcript::Role::Assistant)
+                .filter(|m| m.role == crate::model::transcript::Role::Assistant || any_role)
                 .map(|m| m.text())
                 .find(|t| !t.trim().is_empty());
             match extracted {

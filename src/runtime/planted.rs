@@ -62,11 +62,14 @@ pub enum PlantedBug {
     /// A tool's timeout is honoured only for a sequential run: a parallel batch waits for its
     /// slowest tool whatever the timeout says.
     BatchTimeoutIgnored,
+    /// A batch child's blank answer is replaced by the latest non-blank text of its session, the
+    /// user's messages included (the role filter forgotten): its task, or the summary prompt.
+    BatchExtractsUserText,
 }
 
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [PlantedBug; 25] = [
+    pub const ALL: [PlantedBug; 26] = [
         PlantedBug::DropCascadeResult,
         PlantedBug::DoubleDelivery,
         PlantedBug::IterationOffByOne,
@@ -92,6 +95,7 @@ impl PlantedBug {
         PlantedBug::DeleteLeavesToolUses,
         PlantedBug::DeletedThenEnded,
         PlantedBug::BatchTimeoutIgnored,
+        PlantedBug::BatchExtractsUserText,
     ];
 
     /// The kebab-case name used on the command line and in scenario files.
@@ -122,6 +126,7 @@ impl PlantedBug {
             PlantedBug::DeleteLeavesToolUses => "delete-leaves-tool-uses",
             PlantedBug::DeletedThenEnded => "deleted-then-ended",
             PlantedBug::BatchTimeoutIgnored => "batch-timeout-ignored",
+            PlantedBug::BatchExtractsUserText => "batch-extracts-user-text",
         }
     }
 }
