@@ -470,7 +470,7 @@ impl Observer {
                 if tool_use_id.is_none() {
                     self.on_workflow_decision(*agent_id);
                 }
-                self.sessions.on_question(key, frame, rt)?;
+                self.sessions.on_question(key, frame, *agent_id, rt)?;
                 self.tree.on_question(*agent_id, tool_use_id)
             }
             Event::Answer {
@@ -491,14 +491,24 @@ impl Observer {
                 self.tree.on_wait_all(*frame_id, *waiting)
             }
             Event::Triggered {
-                key: Some(key),
+                key,
                 agent,
-                started: true,
+                started,
             } => {
-                self.sessions.on_started(key, agent, rt.now())?;
-                self.on_triggered(key)
+                self.sessions.on_triggered(agent, *started)?;
+                if let (Some(key), true) = (key, started) {
+                    self.sessions.on_started(key, agent, rt.now())?;
+                    self.on_triggered(key)
+                }
             }
-            Event::QuestionTimedOut { key, answer, .. } => {
+            Event::QuestionTimedOut {
+                key,
+                answer,
+                expired,
+                ..
+            } => {
+                self.sessions
+                    .judge_timeout(key, answer.as_ref(), *expired, rt)?;
                 self.sessions.on_timed_out(key, answer.is_some())?
             }
             Event::QuestionWithdrawn { key, .. } => self.sessions.on_withdrawn(key)?,
@@ -604,6 +614,7 @@ impl Observer {
                 ..
             } => {
                 let k = self.touch(key);
+                self.sessions.on_left(key, frame.frame_id);
                 let model = &mut self.keys[k].frames;
                 match model.last() {
                     Some(top) if top.info.frame_id == frame.frame_id => {}
@@ -670,6 +681,7 @@ impl Observer {
                     }
                 }
                 self.on_pop(k, &popped, *reason, *iterations);
+                self.sessions.on_main_left(key, *reason);
                 if popped.info.kind == AgentKind::Main {
                     self.keys[k].main_uses = popped.uses;
                 }
@@ -876,7 +888,8 @@ impl Observer {
                     }
                 }
                 self.tree.on_answered(*frame_id);
-                self.on_user_message(k, *frame_id, text);
+                self.tree.on_user_message(*frame_id);
+                self.on_user_message(rt, k, *frame_id, text);
             }
             Event::Response { key, .. } | Event::Cancelled { key, .. } => {
                 let what = if matches!(event, Event::Response { .. }) {
@@ -1631,6 +1644,28 @@ mod tests {
         // With something said, no summary is asked for.
         let needless = ends(noted(), vec![], summary());
         assert_eq!(semantic_batch(ask, &needless), Some(names::BATCH_ANSWER));
+    }
+
+    #[test]
+    fn a_cancel_word_reaches_a_frame_as_a_message_only_when_it_starts_the_conversation() {
+        let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
+        let main = frame("main", AgentKind::Main, 1, None);
+        let deliver = |pushed_now: bool, text: &str| {
+            let mut o = Observer::new();
+            let k = o.key_index(&key());
+            o.keys[k].pending = 1;
+            o.keys[k].frames.push(ModelFrame::new(main.clone()));
+            if pushed_now {
+                o.pushed.push((k, main.frame_id));
+            }
+            o.on_user_message(&rt, k, main.frame_id, &text.into());
+            o.step.deferred.map(|v| v.invariant)
+        };
+        // The first message of a conversation starts its main frame, whatever it says.
+        assert_eq!(deliver(true, "cancel"), None);
+        // Taken from the queue to a frame already on the stack: it must unwind it.
+        assert_eq!(deliver(false, " Cancel "), Some(names::MESSAGE_DELIVERY));
+        assert_eq!(deliver(false, "cancel the order"), None);
     }
 
     #[test]

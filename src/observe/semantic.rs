@@ -376,6 +376,9 @@ impl Observer {
                 }
             }
             Input::ToolDone { call, result } => self.tools.on_tool_done(*call, result, rt.now()),
+            Input::Trigger { agent, .. } => self
+                .sessions
+                .on_trigger_input(agent, rt.catalog().get(agent).is_some()),
             Input::LlmEnd { call, .. } => {
                 let Some(at) = self.caller(*call) else {
                     return;
@@ -648,7 +651,23 @@ impl Observer {
     }
 
     /// A user message delivered to frame `frame_id`.
-    pub(super) fn on_user_message(&mut self, k: usize, frame_id: Uuid, text: &Arc<str>) {
+    pub(super) fn on_user_message(
+        &mut self,
+        rt: &Runtime,
+        k: usize,
+        frame_id: Uuid,
+        text: &Arc<str>,
+    ) {
+        // A cancel word reaches a frame as a message only when it starts the conversation (an
+        // empty stack, whose new main frame it is pushed for); on a stack it unwinds (DESIGN §3).
+        if is_cancel_word(&rt.config().cancel_words, text) && !self.pushed.contains(&(k, frame_id))
+        {
+            let key = self.keys[k].key.clone();
+            self.defer(
+                names::MESSAGE_DELIVERY,
+                format!("the cancel word {text:?} was delivered in {key} as a message to a frame already on its stack, instead of unwinding it"),
+            );
+        }
         let m = &mut self.keys[k];
         if m.pending == 0 {
             let key = m.key.clone();

@@ -47,12 +47,26 @@ pub(super) struct SessionModel {
     sessions: FxHashMap<Arc<str>, SessionStatus>,
     /// Each session's agent and when it started.
     started: FxHashMap<Arc<str>, (Arc<str>, u64)>,
+    /// The agent (by definition name) whose question each session's latest question is.
+    asker: FxHashMap<Arc<str>, Arc<str>>,
+    /// The agent (by id) that asked each session's latest question.
+    asker_id: FxHashMap<Arc<str>, uuid::Uuid>,
+    /// Sessions whose asking agent left its stack while its question was open, in this step:
+    /// they must have failed by the step's end (nobody would take the answer).
+    orphaned: SmallVec<[Arc<str>; 1]>,
     /// Each open question's session and the time by which it must be settled (answered, timed
     /// out, or failing its session): its agent's `question_timeout` (else the settings'), or
     /// its session's expiry if that comes first.
     due: SmallVec<[(Arc<str>, u64); 1]>,
     /// Sessions the current step touched.
     touched: SmallVec<[Arc<str>; 1]>,
+    /// The trigger the current step's input carried: its agent, and whether the definitions
+    /// declare it (then it must start a session in the step; else it must be refused).
+    trigger: Option<(Arc<str>, bool)>,
+    /// Sessions whose main frame left its stack in the current step: whether it answered, and
+    /// whether the session had failed before (it must be over by the step's end: completed when
+    /// its agent answered, failed otherwise).
+    left: SmallVec<[(Arc<str>, bool, bool); 1]>,
 }
 
 impl SessionModel {
@@ -108,6 +122,7 @@ impl SessionModel {
         &mut self,
         key: &Arc<str>,
         frame: &str,
+        agent_id: uuid::Uuid,
         rt: &Runtime,
     ) -> Result<(), Violation> {
         use SessionStatus::*;
@@ -120,6 +135,8 @@ impl SessionModel {
             "main" => &**agent,
             _ => frame.split_once(':').map_or(frame, |(_, name)| name),
         };
+        self.asker.insert(key.clone(), name.into());
+        self.asker_id.insert(key.clone(), agent_id);
         let config = rt.config();
         let timeout = rt
             .catalog()
@@ -137,10 +154,115 @@ impl SessionModel {
         Ok(())
     }
 
+    /// The step's input is a trigger of `agent`, which the definitions declare or not.
+    pub(super) fn on_trigger_input(&mut self, agent: &Arc<str>, declared: bool) {
+        self.trigger = Some((agent.clone(), declared));
+    }
+
+    /// The runtime's answer to a trigger of `agent`: whether it started a session.
+    pub(super) fn on_triggered(
+        &mut self,
+        agent: &Arc<str>,
+        started: bool,
+    ) -> Result<(), Violation> {
+        match self.trigger.take() {
+            Some((want, declared)) if want == *agent && declared == started => Ok(()),
+            Some((want, declared)) => Err(violation(
+                names::SESSION_LIFECYCLE,
+                format!(
+                    "a trigger of {want} ({}) was answered as a trigger of {agent} that {}",
+                    if declared {
+                        "a declared agent"
+                    } else {
+                        "no such agent"
+                    },
+                    if started {
+                        "started a session"
+                    } else {
+                        "started none"
+                    }
+                ),
+            )),
+            None => Err(violation(
+                names::SESSION_LIFECYCLE,
+                format!("a trigger event for {agent}, but no trigger was fed"),
+            )),
+        }
+    }
+
+    /// Frame `agent` of conversation `key` left its stack: if it asked the session's open
+    /// question, the session must fail in the step.
+    #[inline]
+    pub(super) fn on_left(&mut self, key: &Arc<str>, agent: uuid::Uuid) {
+        if self.asker_id.is_empty() {
+            return;
+        }
+        let pending = self.sessions.get(key) == Some(&SessionStatus::PendingInput);
+        if pending && self.asker_id.get(key) == Some(&agent) {
+            self.orphaned.push(key.clone());
+        }
+    }
+
+    /// The main frame of conversation `key` left its stack for `reason`: a session's ends with
+    /// it (a cancel word aside, which no session is sent).
+    pub(super) fn on_main_left(&mut self, key: &Arc<str>, reason: crate::protocol::PopReason) {
+        use crate::protocol::PopReason as R;
+        let Some(status) = self.sessions.get(key) else {
+            return;
+        };
+        if reason != R::Cancelled {
+            let failed = *status == SessionStatus::Failed;
+            self.left.push((key.clone(), reason == R::Answered, failed));
+        }
+    }
+
     /// A question of conversation `key` was answered (by its id).
     pub(super) fn on_answer(&mut self, key: &Arc<str>) -> Result<(), Violation> {
         use SessionStatus::*;
         self.moved(key, "an answer resumed it", &[PendingInput], Running)
+    }
+
+    /// The question of session `key` timed out (at `rt`'s time) with `answer`, its session
+    /// `expired` or not: both are what the definitions and the settings give. It is answered by
+    /// default only under its agent's `default_answer` policy and only before its session's
+    /// expiry; it fails its session otherwise.
+    pub(super) fn judge_timeout(
+        &self,
+        key: &Arc<str>,
+        answer: Option<&Arc<str>>,
+        expired: bool,
+        rt: &Runtime,
+    ) -> Result<(), Violation> {
+        use crate::model::agent::OnTimeout;
+        let (Some((_, started)), Some(agent)) = (self.started.get(key), self.asker.get(key)) else {
+            return Ok(());
+        };
+        let now = rt.now();
+        let past_expiry = rt
+            .config()
+            .session_expiry_ms
+            .is_some_and(|e| now >= started.saturating_add(e));
+        let policy = rt
+            .catalog()
+            .get(agent)
+            .and_then(|d| d.async_questions.as_ref())
+            .map(|a| &a.on_timeout);
+        let want = match policy {
+            Some(OnTimeout::DefaultAnswer(text)) if !past_expiry => Some(text),
+            _ => None,
+        };
+        if expired == past_expiry && want == answer {
+            return Ok(());
+        }
+        let told = |e: bool| if e { "expired" } else { "not expired" };
+        Err(violation(
+            names::SESSION_LIFECYCLE,
+            format!(
+                "session {key}: {agent}'s question timed out at {now}ms with the answer {answer:?}, its session {}, but by the definitions it is {want:?}, its session {}",
+                told(expired),
+                told(past_expiry)
+            ),
+        ))
     }
 
     /// A question of conversation `key` timed out, answered by default or failing the session.
@@ -171,7 +293,12 @@ impl SessionModel {
     /// deadline (its timeout is the runtime's to keep, whatever else happens).
     #[inline]
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
-        if self.due.is_empty() && self.touched.is_empty() {
+        if self.due.is_empty()
+            && self.touched.is_empty()
+            && self.trigger.is_none()
+            && self.left.is_empty()
+            && self.orphaned.is_empty()
+        {
             return Ok(());
         }
         self.check_end(rt)
@@ -179,6 +306,45 @@ impl SessionModel {
 
     #[inline(never)]
     fn check_end(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        if let Some((agent, declared)) = self.trigger.take() {
+            return Err(violation(
+                names::SESSION_LIFECYCLE,
+                format!(
+                    "a trigger of {agent} ({}) was neither started nor refused in its step",
+                    if declared {
+                        "a declared agent"
+                    } else {
+                        "no such agent"
+                    }
+                ),
+            ));
+        }
+        for key in std::mem::take(&mut self.orphaned) {
+            let status = self.sessions[&key];
+            if status != SessionStatus::Failed {
+                return Err(violation(
+                    names::SESSION_LIFECYCLE,
+                    format!("session {key}'s asking agent left its stack with its question open, but the session is {status}, not failed"),
+                ));
+            }
+        }
+        for (key, answered, failed_before) in std::mem::take(&mut self.left) {
+            let status = self.sessions[&key];
+            let right = match status {
+                SessionStatus::Completed => answered,
+                SessionStatus::Failed => !answered || failed_before,
+                SessionStatus::Running | SessionStatus::PendingInput => false,
+            };
+            if !right {
+                return Err(violation(
+                    names::SESSION_LIFECYCLE,
+                    format!(
+                        "session {key}'s agent left its stack {}, but the session is {status}",
+                        if answered { "answering" } else { "failing" }
+                    ),
+                ));
+            }
+        }
         if let Some((key, deadline)) = self.due.iter().find(|(_, at)| *at < rt.now()) {
             return Err(violation(
                 names::SESSION_LIFECYCLE,
@@ -242,7 +408,7 @@ mod tests {
         let (key, agent): (Arc<str>, Arc<str>) = ("s1".into(), "poet".into());
         let mut m = SessionModel::default();
         m.on_started(&key, &agent, 0).unwrap();
-        m.on_question(&key, "main", &rt).unwrap();
+        m.on_question(&key, "main", uuid::Uuid::nil(), &rt).unwrap();
         // The model's own session is not the runtime's: only the deadline is judged here.
         m.touched.clear();
         rt.set_now(60_000);
@@ -254,7 +420,7 @@ mod tests {
         let mut m = SessionModel::default();
         rt.set_now(0);
         m.on_started(&key, &agent, 0).unwrap();
-        m.on_question(&key, "main", &rt).unwrap();
+        m.on_question(&key, "main", uuid::Uuid::nil(), &rt).unwrap();
         m.on_timed_out(&key, true).unwrap();
         m.touched.clear();
         rt.set_now(120_000);
@@ -269,7 +435,8 @@ mod tests {
         let key: Arc<str> = "s1".into();
         let user: Arc<str> = "default".into();
         // A user's conversation is not a session: its questions change nothing.
-        m.on_question(&user, "main", &rt).unwrap();
+        m.on_question(&user, "main", uuid::Uuid::nil(), &rt)
+            .unwrap();
         m.on_started(&key, &agent, 0).unwrap();
         assert!(m.on_started(&key, &agent, 0).is_err(), "started twice");
         let mut m2 = m.clone();
@@ -277,16 +444,18 @@ mod tests {
             m2.on_answer(&key).is_err(),
             "an answer with no question open"
         );
-        m.on_question(&key, "main", &rt).unwrap();
+        m.on_question(&key, "main", uuid::Uuid::nil(), &rt).unwrap();
         let mut m3 = m.clone();
-        let v = m3.on_question(&key, "main", &rt).unwrap_err();
+        let v = m3
+            .on_question(&key, "main", uuid::Uuid::nil(), &rt)
+            .unwrap_err();
         assert_eq!(
             v.invariant,
             names::SESSION_LIFECYCLE,
             "two questions at once"
         );
         m.on_answer(&key).unwrap();
-        m.on_question(&key, "main", &rt).unwrap();
+        m.on_question(&key, "main", uuid::Uuid::nil(), &rt).unwrap();
         m.on_timed_out(&key, false).unwrap();
         // Failed is absorbing: its agent's end changes nothing more.
         assert!(m.on_ended(&key, true).is_err());
@@ -304,7 +473,7 @@ mod tests {
             m.on_withdrawn(&key).is_err(),
             "no question open to withdraw"
         );
-        m.on_question(&key, "main", &rt).unwrap();
+        m.on_question(&key, "main", uuid::Uuid::nil(), &rt).unwrap();
         let mut completed = m.clone();
         let v = completed.on_ended(&key, true).unwrap_err();
         assert!(
@@ -316,7 +485,148 @@ mod tests {
         // Its asking child deleted: it fails, and what its agent does next changes nothing.
         m.on_withdrawn(&key).unwrap();
         assert!(m.on_ended(&key, true).is_err());
-        assert!(m.on_question(&key, "main", &rt).is_err());
+        assert!(m.on_question(&key, "main", uuid::Uuid::nil(), &rt).is_err());
+    }
+
+    #[test]
+    fn a_trigger_starts_a_session_of_a_declared_agent_and_none_of_another_in_its_step() {
+        let rt = runtime();
+        let (poet, ghost): (Arc<str>, Arc<str>) = ("poet".into(), "ghost".into());
+        let mut m = SessionModel::default();
+        m.on_trigger_input(&poet, true);
+        m.on_triggered(&poet, true).unwrap();
+        m.on_trigger_input(&ghost, false);
+        m.on_triggered(&ghost, false).unwrap();
+        m.end_of_step(&rt).unwrap();
+        // Refused although declared, or started although not.
+        m.on_trigger_input(&poet, true);
+        assert!(m.on_triggered(&poet, false).is_err());
+        m.on_trigger_input(&ghost, false);
+        assert!(m.on_triggered(&ghost, true).is_err());
+        // Answered for another agent, or answered when nothing was fed.
+        m.on_trigger_input(&poet, true);
+        assert!(m.on_triggered(&ghost, true).is_err());
+        assert!(m.on_triggered(&poet, true).is_err());
+        // Nothing done with it by the step's end.
+        m.on_trigger_input(&poet, true);
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert!(v.message.contains("neither started nor refused"), "{v:?}");
+    }
+
+    #[test]
+    fn a_session_ends_with_its_agent_completed_when_it_answered_failed_otherwise() {
+        use crate::protocol::PopReason;
+        let rt = runtime();
+        let (key, agent): (Arc<str>, Arc<str>) = ("s1".into(), "poet".into());
+        let started = || {
+            let mut m = SessionModel::default();
+            m.on_started(&key, &agent, 0).unwrap();
+            m
+        };
+        // Its agent answered, and the session completed in the step: sound.
+        let mut m = started();
+        m.on_main_left(&key, PopReason::Answered);
+        m.on_ended(&key, true).unwrap();
+        m.touched.clear();
+        m.end_of_step(&rt).unwrap();
+        // Its agent answered, but the session goes on.
+        let mut m = started();
+        m.touched.clear();
+        m.on_main_left(&key, PopReason::Answered);
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert!(v.message.contains("left its stack answering"), "{v:?}");
+        // Its agent failed, but the session completed.
+        let mut m = started();
+        m.on_main_left(&key, PopReason::Error);
+        m.on_ended(&key, true).unwrap();
+        m.touched.clear();
+        assert!(m.end_of_step(&rt).is_err());
+        // A session failed earlier (its question timed out) stays failed when its agent answers.
+        let mut m = started();
+        m.on_question(&key, "main", uuid::Uuid::nil(), &rt).unwrap();
+        m.on_timed_out(&key, false).unwrap();
+        m.on_main_left(&key, PopReason::Answered);
+        m.touched.clear();
+        m.end_of_step(&rt).unwrap();
+        // A user's conversation is no session: its main frame leaves as it may.
+        let mut m = SessionModel::default();
+        m.on_main_left(&"default".into(), PopReason::Answered);
+        m.end_of_step(&rt).unwrap();
+    }
+
+    #[test]
+    fn a_timed_out_question_is_answered_by_default_only_by_its_policy_and_before_expiry() {
+        use crate::model::agent::{AgentDef, AgentKind, AsyncQuestions, Catalog, OnTimeout};
+        let mut catalog = Catalog::default();
+        let mut patient = AgentDef::new("patient", AgentKind::Agent);
+        patient.async_questions = Some(AsyncQuestions {
+            timeout_ms: Some(60_000),
+            on_timeout: OnTimeout::DefaultAnswer("go ahead".into()),
+            callback: None,
+        });
+        catalog.add(patient);
+        let config = crate::runtime::RuntimeConfig {
+            session_expiry_ms: Some(100_000),
+            ..Default::default()
+        };
+        let mut rt = Runtime::new(Arc::new(catalog), config);
+        let key: Arc<str> = "s1".into();
+        let asked = |agent: &str, rt: &Runtime| {
+            let mut m = SessionModel::default();
+            m.on_started(&key, &agent.into(), 0).unwrap();
+            m.on_question(&key, "main", uuid::Uuid::nil(), rt).unwrap();
+            m
+        };
+        let default: Arc<str> = "go ahead".into();
+        // Before the expiry: its default answer, and nothing else.
+        rt.set_now(60_000);
+        let m = asked("patient", &rt);
+        m.judge_timeout(&key, Some(&default), false, &rt).unwrap();
+        assert!(m.judge_timeout(&key, None, false, &rt).is_err());
+        assert!(m
+            .judge_timeout(&key, Some(&"yes".into()), false, &rt)
+            .is_err());
+        assert!(m.judge_timeout(&key, Some(&default), true, &rt).is_err());
+        // At the expiry: the session fails, whatever the policy.
+        rt.set_now(100_000);
+        m.judge_timeout(&key, None, true, &rt).unwrap();
+        assert!(m.judge_timeout(&key, Some(&default), true, &rt).is_err());
+        assert!(m.judge_timeout(&key, None, false, &rt).is_err());
+        // Under the `fail` policy (poet's, from `runtime()`'s definitions): no answer.
+        let mut rt = runtime();
+        rt.set_now(60_000);
+        let m = asked("poet", &rt);
+        m.judge_timeout(&key, None, false, &rt).unwrap();
+        assert!(m.judge_timeout(&key, Some(&default), false, &rt).is_err());
+    }
+
+    #[test]
+    fn a_session_whose_asking_agent_leaves_with_its_question_open_fails() {
+        let rt = runtime();
+        let (key, agent): (Arc<str>, Arc<str>) = ("s1".into(), "poet".into());
+        let (asker, other) = (uuid::Uuid::from_u128(7), uuid::Uuid::from_u128(8));
+        let asked = || {
+            let mut m = SessionModel::default();
+            m.on_started(&key, &agent, 0).unwrap();
+            m.on_question(&key, "agent:poet", asker, &rt).unwrap();
+            m.touched.clear();
+            m
+        };
+        // Another agent leaves: nothing is due.
+        let mut m = asked();
+        m.on_left(&key, other);
+        m.end_of_step(&rt).unwrap();
+        // The asker leaves and its question is withdrawn: the session failed, as it must.
+        let mut m = asked();
+        m.on_withdrawn(&key).unwrap();
+        m.on_left(&key, asker);
+        m.touched.clear();
+        m.end_of_step(&rt).unwrap();
+        // The asker leaves and the session still waits for an answer nobody would take.
+        let mut m = asked();
+        m.on_left(&key, asker);
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert!(v.message.contains("not failed"), "{v:?}");
     }
 
     #[test]

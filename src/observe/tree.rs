@@ -82,6 +82,9 @@ pub(super) struct TreeModel {
     summarizing: SmallVec<[Uuid; 2]>,
     /// Workflow agents at their subquestions step.
     subquestions: SmallVec<[Uuid; 2]>,
+    /// Agents a user message reached while they awaited the user, whose status has not moved
+    /// since in this step (it must: the message sets them running).
+    roused: SmallVec<[Uuid; 1]>,
 }
 
 impl Default for TreeModel {
@@ -99,6 +102,7 @@ impl Default for TreeModel {
             waiting_all: SmallVec::new(),
             summarizing: SmallVec::new(),
             subquestions: SmallVec::new(),
+            roused: SmallVec::new(),
         }
     }
 }
@@ -181,7 +185,23 @@ impl TreeModel {
             }
         }
         self.touched.push(agent_id);
+        if !self.roused.is_empty() {
+            self.roused.retain(|a| *a != agent_id);
+        }
         Ok(())
+    }
+
+    /// A user message reached `agent`: one that awaited the user must move (to running) in the
+    /// step.
+    #[inline]
+    pub(super) fn on_user_message(&mut self, agent: Uuid) {
+        if self
+            .agents
+            .get(&agent)
+            .is_some_and(|(s, _)| *s == Status::AwaitingUser)
+        {
+            self.roused.push(agent);
+        }
     }
 
     /// At the end of a step that changed the tree: the runtime has as many live frames as the
@@ -192,6 +212,14 @@ impl TreeModel {
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
         if !self.deferred.is_empty() {
             self.check_deferred()?;
+        }
+        if let Some(agent) = self.roused.pop() {
+            let (status, frame) = &self.agents[&agent];
+            self.roused.clear();
+            return Err(violation(
+                names::STATUS_TRANSITIONS,
+                format!("a user message reached {frame} ({agent}), which awaited the user, but it is still {status} at the step's end"),
+            ));
         }
         if self.touched.is_empty() {
             return Ok(());
@@ -694,6 +722,37 @@ mod tests {
             .on_state(id(3), &f, Some(Status::Running), Status::Error)
             .unwrap_err();
         assert!(v.message.contains("never started"), "{v}");
+    }
+
+    #[test]
+    fn an_agent_a_user_message_reaches_while_it_awaits_the_user_must_move() {
+        use crate::model::agent::Catalog;
+        use crate::runtime::{Runtime, RuntimeConfig};
+        let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
+        let mut m = TreeModel::default();
+        let f: Arc<str> = "agent:a".into();
+        m.on_state(id(1), &f, None, Status::Running).unwrap();
+        // A message to a running agent (a queued one, routed as it starts) moves nothing.
+        m.on_user_message(id(1));
+        m.on_state(id(1), &f, Some(Status::Running), Status::AwaitingUser)
+            .unwrap();
+        m.touched.clear();
+        m.end_of_step(&rt).unwrap();
+        // Awaiting the user, it gets a message and runs: sound.
+        m.on_user_message(id(1));
+        m.on_state(id(1), &f, Some(Status::AwaitingUser), Status::Running)
+            .unwrap();
+        m.touched.clear();
+        m.end_of_step(&rt).unwrap();
+        m.on_state(id(1), &f, Some(Status::Running), Status::AwaitingUser)
+            .unwrap();
+        m.touched.clear();
+        // It gets one and its status stays.
+        m.on_user_message(id(1));
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert_eq!(v.invariant, names::STATUS_TRANSITIONS);
+        assert!(v.message.contains("still awaiting_user"), "{v}");
+        m.end_of_step(&rt).unwrap();
     }
 
     /// Fork `handle` of `caller` starts (its name not judged).
