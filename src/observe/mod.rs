@@ -475,14 +475,20 @@ impl Observer {
             }
             Event::Answer {
                 key,
-                agent_id: Some(agent_id),
-                accepted: true,
+                agent_id,
+                question_id,
+                frame,
+                accepted,
                 ..
             } => {
-                if let Some(key) = key {
-                    self.sessions.on_answer(key)?;
+                self.tree
+                    .on_answer_event(*question_id, *agent_id, frame, *accepted)?;
+                if let (Some(agent_id), true) = (agent_id, accepted) {
+                    if let Some(key) = key {
+                        self.sessions.on_answer(key)?;
+                    }
+                    self.tree.on_answered(*agent_id)
                 }
-                self.tree.on_answered(*agent_id)
             }
             Event::WaitSubagents {
                 frame_id, waiting, ..
@@ -1654,6 +1660,7 @@ mod tests {
             let mut o = Observer::new();
             let k = o.key_index(&key());
             o.keys[k].pending = 1;
+            o.keys[k].pending_cancels = 1;
             o.keys[k].frames.push(ModelFrame::new(main.clone()));
             if pushed_now {
                 o.pushed.push((k, main.frame_id));

@@ -376,6 +376,7 @@ impl Observer {
                 }
             }
             Input::ToolDone { call, result } => self.tools.on_tool_done(*call, result, rt.now()),
+            Input::Answer { question_id, .. } => self.tree.on_answer_input(*question_id),
             Input::Trigger { agent, .. } => self
                 .sessions
                 .on_trigger_input(agent, rt.catalog().get(agent).is_some()),
@@ -660,7 +661,10 @@ impl Observer {
     ) {
         // A cancel word reaches a frame as a message only when it starts the conversation (an
         // empty stack, whose new main frame it is pushed for); on a stack it unwinds (DESIGN §3).
-        if is_cancel_word(&rt.config().cancel_words, text) && !self.pushed.contains(&(k, frame_id))
+        // (Only a message that waited can be one: a cancel word sent to a stack acts at once.)
+        if self.keys[k].pending_cancels > 0
+            && is_cancel_word(&rt.config().cancel_words, text)
+            && !self.pushed.contains(&(k, frame_id))
         {
             let key = self.keys[k].key.clone();
             self.defer(

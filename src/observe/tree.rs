@@ -85,6 +85,8 @@ pub(super) struct TreeModel {
     /// Agents a user message reached while they awaited the user, whose status has not moved
     /// since in this step (it must: the message sets them running).
     roused: SmallVec<[Uuid; 1]>,
+    /// The question the current step's input answers by id, until its `answer` event.
+    answer_fed: Option<Uuid>,
 }
 
 impl Default for TreeModel {
@@ -103,6 +105,7 @@ impl Default for TreeModel {
             summarizing: SmallVec::new(),
             subquestions: SmallVec::new(),
             roused: SmallVec::new(),
+            answer_fed: None,
         }
     }
 }
@@ -212,6 +215,14 @@ impl TreeModel {
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
         if !self.deferred.is_empty() {
             self.check_deferred()?;
+        }
+        if let Some(question) = self.answer_fed.take() {
+            return Err(violation(
+                names::ROUTING,
+                format!(
+                    "the answer to question {question} was neither taken nor refused in its step"
+                ),
+            ));
         }
         if let Some(agent) = self.roused.pop() {
             let (status, frame) = &self.agents[&agent];
@@ -510,6 +521,40 @@ impl TreeModel {
         }
     }
 
+    /// The step's input answers question `question` by its id.
+    pub(super) fn on_answer_input(&mut self, question: Uuid) {
+        self.answer_fed = Some(question);
+    }
+
+    /// The runtime's `answer` event: an answer by id is taken or refused in its step, and taken
+    /// only by an agent with a question open.
+    #[cold]
+    pub(super) fn on_answer_event(
+        &mut self,
+        question: Uuid,
+        agent: Option<Uuid>,
+        frame: &Option<Arc<str>>,
+        accepted: bool,
+    ) -> Result<(), Violation> {
+        if self.answer_fed == Some(question) {
+            self.answer_fed = None;
+        }
+        match (accepted, agent) {
+            (true, Some(agent)) if !self.asking.contains_key(&agent) => Err(violation(
+                names::ROUTING,
+                format!(
+                    "question {question} was answered by {} ({agent}), which has no question open",
+                    frame.as_deref().unwrap_or("an agent")
+                ),
+            )),
+            (true, None) => Err(violation(
+                names::ROUTING,
+                format!("question {question}'s answer was taken by no agent"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// A frame called `wait` on `handle`.
     pub(super) fn on_wait(&mut self, caller: Uuid, tool_use_id: &Arc<str>, handle: Option<u32>) {
         self.waits.insert((caller, tool_use_id.clone()), handle);
@@ -753,6 +798,33 @@ mod tests {
         assert_eq!(v.invariant, names::STATUS_TRANSITIONS);
         assert!(v.message.contains("still awaiting_user"), "{v}");
         m.end_of_step(&rt).unwrap();
+    }
+
+    #[test]
+    fn an_answer_by_id_is_taken_or_refused_in_its_step_and_taken_only_by_an_asker() {
+        use crate::model::agent::Catalog;
+        use crate::runtime::{Runtime, RuntimeConfig};
+        let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
+        let f: Option<Arc<str>> = Some("fork:main#1".into());
+        let (q, asker) = (id(50), id(2));
+        let mut m = TreeModel::default();
+        m.on_question(asker, &Some("toolu_01".into()));
+        // Taken by the agent that asked: sound.
+        m.on_answer_input(q);
+        m.on_answer_event(q, Some(asker), &f, true).unwrap();
+        m.end_of_step(&rt).unwrap();
+        // Refused (no question has the id): sound.
+        m.on_answer_input(id(51));
+        m.on_answer_event(id(51), None, &None, false).unwrap();
+        m.end_of_step(&rt).unwrap();
+        // Taken by an agent that asked nothing, or by nobody.
+        let v = m.on_answer_event(q, Some(id(3)), &f, true).unwrap_err();
+        assert_eq!(v.invariant, names::ROUTING);
+        assert!(m.on_answer_event(q, None, &None, true).is_err());
+        // Neither taken nor refused by the step's end.
+        m.on_answer_input(q);
+        let v = m.end_of_step(&rt).unwrap_err();
+        assert!(v.message.contains("neither taken nor refused"), "{v}");
     }
 
     /// Fork `handle` of `caller` starts (its name not judged).
