@@ -394,6 +394,7 @@ impl Observer {
         i
     }
 
+    #[inline(always)]
     fn on_event(&mut self, rt: &Runtime, event: &Event) -> Result<(), Violation> {
         use names::*;
         match event {
