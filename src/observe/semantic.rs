@@ -356,10 +356,11 @@ impl Observer {
                     },
                 });
             }
-            Input::LlmChunk { call, chunk } if self.caller(*call).is_some() => {
-                let batch = self
-                    .caller(*call)
-                    .is_some_and(|(k, i)| self.keys[k].frames[i].batch.is_some());
+            Input::LlmChunk { call, chunk } => {
+                let Some((k, i)) = self.caller(*call) else {
+                    return;
+                };
+                let batch = self.keys[k].frames[i].batch.is_some();
                 let partial = self.partials.entry(*call).or_default();
                 match chunk {
                     Chunk::Text(t) => {
