@@ -79,10 +79,10 @@ impl BatchModel {
 }
 
 impl Observer {
-    /// A `delegation` event: the batch child `frame` of conversation `k` answered `text`, or was
-    /// asked for a summary. `interrupted`: the watchdog acted on it in this step (its
-    /// interruption text may be passed on as its answer).
-    pub(super) fn on_batch_delegation(
+    /// A `delegation` event: the batch child `frame` of conversation `k` (the latest frame of
+    /// that name) answered `text`, a success, or was asked for a summary. An answer the watchdog
+    /// caused in this step may be its interruption text.
+    pub(super) fn on_delegation(
         &mut self,
         k: usize,
         frame: &Arc<str>,
@@ -102,6 +102,9 @@ impl Observer {
         else {
             return;
         };
+        if what == "answer" {
+            self.step.mark().delegated.push(f.info.frame_id);
+        }
         let lenient = f.lenient;
         // A workflow agent's answer is its summary, judged by the workflow's checks.
         let Some(b) = f.batch.as_deref_mut() else {

@@ -859,8 +859,7 @@ impl Observer {
                 text,
             } => {
                 let k = self.key_index(key);
-                self.on_delegation(k, frame, what);
-                self.on_batch_delegation(k, frame, what, text);
+                self.on_delegation(k, frame, what, text);
             }
             Event::Sent { key, text, .. } => {
                 let k = self.key_index(key);

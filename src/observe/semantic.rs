@@ -121,7 +121,7 @@ pub(super) struct StepFacts {
     /// Frames the watchdog spoke about: conversation and frame name.
     pub(super) watchdog: SmallVec<[(usize, Arc<str>); 2]>,
     /// Batch children that answered.
-    delegated: SmallVec<[Uuid; 2]>,
+    pub(super) delegated: SmallVec<[Uuid; 2]>,
     /// Main frames that answered the user (a reply with no tool use).
     answered: SmallVec<[Uuid; 2]>,
     /// Frames given "Cancelled by user." that the unwind must remove in this step.
@@ -631,21 +631,6 @@ impl Observer {
     /// answer.
     pub(super) fn on_workflow_done(&mut self, frame_id: Uuid) {
         self.step.mark().delegated.push(frame_id);
-    }
-
-    /// A batch child (the frame on top of conversation `k` with this name) answered.
-    pub(super) fn on_delegation(&mut self, k: usize, frame: &Arc<str>, what: &str) {
-        if what != "answer" {
-            return;
-        }
-        if let Some(f) = self.keys[k]
-            .frames
-            .iter()
-            .rev()
-            .find(|f| f.info.name == *frame)
-        {
-            self.step.mark().delegated.push(f.info.frame_id);
-        }
     }
 
     pub(super) fn on_sent(&mut self, k: usize, text: &Arc<str>) {

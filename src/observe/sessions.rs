@@ -47,10 +47,8 @@ pub(super) struct SessionModel {
     sessions: FxHashMap<Arc<str>, SessionStatus>,
     /// Each session's agent and when it started.
     started: FxHashMap<Arc<str>, (Arc<str>, u64)>,
-    /// The agent (by definition name) whose question each session's latest question is.
-    asker: FxHashMap<Arc<str>, Arc<str>>,
-    /// The agent (by id) that asked each session's latest question.
-    asker_id: FxHashMap<Arc<str>, uuid::Uuid>,
+    /// The agent that asked each session's latest question: its definition's name and its id.
+    asker: FxHashMap<Arc<str>, (Arc<str>, uuid::Uuid)>,
     /// Sessions whose asking agent left its stack while its question was open, in this step:
     /// they must have failed by the step's end (nobody would take the answer).
     orphaned: SmallVec<[Arc<str>; 1]>,
@@ -135,8 +133,7 @@ impl SessionModel {
             "main" => &**agent,
             _ => frame.split_once(':').map_or(frame, |(_, name)| name),
         };
-        self.asker.insert(key.clone(), name.into());
-        self.asker_id.insert(key.clone(), agent_id);
+        self.asker.insert(key.clone(), (name.into(), agent_id));
         let config = rt.config();
         let timeout = rt
             .catalog()
@@ -192,11 +189,11 @@ impl SessionModel {
     /// question, the session must fail in the step.
     #[inline]
     pub(super) fn on_left(&mut self, key: &Arc<str>, agent: uuid::Uuid) {
-        if self.asker_id.is_empty() {
+        if self.asker.is_empty() {
             return;
         }
         let pending = self.sessions.get(key) == Some(&SessionStatus::PendingInput);
-        if pending && self.asker_id.get(key) == Some(&agent) {
+        if pending && self.asker.get(key).is_some_and(|(_, id)| *id == agent) {
             self.orphaned.push(key.clone());
         }
     }
@@ -232,7 +229,8 @@ impl SessionModel {
         rt: &Runtime,
     ) -> Result<(), Violation> {
         use crate::model::agent::OnTimeout;
-        let (Some((_, started)), Some(agent)) = (self.started.get(key), self.asker.get(key)) else {
+        let (Some((_, started)), Some((agent, _))) = (self.started.get(key), self.asker.get(key))
+        else {
             return Ok(());
         };
         let now = rt.now();
