@@ -223,14 +223,10 @@ impl Runtime {
             .node
             .more
             .as_mut()
-            .map(|m| std::mem::take(&mut m.metadata))
-            .unwrap_or_default();
+            .map(|m| std::mem::take(&mut m.metadata));
         if self.ended.len() < self.config.ended_nodes {
-            let mut node = Node {
-                subagents: std::mem::take(&mut frame.node.subagents),
-                metadata,
-                ..node_of_detached_bare(&key, frame)
-            };
+            let subagents = std::mem::take(&mut frame.node.subagents);
+            let mut node = node_with(&key, frame, subagents, metadata.unwrap_or_default());
             node.status = status;
             node.result = Some(result.clone());
             self.ended.push_back(node);
@@ -257,8 +253,10 @@ impl Runtime {
         node.subagents.clear();
         node.subagents.extend_from_slice(&frame.node.subagents);
         node.result = Some(result.clone());
-        if !(metadata.is_empty() && node.metadata.is_empty()) {
-            node.metadata = metadata;
+        match metadata {
+            Some(metadata) => node.metadata = metadata,
+            None if !node.metadata.is_empty() => node.metadata.clear(),
+            None => {}
         }
         node.created_at = frame.node.created_at;
         node.messages = None;
@@ -484,15 +482,23 @@ impl Runtime {
 
 /// Frame `f` of conversation `key` as a node, without its messages.
 fn node_of_detached(key: &Arc<str>, f: &StackFrame) -> Node {
-    Node {
-        subagents: f.node.subagents.clone(),
-        metadata: f.node.more().metadata.clone(),
-        ..node_of_detached_bare(key, f)
-    }
+    node_with(
+        key,
+        f,
+        f.node.subagents.clone(),
+        f.node.more().metadata.clone(),
+    )
 }
 
-/// [`node_of_detached`] without its subagents and metadata (left empty).
-fn node_of_detached_bare(key: &Arc<str>, f: &StackFrame) -> Node {
+/// Frame `f` of conversation `key` as a node with the lists given. (Built whole: a struct
+/// update from a node with empty lists would drop them, and dropping even an empty `BTreeMap`
+/// costs a turn about a hundred instructions.)
+fn node_with(
+    key: &Arc<str>,
+    f: &StackFrame,
+    subagents: Vec<Uuid>,
+    metadata: std::collections::BTreeMap<String, serde_json::Value>,
+) -> Node {
     Node {
         agent_id: f.frame_id,
         parent_id: f.node.parent_agent,
@@ -506,9 +512,9 @@ fn node_of_detached_bare(key: &Arc<str>, f: &StackFrame) -> Node {
             .clone()
             .unwrap_or_else(tree::unchanged),
         user_content: f.node.user_content.clone(),
-        subagents: Vec::new(),
+        subagents,
         result: None,
-        metadata: Default::default(),
+        metadata,
         created_at: f.node.created_at,
         messages: None,
     }
