@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use agentsim::agents::tree::Status;
 use agentsim::explore::generate::{generate, GenConfig};
 use agentsim::persist::RestoreError;
 use agentsim::runtime::Runtime;
@@ -363,4 +364,195 @@ fn a_restore_keeps_every_open_question_with_its_id() {
     let (state, context) = sim.persisted();
     let rt = restore(&s, state.unwrap(), context).unwrap();
     assert_eq!(rt.questions(), before);
+}
+
+/// A state written before questions had ids: each open question gets an id derived from its
+/// `ask_user` (no id is drawn, which would shift every later one), and the derivation never
+/// changes, since a client may hold the id.
+#[test]
+fn a_state_without_question_ids_gives_each_question_the_id_of_its_tool_use() {
+    fn strip(value: &mut serde_json::Value) -> usize {
+        match value {
+            serde_json::Value::Object(map) => {
+                let here = usize::from(
+                    map.contains_key("tool_use_id") && map.remove("question").is_some(),
+                );
+                here + map.values_mut().map(strip).sum::<usize>()
+            }
+            serde_json::Value::Array(items) => items.iter_mut().map(strip).sum(),
+            _ => 0,
+        }
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/spec/questions-a-restart-keeps-each-open-question-and-its-id.yaml");
+    let s = scenario::load(&path).unwrap();
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "plan meals").unwrap();
+    sim.run_until_idle().unwrap();
+    let before = sim.runtime().questions();
+    let (state, context) = sim.persisted();
+    let mut legacy: serde_json::Value = serde_json::from_str(state.unwrap()).unwrap();
+    assert_eq!(strip(&mut legacy), 2, "both questions' ids are taken out");
+    let rt = restore(&s, &legacy.to_string(), context).unwrap();
+    let after = rt.questions();
+    let seen: Vec<(String, String)> = after
+        .iter()
+        .map(|q| {
+            (
+                q.tool_use_id.as_deref().unwrap().to_owned(),
+                q.id.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(after.len(), 2);
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (&b.tool_use_id, &b.text, b.agent_id),
+            (&a.tool_use_id, &a.text, a.agent_id)
+        );
+        assert_ne!(a.id, b.id, "the drawn id was not in the state");
+    }
+    // FNV-1a (64 bits) of the tool use's id from two offset bases, high and low halves.
+    let pinned = [
+        ("toolu_05", "4cde2807-b98f-acbc-63ab-859a30391621"),
+        ("toolu_06", "4cde2b07-b98f-b1d5-63ab-829a30391108"),
+    ];
+    let pinned: Vec<(String, String)> = pinned
+        .iter()
+        .map(|(t, id)| (t.to_string(), id.to_string()))
+        .collect();
+    assert_eq!(seen, pinned);
+}
+
+/// A crash after an answer was journaled but before the state was written again: the restored
+/// runtime sees the `ask_user` answered in the journal and resumes the asker itself, which runs
+/// again (it no longer awaits the user) and calls its model.
+#[test]
+fn an_answer_journaled_but_not_yet_in_the_state_resumes_its_asker_on_restore() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/spec/questions-a-restart-keeps-each-open-question-and-its-id.yaml");
+    let s = scenario::load(&path).unwrap();
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "plan meals").unwrap();
+    sim.run_until_idle().unwrap();
+    let questions = sim.runtime().questions();
+    let asked = &questions[1];
+    assert_eq!(
+        sim.runtime().agent(asked.agent_id).unwrap().status,
+        Status::AwaitingUser
+    );
+    let state = sim.persisted().0.unwrap().to_owned();
+    // The answer goes in; the journal now holds its tool_result.
+    sim.answer(asked.id, "pasta").unwrap();
+    let (_, context) = sim.persisted();
+    let rt = restore(&s, &state, context).unwrap();
+    let node = rt.agent(asked.agent_id).unwrap();
+    assert_eq!(
+        node.status,
+        Status::Running,
+        "the answered asker runs again"
+    );
+    assert!(
+        rt.questions().iter().all(|q| q.id != asked.id),
+        "the answered question is no longer open"
+    );
+    assert!(
+        rt.effects()
+            .any(|e| matches!(e, agentsim::protocol::Effect::CallLlm { .. })),
+        "the asker calls its model"
+    );
+}
+
+/// The same crash window when the asker's reply has a slow tool after its `ask_user`: restored,
+/// the asker runs that tool, and while it does it is running, not still awaiting the user.
+#[test]
+fn an_asker_resumed_on_restore_runs_its_next_tool_as_a_running_agent() {
+    let yaml = r#"
+name: ask, then a slow tool
+settings: { persist: true }
+agents:
+  main: { fork: true }
+llm:
+  main:
+    - tool_use: [{ name: fork, input: { prompt: ask } }, { name: wait, input: { handle: 1 } }]
+    - text: done
+  main#1:
+    - tool_use: [{ name: ask_user, input: { question: Which? } }, { name: slow, input: {} }]
+    - text: answered
+tools:
+  slow: { result: slow result, after: 5s }
+steps: []
+"#;
+    let s = scenario::parse(yaml, std::path::Path::new("inline.yaml")).unwrap();
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "go").unwrap();
+    sim.run_until_idle().unwrap();
+    let asked = sim.runtime().questions().remove(0);
+    let state = sim.persisted().0.unwrap().to_owned();
+    sim.answer(asked.id, "this one").unwrap();
+    let (_, context) = sim.persisted();
+    let rt = restore(&s, &state, context).unwrap();
+    assert!(
+        rt.effects()
+            .any(|e| matches!(e, agentsim::protocol::Effect::RunTool { .. })),
+        "the asker runs its slow tool"
+    );
+    assert_eq!(rt.agent(asked.agent_id).unwrap().status, Status::Running);
+}
+
+/// A main frame whose conversation has nothing in the journal yet is restored with an empty
+/// session, while any other frame without its session in the journal is an error naming it.
+#[test]
+fn only_a_main_frame_may_restore_without_its_session_in_the_journal() {
+    let yaml = r#"
+name: a model call in flight
+settings: { persist: true }
+llm:
+  main:
+    - { text: done, after: 5s }
+steps: []
+"#;
+    let s = scenario::parse(yaml, std::path::Path::new("inline.yaml")).unwrap();
+    let mut sim = s.sim(0, true, true);
+    sim.user("default", "go").unwrap();
+    let (state, context) = sim.persisted();
+    let state = state.unwrap();
+    let json: serde_json::Value = serde_json::from_str(state).unwrap();
+    let main = json["conversations"][0]["main_session_id"]
+        .as_str()
+        .unwrap();
+    let without_main: String = context
+        .lines()
+        .filter(|line| !line.contains(main))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_ne!(
+        without_main.len(),
+        context.len(),
+        "the journal held main's message"
+    );
+    let rt = restore(&s, state, &without_main).unwrap();
+    let frame = rt.stack("default").unwrap().frames().next().unwrap();
+    assert!(frame.session().messages.is_empty());
+
+    // The same journal loss for a child is an error naming its session.
+    let (s, sim) = persisted_at_depth_two();
+    let (state, context) = sim.persisted();
+    let child = sim
+        .runtime()
+        .stack("default")
+        .unwrap()
+        .frames()
+        .nth(1)
+        .unwrap();
+    let id = child.session().session_id.clone();
+    let without_child: String = context
+        .lines()
+        .filter(|line| !line.contains(&*id))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    match restore(&s, state.unwrap(), &without_child) {
+        Err(RestoreError::MissingSession(missing)) => assert_eq!(missing.to_string(), *id),
+        other => panic!("expected a missing session, got {:?}", other.map(|_| ())),
+    }
 }
