@@ -77,3 +77,102 @@ fn a_run_without_invariants_cannot_claim_an_expected_violation_was_kept() {
     ));
     assert!(outcome.rerun_command().ends_with("--no-invariants"));
 }
+
+/// Every expectation a scenario file can write is checked: one that does not hold fails the run
+/// and names itself. (A key that was parsed but never compared would pass any file.)
+#[test]
+fn every_expectation_key_fails_the_run_when_it_does_not_hold() {
+    let base = "name: t
+agents:
+  main: { fork: true }
+  helper: { kind: agent }
+llm:
+  main:
+    - tool_use: { name: use_agent, input: { agent: helper, message: do it } }
+    - tool_use: [{ name: fork, input: { prompt: later } }, { name: wait, input: { handle: 1 } }]
+    - text: done
+    - text: done again
+  helper:
+    - tool_use: { name: complete, input: { result: ok } }
+  main#1:
+    - text: forked
+steps:
+  - user: go
+  - expect: { sent: [done], agents: { main: { status: completed } } }
+  - user: again
+";
+    let holds = run_yaml(&format!("{base}  - expect: {{ idle: true }}\n")).unwrap();
+    holds.assert_passed();
+    let wrong = [
+        ("sent", "{ sent: [nope] }"),
+        ("depth", "{ depth: 3 }"),
+        ("top", "{ top: nope }"),
+        ("stack", "{ stack: [nope] }"),
+        (
+            "tool_result",
+            "{ tool_result: { agent: main, content: nope } }",
+        ),
+        (
+            "tool_results",
+            "{ tool_results: [{ agent: main, content: nope }] }",
+        ),
+        ("iterations", "{ iterations: { main: 9 } }"),
+        ("llm_calls", "{ llm_calls: { main: 9 } }"),
+        ("response", "{ response: { text: nope } }"),
+        ("response", "{ response: { iterations: 9 } }"),
+        ("response", "{ response: { tool_calls: [nope] } }"),
+        ("stream", "{ stream: [nope] }"),
+        ("idle", "{ idle: false }"),
+        ("time", "{ time: 9s }"),
+        ("usage", "{ usage: { input_tokens: 9, output_tokens: 9 } }"),
+        ("tree", "{ tree: [{ name: main }] }"),
+        ("agents.main.name", "{ agents: { main: { name: nope } } }"),
+        (
+            "agents.main.status",
+            "{ agents: { main: { status: error } } }",
+        ),
+        (
+            "agents.agent:helper.parent",
+            "{ agents: { \"agent:helper\": { parent: none } } }",
+        ),
+        (
+            "agents.main.result",
+            "{ agents: { main: { result: nope } } }",
+        ),
+        (
+            "agents.main.user_comment",
+            "{ agents: { main: { user_comment: nope } } }",
+        ),
+        (
+            "agents.main.user_content",
+            "{ agents: { main: { user_content: nope } } }",
+        ),
+        (
+            "agents.main.subagents",
+            "{ agents: { main: { subagents: [nope] } } }",
+        ),
+        (
+            "agents.main.metadata_subagents",
+            "{ agents: { main: { metadata_subagents: [] } } }",
+        ),
+        ("agents.nope", "{ agents: { nope: { status: completed } } }"),
+        ("agent_states", "{ agent_states: [nope] }"),
+        ("interventions", "{ interventions: [nope] }"),
+        ("questions", "{ questions: [nope] }"),
+        ("answers", "{ answers: [nope] }"),
+        ("sessions", "{ sessions: [nope] }"),
+        ("pending", "{ pending: [nope] }"),
+        ("callbacks", "{ callbacks: [nope] }"),
+    ];
+    for (what, expect) in wrong {
+        let run = run_yaml(&format!("{base}  - expect: {expect}\n")).unwrap();
+        let failure = run
+            .failure()
+            .unwrap_or_else(|| panic!("`{expect}` does not hold, yet the run passed"))
+            .to_string();
+        assert!(
+            failure.contains(&format!("\n    {what}")),
+            "{expect}: {failure}"
+        );
+    }
+}

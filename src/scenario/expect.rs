@@ -380,5 +380,6 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             format!("{} in / {} out", actual.input_tokens, actual.output_tokens),
         );
     }
+    out.extend(extra);
     out
 }
