@@ -325,3 +325,95 @@ fn reader_limits_are_said_in_the_scenarios_terms() {
     let s = parse(&long).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.steps.len(), 200_000);
 }
+
+/// Keys that would be accepted and then ignored are refused where they stand: a file never says
+/// more than the run does.
+#[test]
+fn keys_that_would_be_silently_ignored_are_located_errors() {
+    let cases = [
+        (
+            "name: t\nllm: {main: [{empty: false}]}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "write `empty: true`",
+        ),
+        (
+            "name: t\nllm: {main: [{stall: false}]}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "write `stall: true`",
+        ),
+        (
+            "name: t\nllm: {main: [{tool_use: []}]}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "`tool_use: []` names no tool use",
+        ),
+        (
+            "name: t\ntools: {search: {calls: [found], after: 5s}}\nsteps: []\n",
+            "t.yaml:2:",
+            "takes `after` on each call",
+        ),
+        (
+            "name: t\ntools: {search: {error: down, is_error: true}}\nsteps: []\n",
+            "t.yaml:2:",
+            "`is_error` marks a `result`",
+        ),
+        (
+            "name: t\ntools: {search: {calls: [{hang: true, is_error: true}]}}\nsteps: []\n",
+            "t.yaml:2:",
+            "`is_error` marks a `result`",
+        ),
+        (
+            "name: t\ntools: {ask_user: \"yes\"}\nsteps: []\n",
+            "t.yaml:2:",
+            "`ask_user` is a built-in tool",
+        ),
+        (
+            "name: t\nagents:\n  cc: {kind: skill, passthrough: {result: ok, timeout: 1s}}\nsteps: []\n",
+            "t.yaml:3:",
+            "a passthrough skill's run has no `timeout`",
+        ),
+    ];
+    for (src, at, message) in cases {
+        let e = scenario::parse(src, Path::new("t.yaml")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with(at), "{src}: {text}");
+        assert!(text.contains(message), "{src}: {text}");
+    }
+}
+
+/// Expectations that would check nothing fail instead: a misspelled script name in `llm_calls`,
+/// a `session:N` key naming no triggered session; and per-call tool outcomes left unused fail
+/// the run the way unused model replies do.
+#[test]
+fn expectations_and_scripts_that_would_check_nothing_fail_the_run() {
+    let run = |src: &str| {
+        let s = scenario::parse(src, Path::new("t.yaml")).unwrap();
+        scenario::run(&s, Default::default())
+    };
+    let outcome =
+        run("name: t\nllm: {main: [hi]}\nsteps: [{user: x}, {expect: {llm_calls: {mian: 0}}}]\n");
+    let failure = outcome
+        .failure
+        .expect("a misspelled script fails")
+        .to_string();
+    assert!(failure.contains("no such agent or script"), "{failure}");
+
+    let outcome = run(
+        "name: t\nllm: {main: [hi]}\nsteps: [{user: x}, {expect: {key: \"session:1\", sent: []}}]\n",
+    );
+    let failure = outcome.failure.expect("no session 1").to_string();
+    assert!(failure.contains("0 sessions triggered so far"), "{failure}");
+
+    let outcome = run(
+        "name: t\nllm: {main: [{tool_use: {name: search, input: {}}}, done]}\ntools: {search: [one, two]}\nsteps: [{user: x}]\n",
+    );
+    let failure = outcome.failure.expect("an unused tool outcome").to_string();
+    assert!(
+        failure.contains("scripted tool outcomes never used (search: 1)"),
+        "{failure}"
+    );
+    // The same file with both outcomes used passes.
+    let outcome = run(
+        "name: t\nllm: {main: [{tool_use: {name: search, input: {}}}, {tool_use: {name: search, input: {}}}, done]}\ntools: {search: [one, two]}\nsteps: [{user: x}]\n",
+    );
+    assert!(outcome.passed(), "{:?}", outcome.failure);
+}

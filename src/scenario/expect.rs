@@ -71,6 +71,15 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
     };
     let key = resolve_key(e, sim);
     let key = key.as_str();
+    if key.starts_with("session:") && sim.runtime().stack(key).is_none() {
+        // `session:N` names the N-th triggered session; one that names none would check an
+        // empty conversation, and every scoped expectation would hold.
+        expect(
+            "key",
+            format!("{key} naming a triggered session"),
+            format!("{} sessions triggered so far", sim.sessions().len()),
+        );
+    }
     let in_key = |k: &str| k == key;
     let rt = sim.runtime();
     let frames: Vec<&StackFrame> = rt
@@ -239,11 +248,15 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
     }
     if let Some(calls) = &e.llm_calls {
         for (agent, n) in calls {
-            expect(
-                &format!("llm_calls.{agent}"),
-                n.to_string(),
-                sim.llm().map_or(0, |llm| llm.calls(agent)).to_string(),
-            );
+            // An agent no script and no definition names is a misspelling, not zero calls.
+            let known = rt.catalog().get(agent).is_some()
+                || sim.llm().is_some_and(|llm| llm.has_script(agent));
+            let actual = match sim.llm() {
+                _ if !known => "no such agent or script".to_owned(),
+                Some(llm) => llm.calls(agent).to_string(),
+                None => "0".to_owned(),
+            };
+            expect(&format!("llm_calls.{agent}"), n.to_string(), actual);
         }
     }
     if let Some(resp) = &e.response {

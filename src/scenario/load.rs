@@ -468,6 +468,12 @@ impl Builder<'_> {
         }
         let mut tool_scripts = BTreeMap::new();
         for (name, def) in &tools {
+            if crate::agents::tools::builtin::is_builtin(name) {
+                return Err(self.error(
+                    def.referenced,
+                    format!("`{name}` is a built-in tool: the runtime answers it itself, so a script for it would never run"),
+                ));
+            }
             let (script, timeout) = self.tool(&def.value, def.referenced)?;
             config.tools.insert(
                 name.clone(),
@@ -481,7 +487,13 @@ impl Builder<'_> {
         }
         for (name, spec) in &agents {
             if let Some(pass) = &spec.value.passthrough {
-                let (script, _) = self.tool(pass, spec.referenced)?;
+                let (script, timeout) = self.tool(pass, spec.referenced)?;
+                if timeout.is_some() {
+                    return Err(self.error(
+                        spec.referenced,
+                        format!("agent '{name}': a passthrough skill's run has no `timeout` (give its outcome: result, error, hang, after)"),
+                    ));
+                }
                 let def = &catalog.skills[name];
                 if let Some(script) = script {
                     tool_scripts.insert(def.frame_name.to_string(), script);
@@ -789,6 +801,12 @@ impl Builder<'_> {
                 let timeout = t.timeout.map(|m| m.0);
                 let fixed = t.result.is_some() || t.error.is_some() || t.hang || t.is_error;
                 let script = match (&t.calls, fixed) {
+                    (Some(_), _) if t.after.is_some() => {
+                        return Err(self.error(
+                            at,
+                            "a tool with `calls:` takes `after` on each call, not on the tool",
+                        ))
+                    }
                     (Some(_), true) => {
                         return Err(self.error(
                             at,
@@ -835,6 +853,12 @@ impl Builder<'_> {
 
     fn call(&self, c: &ToolCallFull, at: Location) -> Result<ToolStep, ScenarioError> {
         let after_ms = c.after.map_or(0, |m| m.0);
+        if c.is_error && (c.error.is_some() || c.hang) {
+            return Err(self.error(
+                at,
+                "`is_error` marks a `result` as an error; `error` and `hang` take none",
+            ));
+        }
         let behavior = match (&c.result, &c.error, c.hang) {
             (_, Some(_), true) | (Some(_), Some(_), _) | (Some(_), _, true) => {
                 return Err(self.error(at, "a tool outcome has one of `result`, `error` or `hang`"))
@@ -897,6 +921,17 @@ impl Builder<'_> {
         let mut kinds: Vec<&str> = Vec::new();
         if has_content {
             kinds.push("content");
+        }
+        for (key, flag) in [("empty", r.empty), ("stall", r.stall)] {
+            if flag == Some(false) {
+                return Err(self.error(at, format!("write `{key}: true` (or leave it out)")));
+            }
+        }
+        if matches!(&r.tool_use, Some(OneOrMany::Many(many)) if many.is_empty()) {
+            return Err(self.error(
+                at,
+                "`tool_use: []` names no tool use (write `empty: true` for an empty reply)",
+            ));
         }
         for (key, on) in [
             ("empty", r.empty.is_some()),

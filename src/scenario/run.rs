@@ -57,6 +57,11 @@ pub enum Failure {
         /// Unused replies by agent.
         unused: Vec<(String, usize)>,
     },
+    /// Per-call tool outcomes were never used.
+    UnusedToolOutcomes {
+        /// Unused outcomes by tool.
+        unused: Vec<(String, usize)>,
+    },
     /// The scenario expects an invariant to break and it did not.
     ExpectedViolation {
         /// The invariant that should have broken.
@@ -143,6 +148,17 @@ impl fmt::Display for Failure {
                     list.join(", ")
                 )
             }
+            Failure::UnusedToolOutcomes { unused } => {
+                let list: Vec<String> = unused
+                    .iter()
+                    .map(|(tool, n)| format!("{tool}: {n}"))
+                    .collect();
+                write!(
+                    f,
+                    "the run ended with scripted tool outcomes never used ({}); remove them or add the steps that use them",
+                    list.join(", ")
+                )
+            }
             Failure::ExpectedViolation { invariant } => write!(
                 f,
                 "expected invariant {invariant} to break, but the run kept it"
@@ -184,6 +200,11 @@ impl Failure {
             Failure::UnusedReplies { unused } => json!({
                 "kind": "unused-replies",
                 "unused": unused.iter().map(|(agent, n)| json!({"agent": agent, "count": n}))
+                    .collect::<Vec<_>>(),
+            }),
+            Failure::UnusedToolOutcomes { unused } => json!({
+                "kind": "unused-tool-outcomes",
+                "unused": unused.iter().map(|(tool, n)| json!({"tool": tool, "count": n}))
                     .collect::<Vec<_>>(),
             }),
             Failure::ExpectedViolation { invariant } => {
@@ -248,8 +269,19 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
             .into_iter()
             .map(|(a, n)| (a.to_owned(), n))
             .collect();
+        let unused_tools: Vec<(String, usize)> = sim
+            .mock_tools()
+            .map(|tools| tools.unused())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, n)| (t.to_owned(), n))
+            .collect();
         if !unused.is_empty() {
             failure = Some(Failure::UnusedReplies { unused });
+        } else if !unused_tools.is_empty() {
+            failure = Some(Failure::UnusedToolOutcomes {
+                unused: unused_tools,
+            });
         }
     }
     let mut reproduced = None;

@@ -398,6 +398,11 @@ impl Sim {
         self.model.as_any().downcast_ref()
     }
 
+    /// The scripted tools, if the tools are the scripted ones (to see what was used).
+    pub fn mock_tools(&self) -> Option<&MockTools> {
+        self.tools.as_any().downcast_ref()
+    }
+
     /// Every stack, as `key: [main, skill:research]`.
     pub fn describe_stacks(&self) -> String {
         describe(&self.rt)

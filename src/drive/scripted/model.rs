@@ -210,6 +210,11 @@ impl MockLlm {
         self.scripts.get(agent)?.replies.get(call.checked_sub(1)?)
     }
 
+    /// Whether `agent` has a script (a declared agent's, or a fork's or workflow child's).
+    pub fn has_script(&self, agent: &str) -> bool {
+        self.scripts.contains_key(agent)
+    }
+
     /// Calls made so far for `agent`.
     pub fn calls(&self, agent: &str) -> usize {
         self.scripts.get(agent).map_or(0, |s| s.used)

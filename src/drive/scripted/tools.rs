@@ -71,6 +71,19 @@ impl MockTools {
         }
     }
 
+    /// Per-call outcomes left unused, by tool (a fixed outcome serves any number of calls).
+    pub fn unused(&self) -> BTreeMap<&str, usize> {
+        self.tools
+            .iter()
+            .filter_map(|(name, (script, calls))| match script {
+                Some(ToolScript::PerCall(steps)) if steps.len() > *calls => {
+                    Some((name.as_str(), steps.len() - calls))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Calls made so far to `tool`.
     pub fn calls(&self, tool: &str) -> usize {
         self.tools.get(tool).map_or(0, |(_, calls)| *calls)
