@@ -369,3 +369,141 @@ fn the_response_to_a_message_lists_each_tool_call_of_its_turn_with_its_result() 
     );
     assert_eq!(*last.tool_calls[1].input, json!({ "q": 2 }));
 }
+
+/// Tool calls and model replies are detail events: recorded only when detail is asked for, even
+/// when events are recorded.
+#[test]
+fn tool_calls_and_replies_are_recorded_only_in_detail() {
+    for detailed in [false, true] {
+        let mut config = RuntimeConfig {
+            record_events: true,
+            detailed_events: detailed,
+            ..RuntimeConfig::default()
+        };
+        config
+            .tools
+            .insert("lookup".into(), ToolSpec { timeout_ms: None });
+        let main = AgentDef::new("main", AgentKind::Main);
+        let mut rt = Runtime::new(catalog(main, vec![]), config);
+        user(&mut rt, "look it up");
+        let call = llm_call(&effects(&mut rt));
+        reply(
+            &mut rt,
+            call,
+            vec![Block::tool_use("a", "lookup", json!({ "q": 1 }))],
+        );
+        let detail = rt
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::ToolCall { .. } | Event::LlmReply { .. }))
+            .count();
+        assert_eq!(detail > 0, detailed, "detailed: {detailed}");
+        assert!(
+            rt.events().iter().any(|e| matches!(e, Event::Push { .. })),
+            "the other events are recorded either way"
+        );
+    }
+}
+
+/// Each status change reaches the stream as an `agent_state` effect when the setting asks for
+/// it, and never otherwise.
+#[test]
+fn agent_states_reach_the_stream_only_when_asked_for() {
+    for stream in [false, true] {
+        let config = RuntimeConfig {
+            stream_agent_states: stream,
+            ..RuntimeConfig::default()
+        };
+        let main = AgentDef::new("main", AgentKind::Main);
+        let mut rt = Runtime::new(catalog(main, vec![]), config);
+        user(&mut rt, "hi");
+        let mut all = effects(&mut rt);
+        let call = llm_call(&all);
+        reply(&mut rt, call, vec![Block::text("hello")]);
+        all.extend(effects(&mut rt));
+        let states: Vec<Status> = all
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Stream {
+                    event: crate::protocol::StreamEvent::AgentState { status, .. },
+                    ..
+                } => Some(status),
+                _ => None,
+            })
+            .collect();
+        let want: &[Status] = if stream {
+            &[Status::Running, Status::Completed]
+        } else {
+            &[]
+        };
+        assert_eq!(states, want, "stream_agent_states: {stream}");
+    }
+}
+
+/// `Runtime::answer` says whether the answer was taken: by the open question's id once, never by
+/// an unknown id or a second time.
+#[test]
+fn an_answer_by_id_says_whether_it_was_taken() {
+    let main = AgentDef::new("main", AgentKind::Main);
+    let mut rt = Runtime::new(catalog(main, vec![]), RuntimeConfig::default());
+    user(&mut rt, "plan it");
+    let call = llm_call(&effects(&mut rt));
+    reply(
+        &mut rt,
+        call,
+        vec![Block::tool_use(
+            "q",
+            "ask_user",
+            json!({ "question": "Which day?" }),
+        )],
+    );
+    effects(&mut rt);
+    let question = rt.questions().remove(0);
+    assert!(!rt.answer(uuid::Uuid::from_u128(7), "Monday"));
+    assert!(rt.answer(question.id, "Monday"));
+    assert!(rt.questions().is_empty());
+    assert!(
+        !rt.answer(question.id, "Tuesday"),
+        "a question is answered once"
+    );
+}
+
+/// A triggered session is listed with the id its trigger returned, and an async question keeps
+/// its options as its context (none when it has none).
+#[test]
+fn sessions_are_listed_and_questions_keep_their_options_as_context() {
+    use crate::model::agent::{AsyncQuestions, OnTimeout};
+    use crate::protocol::SessionOp;
+    let main = AgentDef::new("main", AgentKind::Main);
+    let mut asking = AgentDef::new("asking", AgentKind::Agent);
+    asking.async_questions = Some(AsyncQuestions {
+        timeout_ms: None,
+        on_timeout: OnTimeout::Fail,
+        callback: None,
+    });
+    let mut rt = Runtime::new(catalog(main, vec![asking]), RuntimeConfig::default());
+    let mut contexts = Vec::new();
+    let mut ids = Vec::new();
+    for input in [
+        json!({ "question": "Which folder?", "options": ["a", "b"] }),
+        json!({ "question": "Why?" }),
+    ] {
+        ids.push(rt.trigger("asking", json!({})).expect("a declared agent"));
+        let call = llm_call(&effects(&mut rt));
+        reply(&mut rt, call, vec![Block::tool_use("q", "ask_user", input)]);
+        contexts.extend(effects(&mut rt).into_iter().filter_map(|e| match e {
+            Effect::Session(op) => match *op {
+                SessionOp::Asked { context, .. } => Some(context.map(|c| c.to_string())),
+                _ => None,
+            },
+            _ => None,
+        }));
+    }
+    let listed: Vec<uuid::Uuid> = rt.async_sessions().map(|s| s.id).collect();
+    assert_eq!(listed, ids);
+    assert_eq!(
+        contexts,
+        [Some(r#"{"options":["a","b"]}"#.to_owned()), None],
+        "options are the context; a question without any has none"
+    );
+}
