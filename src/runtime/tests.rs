@@ -507,3 +507,39 @@ fn sessions_are_listed_and_questions_keep_their_options_as_context() {
         "options are the context; a question without any has none"
     );
 }
+
+/// A workflow agent's `metadata.subagents` stays with its node once it ended, whether the node
+/// takes a new place among the ended ones or reuses the oldest's.
+#[test]
+fn an_ended_workflow_node_keeps_its_metadata_in_a_new_or_reused_place() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/spec/workflow-six-steps-with-two-children.yaml");
+    for ended_nodes in [64, 2] {
+        let mut s = crate::scenario::load(&path).unwrap();
+        s.config.ended_nodes = ended_nodes;
+        let mut sim = s.sim(0, true, false);
+        sim.user("default", "plan a night in town").unwrap();
+        sim.run_until_idle().unwrap();
+        let main = sim
+            .runtime()
+            .ended_agents()
+            .next_back()
+            .expect("main ended last")
+            .clone();
+        assert_eq!(&*main.name, "main", "ring of {ended_nodes}");
+        let children = main.metadata["subagents"].as_array().map(Vec::len);
+        assert_eq!(
+            children,
+            Some(2),
+            "ring of {ended_nodes}: {:?}",
+            main.metadata
+        );
+        // Its children ran the same workflow and started none.
+        let child = sim.runtime().ended_agents().next().unwrap();
+        assert_eq!(
+            child.metadata["subagents"],
+            serde_json::json!([]),
+            "ring of {ended_nodes}"
+        );
+    }
+}
