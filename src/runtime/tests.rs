@@ -543,3 +543,20 @@ fn an_ended_workflow_node_keeps_its_metadata_in_a_new_or_reused_place() {
         );
     }
 }
+
+/// A node without metadata that reuses the place of one with metadata does not inherit it.
+#[test]
+fn a_reused_ended_place_keeps_no_metadata_of_its_former_node() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/spec/workflow-batch-agent-questions-get-no-answer.yaml");
+    let mut s = crate::scenario::load(&path).unwrap();
+    // One place: the workflow child's node ends first, then main's takes its place.
+    s.config.ended_nodes = 1;
+    let mut sim = s.sim(0, true, false);
+    sim.user("default", "we need a notice").unwrap();
+    sim.run_until_idle().unwrap();
+    let ended: Vec<_> = sim.runtime().ended_agents().collect();
+    assert_eq!(ended.len(), 1);
+    assert_eq!(&*ended[0].name, "main");
+    assert!(ended[0].metadata.is_empty(), "{:?}", ended[0].metadata);
+}
