@@ -342,6 +342,16 @@ fn keys_that_would_be_silently_ignored_are_located_errors() {
             "write `stall: true`",
         ),
         (
+            "name: t\nllm: {main: [{stall: true, after: 1s}]}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "a `stall` never answers",
+        ),
+        (
+            "name: t\nllm: {main: [{error: overloaded, usage: {input_tokens: 1}}]}\nsteps: [{user: x}]\n",
+            "t.yaml:2:",
+            "a failed call reports no `usage`",
+        ),
+        (
             "name: t\nllm: {main: [{tool_use: []}]}\nsteps: [{user: x}]\n",
             "t.yaml:2:",
             "`tool_use: []` names no tool use",

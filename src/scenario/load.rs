@@ -1035,6 +1035,18 @@ impl Builder<'_> {
             }
             ReplyKind::Stream(out)
         };
+        match &kind {
+            ReplyKind::Stall if r.after.is_some() || r.usage.is_some() => {
+                return Err(self.error(
+                    at,
+                    "a `stall` never answers: `after` and `usage` would mean nothing",
+                ))
+            }
+            ReplyKind::Error { .. } if r.usage.is_some() => {
+                return Err(self.error(at, "a failed call reports no `usage`"))
+            }
+            _ => {}
+        }
         let usage = r.usage.map_or(Usage::default(), |u| Usage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
