@@ -351,14 +351,20 @@ fn forks_persist_and_a_broken_fork_record_is_an_error_naming_what_is_wrong() {
     }
 }
 
-#[test]
-fn a_restore_keeps_every_open_question_with_its_id() {
+/// A simulation where two forks wait for their questions' answers.
+fn two_forks_asking() -> (Scenario, agentsim::sim::Sim) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scenarios/spec/questions-a-restart-keeps-each-open-question-and-its-id.yaml");
     let s = scenario::load(&path).unwrap();
     let mut sim = s.sim(0, true, true);
     sim.user("default", "plan meals").unwrap();
     sim.run_until_idle().unwrap();
+    (s, sim)
+}
+
+#[test]
+fn a_restore_keeps_every_open_question_with_its_id() {
+    let (s, sim) = two_forks_asking();
     let before = sim.runtime().questions();
     assert_eq!(before.len(), 2);
     let (state, context) = sim.persisted();
@@ -383,12 +389,7 @@ fn a_state_without_question_ids_gives_each_question_the_id_of_its_tool_use() {
             _ => 0,
         }
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios/spec/questions-a-restart-keeps-each-open-question-and-its-id.yaml");
-    let s = scenario::load(&path).unwrap();
-    let mut sim = s.sim(0, true, true);
-    sim.user("default", "plan meals").unwrap();
-    sim.run_until_idle().unwrap();
+    let (s, sim) = two_forks_asking();
     let before = sim.runtime().questions();
     let (state, context) = sim.persisted();
     let mut legacy: serde_json::Value = serde_json::from_str(state.unwrap()).unwrap();
@@ -429,12 +430,7 @@ fn a_state_without_question_ids_gives_each_question_the_id_of_its_tool_use() {
 /// again (it no longer awaits the user) and calls its model.
 #[test]
 fn an_answer_journaled_but_not_yet_in_the_state_resumes_its_asker_on_restore() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios/spec/questions-a-restart-keeps-each-open-question-and-its-id.yaml");
-    let s = scenario::load(&path).unwrap();
-    let mut sim = s.sim(0, true, true);
-    sim.user("default", "plan meals").unwrap();
-    sim.run_until_idle().unwrap();
+    let (s, mut sim) = two_forks_asking();
     let questions = sim.runtime().questions();
     let asked = &questions[1];
     assert_eq!(
