@@ -346,16 +346,30 @@ impl Observer {
                 return self.last;
             }
         }
-        self.key_index_slow(key)
+        self.key_index_slow(key, true)
+    }
+
+    /// [`Observer::key_index`] for a key a driver's input names: its `Arc` is the driver's, so it
+    /// is compared by content and never replaces the runtime's, which the step's events use.
+    #[inline]
+    fn input_key_index(&mut self, key: &Arc<str>) -> usize {
+        if let Some(m) = self.keys.get(self.last) {
+            if *m.key == **key {
+                return self.last;
+            }
+        }
+        self.key_index_slow(key, false)
     }
 
     #[cold]
-    fn key_index_slow(&mut self, key: &Arc<str>) -> usize {
+    fn key_index_slow(&mut self, key: &Arc<str>, keep: bool) -> usize {
         let i = match self.by_key.get(&**key) {
             Some(&i) => {
-                // Keep the latest `Arc` seen: the runtime's, after a driver's input named the
-                // conversation with its own, so that the runtime's events take the fast path.
-                self.keys[i].key = key.clone();
+                // Keep the latest `Arc` an event named it with (the runtime's), so that the
+                // runtime's events take the fast path.
+                if keep {
+                    self.keys[i].key = key.clone();
+                }
                 i
             }
             None => {

@@ -180,23 +180,33 @@ impl StepFacts {
     }
 
     fn clear(&mut self) {
+        /// Empties a list that holds something (testing is cheaper than clearing).
+        macro_rules! empty {
+            ($($list:ident),*) => {$(
+                if !self.$list.is_empty() {
+                    self.$list.clear();
+                }
+            )*};
+        }
         if !self.dirty {
             return;
         }
         self.dirty = false;
-        self.failed.clear();
-        self.resumed.clear();
-        self.watchdog.clear();
-        self.delegated.clear();
-        self.answered.clear();
-        self.cancel_skips.clear();
-        self.delete_skips.clear();
-        self.completing.clear();
-        self.at_once.clear();
-        self.batch_due.clear();
-        self.sent.clear();
-        self.main_failure.clear();
-        self.expected.clear();
+        empty!(
+            failed,
+            resumed,
+            watchdog,
+            delegated,
+            answered,
+            cancel_skips,
+            delete_skips,
+            completing,
+            at_once,
+            batch_due,
+            sent,
+            main_failure,
+            expected
+        );
         self.deferred = None;
     }
 }
@@ -303,7 +313,7 @@ impl Observer {
     pub fn before_input(&mut self, rt: &Runtime, input: &Input) {
         match input {
             Input::User { key, text } if !text.is_empty() => {
-                let k = self.key_index(key);
+                let k = self.input_key_index(key);
                 let m = &mut self.keys[k];
                 let cancel = is_cancel_word(&rt.config().cancel_words, text);
                 if !m.frames.is_empty() && cancel {
