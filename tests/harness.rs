@@ -176,3 +176,24 @@ steps:
         );
     }
 }
+
+/// A `usage` expectation compares each count it gives and only those.
+#[test]
+fn a_usage_expectation_checks_the_counts_it_gives() {
+    let base = "name: t\nllm: { main: [{ text: hi, usage: { input_tokens: 10, output_tokens: 5 } }] }\nsteps:\n  - user: x\n";
+    for (expect, holds) in [
+        ("{ usage: { output_tokens: 5 } }", true),
+        ("{ usage: { input_tokens: 10 } }", true),
+        ("{ usage: { input_tokens: 10, output_tokens: 5 } }", true),
+        ("{ usage: { output_tokens: 6 } }", false),
+        ("{ usage: { input_tokens: 0 } }", false),
+    ] {
+        let run = run_yaml(&format!("{base}  - expect: {expect}\n")).unwrap();
+        assert_eq!(
+            run.passed(),
+            holds,
+            "{expect}: {:?}",
+            run.failure().map(|f| f.to_string())
+        );
+    }
+}

@@ -387,11 +387,20 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
     }
     if let Some(u) = e.usage {
         let actual = rt.stacks().get(key).map(|e| e.usage).unwrap_or_default();
-        expect(
-            "usage",
-            format!("{} in / {} out", u.input_tokens, u.output_tokens),
-            format!("{} in / {} out", actual.input_tokens, actual.output_tokens),
-        );
+        if let Some(n) = u.input_tokens {
+            expect(
+                "usage.input_tokens",
+                n.to_string(),
+                actual.input_tokens.to_string(),
+            );
+        }
+        if let Some(n) = u.output_tokens {
+            expect(
+                "usage.output_tokens",
+                n.to_string(),
+                actual.output_tokens.to_string(),
+            );
+        }
     }
     out.extend(extra);
     out

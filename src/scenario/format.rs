@@ -593,6 +593,19 @@ pub struct ReplySpec {
     pub usage: Option<UsageSpec>,
 }
 
+/// Token usage a conversation must have reached: each count given is compared, one left out is
+/// not.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageExpect {
+    /// Prompt tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Completion tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+}
+
 /// Token usage of a scripted reply.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -1061,9 +1074,9 @@ pub struct ExpectSpec {
     /// Virtual time now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<Millis>,
-    /// Token usage of the conversation so far.
+    /// Token usage of the conversation so far (each count given is checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageSpec>,
+    pub usage: Option<UsageExpect>,
     /// The live agent tree now (every conversation), in the order the agents started; each
     /// entry checks the keys it gives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
