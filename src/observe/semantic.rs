@@ -180,33 +180,23 @@ impl StepFacts {
     }
 
     fn clear(&mut self) {
-        /// Empties a list that holds something (testing is cheaper than clearing).
-        macro_rules! empty {
-            ($($list:ident),*) => {$(
-                if !self.$list.is_empty() {
-                    self.$list.clear();
-                }
-            )*};
-        }
         if !self.dirty {
             return;
         }
         self.dirty = false;
-        empty!(
-            failed,
-            resumed,
-            watchdog,
-            delegated,
-            answered,
-            cancel_skips,
-            delete_skips,
-            completing,
-            at_once,
-            batch_due,
-            sent,
-            main_failure,
-            expected
-        );
+        self.failed.clear();
+        self.resumed.clear();
+        self.watchdog.clear();
+        self.delegated.clear();
+        self.answered.clear();
+        self.cancel_skips.clear();
+        self.delete_skips.clear();
+        self.completing.clear();
+        self.at_once.clear();
+        self.batch_due.clear();
+        self.sent.clear();
+        self.main_failure.clear();
+        self.expected.clear();
         self.deferred = None;
     }
 }

@@ -251,10 +251,10 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             // An agent no script and no definition names is a misspelling, not zero calls.
             let known = rt.catalog().get(agent).is_some()
                 || sim.llm().is_some_and(|llm| llm.has_script(agent));
-            let actual = match sim.llm() {
-                _ if !known => "no such agent or script".to_owned(),
-                Some(llm) => llm.calls(agent).to_string(),
-                None => "0".to_owned(),
+            let actual = if known {
+                sim.llm().map_or(0, |llm| llm.calls(agent)).to_string()
+            } else {
+                "no such agent or script".to_owned()
             };
             expect(&format!("llm_calls.{agent}"), n.to_string(), actual);
         }

@@ -116,6 +116,24 @@ impl Outcome {
     }
 }
 
+/// Unused script entries by name, owned (none without a scripted backend).
+fn owned(unused: Option<std::collections::BTreeMap<&str, usize>>) -> Vec<(String, usize)> {
+    unused
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, n)| (name.to_owned(), n))
+        .collect()
+}
+
+/// Unused script entries by name, as `name: count, ...`.
+fn counts(unused: &[(String, usize)]) -> String {
+    let list: Vec<String> = unused
+        .iter()
+        .map(|(name, n)| format!("{name}: {n}"))
+        .collect();
+    list.join(", ")
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -137,28 +155,16 @@ impl fmt::Display for Failure {
             Failure::Run { step, line, error } => {
                 write!(f, "step {step} (line {line}): {error}")
             }
-            Failure::UnusedReplies { unused } => {
-                let list: Vec<String> = unused
-                    .iter()
-                    .map(|(agent, n)| format!("{agent}: {n}"))
-                    .collect();
-                write!(
-                    f,
-                    "the run ended with scripted replies never used ({}); remove them or add the steps that use them",
-                    list.join(", ")
-                )
-            }
-            Failure::UnusedToolOutcomes { unused } => {
-                let list: Vec<String> = unused
-                    .iter()
-                    .map(|(tool, n)| format!("{tool}: {n}"))
-                    .collect();
-                write!(
-                    f,
-                    "the run ended with scripted tool outcomes never used ({}); remove them or add the steps that use them",
-                    list.join(", ")
-                )
-            }
+            Failure::UnusedReplies { unused } => write!(
+                f,
+                "the run ended with scripted replies never used ({}); remove them or add the steps that use them",
+                counts(unused)
+            ),
+            Failure::UnusedToolOutcomes { unused } => write!(
+                f,
+                "the run ended with scripted tool outcomes never used ({}); remove them or add the steps that use them",
+                counts(unused)
+            ),
             Failure::ExpectedViolation { invariant } => write!(
                 f,
                 "expected invariant {invariant} to break, but the run kept it"
@@ -262,20 +268,8 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
             });
     let mut failure = failure;
     if failure.is_none() && scenario.expect_violation.is_none() {
-        let unused: Vec<(String, usize)> = sim
-            .llm()
-            .map(|llm| llm.unused())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(a, n)| (a.to_owned(), n))
-            .collect();
-        let unused_tools: Vec<(String, usize)> = sim
-            .mock_tools()
-            .map(|tools| tools.unused())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(t, n)| (t.to_owned(), n))
-            .collect();
+        let unused = owned(sim.llm().map(|llm| llm.unused()));
+        let unused_tools = owned(sim.mock_tools().map(|tools| tools.unused()));
         if !unused.is_empty() {
             failure = Some(Failure::UnusedReplies { unused });
         } else if !unused_tools.is_empty() {
