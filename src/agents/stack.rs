@@ -73,8 +73,16 @@ struct Arena {
 }
 
 impl Arena {
+    /// Stores `frame` in a free place and gives it its id, conversation and parent there. The
+    /// frame is moved once, untouched, into its place, and fixed up in place: a 500-byte frame
+    /// changed on its way in is copied again at every step.
     #[inline(always)]
-    fn insert(&mut self, mut frame: StackFrame) -> FrameId {
+    fn insert(
+        &mut self,
+        make: impl FnOnce() -> StackFrame,
+        conversation: u32,
+        parent: Option<FrameId>,
+    ) -> FrameId {
         let reuse = match self.want.take() {
             Some(index) => self.claim(index),
             None => self.free.pop().map(|Reverse(index)| index),
@@ -104,8 +112,10 @@ impl Arena {
                 FrameId::new(index, 0)
             }
         };
-        frame.id = id;
-        self.places[id.index() as usize].frame = Some(frame);
+        let stored = self.places[id.index() as usize].frame.insert(make());
+        stored.id = id;
+        stored.conversation = conversation;
+        stored.parent = parent;
         self.live += 1;
         id
     }
@@ -139,6 +149,21 @@ impl Arena {
         self.live -= 1;
         self.free.push(Reverse(id.index()));
         Some(frame)
+    }
+
+    /// Drops frame `id` where it lies (taking it out first would copy it).
+    #[inline(always)]
+    fn discard(&mut self, id: FrameId) -> bool {
+        let Some(place) = self.places.get_mut(id.index() as usize) else {
+            return false;
+        };
+        if place.generation != id.generation() || place.frame.is_none() {
+            return false;
+        }
+        place.frame = None;
+        self.live -= 1;
+        self.free.push(Reverse(id.index()));
+        true
     }
 
     #[inline]
@@ -388,6 +413,13 @@ impl AgentStackManager {
         self.frames.at_mut(index)
     }
 
+    /// A live frame and the entry of its conversation.
+    #[inline]
+    pub fn frame_and_entry(&self, id: FrameId) -> Option<(&StackFrame, &StackEntry)> {
+        let frame = self.frames.get(id)?;
+        Some((frame, &self.entries[frame.conversation as usize]))
+    }
+
     /// A live frame and the entry of its conversation, both mutably.
     #[inline]
     pub fn frame_and_entry_mut(
@@ -420,10 +452,16 @@ impl AgentStackManager {
 
     /// Pushes `frame` on `slot`'s stack; its parent is the frame that was on top.
     #[inline(always)]
-    pub fn push(&mut self, slot: usize, mut frame: StackFrame) -> FrameId {
-        frame.conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
-        frame.parent = self.top_id(slot);
-        let id = self.frames.insert(frame);
+    pub fn push(&mut self, slot: usize, frame: StackFrame) -> FrameId {
+        self.push_with(slot, || frame)
+    }
+
+    /// Pushes the frame `make` builds on `slot`'s stack, built in its place in the arena.
+    #[inline(always)]
+    pub fn push_with(&mut self, slot: usize, make: impl FnOnce() -> StackFrame) -> FrameId {
+        let conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
+        let parent = self.top_id(slot);
+        let id = self.frames.insert(make, conversation, parent);
         let stack = &mut self.entries[slot].stack.frames;
         if stack.capacity() == 0 {
             stack.reserve_exact(2);
@@ -439,9 +477,18 @@ impl AgentStackManager {
         self.frames.remove(id)
     }
 
+    /// Drops the frame on top of `slot`'s stack where it lies; `false` when the stack is empty.
+    #[inline(always)]
+    pub fn discard_top(&mut self, slot: usize) -> bool {
+        match self.entries[slot].stack.frames.pop() {
+            Some(id) => self.frames.discard(id),
+            None => false,
+        }
+    }
+
     /// Drops every frame of `slot`'s stack.
     pub fn clear(&mut self, slot: usize) {
-        while self.pop(slot).is_some() {}
+        while self.discard_top(slot) {}
     }
 
     /// Makes the next frame placed (pushed or detached) take arena place `index`, where it was
@@ -453,16 +500,10 @@ impl AgentStackManager {
 
     /// Places `frame` in the arena for conversation `slot` on no stack (a fork), started by
     /// `parent`.
-    pub fn insert_detached(
-        &mut self,
-        slot: usize,
-        mut frame: StackFrame,
-        parent: FrameId,
-    ) -> FrameId {
-        frame.conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
-        frame.parent = Some(parent);
+    pub fn insert_detached(&mut self, slot: usize, frame: StackFrame, parent: FrameId) -> FrameId {
+        let conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
         self.detached += 1;
-        self.frames.insert(frame)
+        self.frames.insert(|| frame, conversation, Some(parent))
     }
 
     /// Takes a frame placed with [`AgentStackManager::insert_detached`] out of the arena.

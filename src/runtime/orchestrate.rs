@@ -372,16 +372,29 @@ impl Runtime {
     /// Pops the main frame after it answered (or failed), keeps its session for the next turn and
     /// clears the stack (seed 000: "pop main frame, ..., clear stack").
     pub(super) fn finish_main(&mut self, slot: usize, reason: PopReason, text: Arc<str>) {
-        let main = self.pop(slot, reason, &text);
-        self.end_main_turn(slot, main, text, reason == PopReason::Answered);
+        self.end_top(slot, reason, &text);
+        // What the turn's end needs is taken out, and the frame dropped where it lies.
+        // Its session is kept for the next turn, swapped with the empty one its start left.
+        let id = self.stacks.top_id(slot).expect("the main frame just ended");
+        let (main, entry) = self
+            .stacks
+            .frame_and_entry_mut(id)
+            .expect("a stack lists live frames");
+        std::mem::swap(&mut main.session, &mut entry.main_session);
+        let ended = MainEnded {
+            turn_start: main.turn_start,
+            iterations: main.iteration,
+        };
+        self.stacks.discard_top(slot);
+        self.end_main_turn(slot, ended, text, reason == PopReason::Answered);
     }
 
-    /// The main frame left the stack with `text` for the user: its turn's response is recorded,
-    /// its session kept for the next turn, the stack cleared.
+    /// The main frame left the stack with `text` for the user, its session already back in
+    /// its conversation's entry: its turn's response is recorded, the stack cleared.
     pub(super) fn end_main_turn(
         &mut self,
         slot: usize,
-        main: StackFrame,
+        main: MainEnded,
         text: Arc<str>,
         answered: bool,
     ) {
@@ -390,25 +403,31 @@ impl Runtime {
         }
         if self.config.record_events {
             let tool_calls = if self.config.detailed_events {
-                tool_calls_since(&main.session, main.turn_start)
+                tool_calls_since(&self.stacks.entry(slot).main_session, main.turn_start)
             } else {
                 Vec::new()
             };
             let response = AgentResponse {
                 text,
                 tool_calls,
-                iterations: main.iteration,
+                iterations: main.iterations,
             };
             let key = self.stacks.entry(slot).key.clone();
             self.events.push(Event::Response { key, response });
         }
         self.stacks.clear(slot);
-        let entry = self.stacks.entry_mut(slot);
-        entry.main_session = main.session;
         if self.config.has_bug(PlantedBug::InboxClearedWithTurn) {
-            entry.inbox.clear();
+            self.stacks.entry_mut(slot).inbox.clear();
         }
     }
+}
+
+/// What the end of a main frame's turn reads of it.
+pub(super) struct MainEnded {
+    /// Where the turn began in it.
+    pub(super) turn_start: usize,
+    /// The iterations it used.
+    pub(super) iterations: u32,
 }
 
 /// The tool calls of the main agent's current turn, with their results.

@@ -80,12 +80,19 @@ impl Runtime {
             };
             let turn_start = session.messages.len();
             let main_session_id = entry.main_session_id;
-            let mut frame =
-                StackFrame::new(self.ids.next_uuid(), agent, session, main_session_id, None);
+            let frame_id = self.ids.next_uuid();
+            let parent = self.stacks.top_id(slot);
+            let id = self.stacks.push_with(slot, || {
+                StackFrame::new(frame_id, agent, session, main_session_id, None)
+            });
+            let frame = self
+                .stacks
+                .frame_mut(id)
+                .expect("a frame just pushed is live");
             frame.turn_start = turn_start;
             frame.phase = Phase::AwaitUser;
             frame.node.user_content = text.clone();
-            self.push(slot, frame);
+            self.pushed(id, parent);
         }
         let depth = self.stacks.entry(slot).stack.depth();
         if self.config.has_bug(PlantedBug::RouteBelowTop) && depth >= 2 {
@@ -138,49 +145,83 @@ impl Runtime {
     /// Pushes `frame` on `slot`'s stack and records it.
     #[inline(always)]
     pub(super) fn push(&mut self, slot: usize, frame: StackFrame) -> FrameId {
-        let entry = self.stacks.entry(slot);
-        let depth = entry.stack.depth() + 1;
+        let parent = self.stacks.top_id(slot);
+        // The frame goes into the arena untouched, and is read there: every change or read on
+        // the way would cost a copy of the whole frame.
+        let id = self.stacks.push(slot, frame);
+        self.pushed(id, parent);
+        id
+    }
+
+    /// Records frame `id`, just pushed on top of `parent` (if any), and starts its node.
+    #[inline(always)]
+    fn pushed(&mut self, id: FrameId, parent: Option<FrameId>) {
+        let (frame, entry) = self
+            .stacks
+            .frame_and_entry(id)
+            .expect("a frame just pushed is live");
+        let depth = entry.stack.depth();
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, "push");
         if self.config.record_events {
             self.events.push(Event::Push {
                 key: entry.key.clone(),
-                frame: FrameInfo::of(&frame),
+                frame: FrameInfo::of(frame),
                 depth,
             });
         }
-        let parent = self.stacks.top_id(slot);
-        let id = self.stacks.push(slot, frame);
         self.node_started(id, parent);
-        id
     }
 
     /// Pops the frame on top of `slot`'s stack and records why.
     #[inline(always)]
     pub(super) fn pop(&mut self, slot: usize, reason: PopReason, result: &Arc<str>) -> StackFrame {
-        if let Some(top) = self.stacks.top(slot) {
-            if top.node.more().forks.iter().any(|r| r.frame.is_some()) {
-                let id = top.id;
-                self.cancel_forks_of(id);
-            }
-        }
-        let mut frame = self
-            .stacks
+        self.end_top(slot, reason, result);
+        self.stacks
             .pop(slot)
+            .expect("the orchestration loop pops only a frame it ran")
+    }
+
+    /// Ends the frame on top of `slot`'s stack for `reason` with `result`, in its place in the
+    /// arena (a frame is large: each move out of it is a copy), and records its pop: its forks
+    /// are cancelled and its node ends. The caller then takes it off the stack.
+    #[inline(always)]
+    pub(super) fn end_top(&mut self, slot: usize, reason: PopReason, result: &Arc<str>) {
+        let id = self
+            .stacks
+            .top_id(slot)
             .expect("the orchestration loop pops only a frame it ran");
-        self.node_ended(slot, &mut frame, reason, result);
-        let entry = self.stacks.entry(slot);
-        let depth = entry.stack.depth();
+        let frame = self.stacks.frame(id).expect("a stack lists live frames");
+        if frame.node.more().forks.iter().any(|r| r.frame.is_some()) {
+            self.cancel_forks_of(id);
+        }
+        let (frame, entry) = self
+            .stacks
+            .frame_and_entry_mut(id)
+            .expect("a stack lists live frames");
+        let ending = super::tree::Ending {
+            agents: &mut self.agents,
+            effects: &mut self.effects,
+            events: &mut self.events,
+            config: &self.config,
+            ended: &mut self.ended,
+        };
+        ending.end(
+            &entry.key,
+            frame,
+            super::tree::Ending::status(reason),
+            result,
+        );
+        let depth = entry.stack.depth() - 1;
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");
         if self.config.record_events {
             self.events.push(Event::Pop {
                 key: entry.key.clone(),
-                frame: FrameInfo::of(&frame),
+                frame: FrameInfo::of(frame),
                 depth,
                 reason,
                 iterations: frame.iteration,
             });
         }
-        frame
     }
 
     pub(super) fn send(&mut self, slot: usize, frame: Arc<str>, text: Arc<str>) {

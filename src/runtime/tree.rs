@@ -86,6 +86,98 @@ fn publish(
     });
 }
 
+/// The parts of the runtime a node's end writes to (see [`Runtime::ending`]).
+pub(super) struct Ending<'a> {
+    pub(super) agents: &'a mut crate::model::hash::FxHashMap<Uuid, FrameId>,
+    pub(super) effects: &'a mut std::collections::VecDeque<Effect>,
+    pub(super) events: &'a mut Vec<Event>,
+    pub(super) config: &'a super::RuntimeConfig,
+    pub(super) ended: &'a mut std::collections::VecDeque<Node>,
+}
+
+impl Ending<'_> {
+    /// The status a frame popped for `reason` ends with.
+    pub(super) fn status(reason: PopReason) -> Status {
+        match reason {
+            PopReason::Answered | PopReason::Completed => Status::Completed,
+            PopReason::MaxIterations | PopReason::Error | PopReason::Cancelled => Status::Error,
+            PopReason::Deleted => Status::Deleted,
+        }
+    }
+
+    /// `frame` of conversation `key` ends with `status` and `result`: it leaves the agent
+    /// index, its end is published, and its node (its lists moved out) joins the ended nodes.
+    pub(super) fn end(
+        self,
+        key: &Arc<str>,
+        frame: &mut StackFrame,
+        status: Status,
+        result: &Arc<str>,
+    ) {
+        self.agents.remove(&frame.frame_id);
+        let from = frame.node.status;
+        debug_assert!(
+            from.can_become(status) || self.config.planted.is_some(),
+            "{} ended from {from} as {status}",
+            frame.agent.frame_name
+        );
+        publish(
+            key,
+            frame,
+            Some(from),
+            status,
+            Some(result.clone()),
+            self.effects,
+            self.events,
+            self.config,
+        );
+        if self.config.ended_nodes == 0 {
+            return;
+        }
+        let metadata = frame
+            .node
+            .more
+            .as_mut()
+            .map(|m| std::mem::take(&mut m.metadata));
+        if self.ended.len() < self.config.ended_nodes {
+            let subagents = std::mem::take(&mut frame.node.subagents);
+            let mut node = node_with(key, frame, subagents, metadata.unwrap_or_default());
+            node.status = status;
+            node.result = Some(result.clone());
+            self.ended.push_back(node);
+            return;
+        }
+        // Full: the oldest node is forgotten, and its place (its lists' room included) takes
+        // this one, without moving a node.
+        self.ended.rotate_left(1);
+        let Some(node) = self.ended.back_mut() else {
+            return;
+        };
+        node.agent_id = frame.frame_id;
+        node.parent_id = frame.node.parent_agent;
+        node.key = key.clone();
+        node.name = frame.agent.frame_name.clone();
+        node.status = status;
+        node.user_comment = frame
+            .node
+            .more()
+            .user_comment
+            .clone()
+            .unwrap_or_else(tree::unchanged);
+        node.user_content = frame.node.user_content.clone();
+        node.subagents.clear();
+        node.subagents.extend_from_slice(&frame.node.subagents);
+        node.result = Some(result.clone());
+        match metadata {
+            Some(metadata) => node.metadata = metadata,
+            None if !node.metadata.is_empty() => node.metadata.clear(),
+            None => {}
+        }
+        node.created_at = frame.node.created_at;
+        node.messages = None;
+    }
+}
+
 impl Runtime {
     /// The live agents, in the order they started, without their messages (seed 001's
     /// `getAgentTree`).
@@ -172,25 +264,8 @@ impl Runtime {
         }
     }
 
-    /// A frame left the arena: it ends with the status its reason gives and its result, and
-    /// joins the ended nodes.
-    pub(super) fn node_ended(
-        &mut self,
-        slot: usize,
-        frame: &mut StackFrame,
-        reason: PopReason,
-        result: &Arc<str>,
-    ) {
-        let status = match reason {
-            PopReason::Answered | PopReason::Completed => Status::Completed,
-            PopReason::MaxIterations | PopReason::Error | PopReason::Cancelled => Status::Error,
-            PopReason::Deleted => Status::Deleted,
-        };
-        self.node_ended_as(slot, frame, status, result);
-    }
-
-    /// Like [`Runtime::node_ended`], with the status given. The frame is leaving: its node's
-    /// lists move into the ended node.
+    /// Frame `frame` of conversation `slot`, out of the arena, ends with `status` and
+    /// `result`: its node's lists move into the ended node (see [`Ending::end`]).
     pub(super) fn node_ended_as(
         &mut self,
         slot: usize,
@@ -198,68 +273,20 @@ impl Runtime {
         status: Status,
         result: &Arc<str>,
     ) {
-        self.agents.remove(&frame.frame_id);
         let key = self.stacks.entry(slot).key.clone();
-        let from = frame.node.status;
-        debug_assert!(
-            from.can_become(status) || self.config.planted.is_some(),
-            "{} ended from {from} as {status}",
-            frame.agent.frame_name
-        );
-        publish(
-            &key,
-            frame,
-            Some(from),
-            status,
-            Some(result.clone()),
-            &mut self.effects,
-            &mut self.events,
-            &self.config,
-        );
-        if self.config.ended_nodes == 0 {
-            return;
+        self.ending().end(&key, frame, status, result);
+    }
+
+    /// What a node's end writes to: every part of the runtime but its frames, so that a frame
+    /// still in the arena can end in place.
+    pub(super) fn ending(&mut self) -> Ending<'_> {
+        Ending {
+            agents: &mut self.agents,
+            effects: &mut self.effects,
+            events: &mut self.events,
+            config: &self.config,
+            ended: &mut self.ended,
         }
-        let metadata = frame
-            .node
-            .more
-            .as_mut()
-            .map(|m| std::mem::take(&mut m.metadata));
-        if self.ended.len() < self.config.ended_nodes {
-            let subagents = std::mem::take(&mut frame.node.subagents);
-            let mut node = node_with(&key, frame, subagents, metadata.unwrap_or_default());
-            node.status = status;
-            node.result = Some(result.clone());
-            self.ended.push_back(node);
-            return;
-        }
-        // Full: the oldest node is forgotten, and its place (its lists' room included) takes
-        // this one, without moving a node.
-        self.ended.rotate_left(1);
-        let Some(node) = self.ended.back_mut() else {
-            return;
-        };
-        node.agent_id = frame.frame_id;
-        node.parent_id = frame.node.parent_agent;
-        node.key = key;
-        node.name = frame.agent.frame_name.clone();
-        node.status = status;
-        node.user_comment = frame
-            .node
-            .more()
-            .user_comment
-            .clone()
-            .unwrap_or_else(tree::unchanged);
-        node.user_content = frame.node.user_content.clone();
-        node.subagents.clear();
-        node.subagents.extend_from_slice(&frame.node.subagents);
-        node.result = Some(result.clone());
-        match metadata {
-            Some(metadata) => node.metadata = metadata,
-            None if !node.metadata.is_empty() => node.metadata.clear(),
-            None => {}
-        }
-        node.created_at = frame.node.created_at;
-        node.messages = None;
     }
 
     /// Moves frame `id` to status `to` (see [`TurnCx::set_status`]).
@@ -464,7 +491,12 @@ impl Runtime {
                 if popped.is_main() {
                     let notice: Arc<str> = messages::USER_AGENT_DELETED.into();
                     self.send(slot, popped.agent.frame_name.clone(), notice.clone());
-                    self.end_main_turn(slot, popped, notice, false);
+                    let ended = super::orchestrate::MainEnded {
+                        turn_start: popped.turn_start,
+                        iterations: popped.iteration,
+                    };
+                    self.stacks.entry_mut(slot).main_session = popped.session;
+                    self.end_main_turn(slot, ended, notice, false);
                 }
             }
         }
