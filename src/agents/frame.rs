@@ -240,6 +240,30 @@ impl StackFrame {
         agent_session_id: Uuid,
         parent_tool_use_id: Option<Arc<str>>,
     ) -> StackFrame {
+        let user_content = Arc::default();
+        StackFrame::child(
+            frame_id,
+            agent,
+            session,
+            agent_session_id,
+            parent_tool_use_id,
+            0,
+            user_content,
+        )
+    }
+
+    /// [`StackFrame::new`] with its batch sends so far and its task given: built whole, so
+    /// that a frame built in its place is never copied.
+    #[inline(always)]
+    pub(crate) fn child(
+        frame_id: Uuid,
+        agent: Arc<AgentDef>,
+        session: Session,
+        agent_session_id: Uuid,
+        parent_tool_use_id: Option<Arc<str>>,
+        batch_sends: u32,
+        user_content: Arc<str>,
+    ) -> StackFrame {
         StackFrame {
             id: FrameId::new(u32::MAX, 0),
             conversation: 0,
@@ -256,9 +280,12 @@ impl StackFrame {
             phase: Phase::Loop,
             turn_start: 0,
             resumed_from_child: false,
-            batch_sends: 0,
+            batch_sends,
             watch: Default::default(),
-            node: NodeState::default(),
+            node: NodeState {
+                user_content,
+                ..NodeState::default()
+            },
         }
     }
 

@@ -295,6 +295,10 @@ impl Session {
         let block = Block::tool_result(tool_use_id, content, is_error);
         match self.messages.last_mut() {
             Some(last) if last.role == Role::User => {
+                if last.content.len() == last.content.capacity() {
+                    self.room_for_results();
+                }
+                let last = self.messages.last_mut().expect("a message is last");
                 let at = last
                     .content
                     .iter()
@@ -308,6 +312,24 @@ impl Session {
             }),
         }
         self.messages.last().expect("a message was just added")
+    }
+
+    /// The last message, a user message of tool results, is full: it gets room for a result
+    /// for every tool use of the reply before it at once, rather than growing (and copying its
+    /// results) through 2, 4 and 8.
+    #[cold]
+    fn room_for_results(&mut self) {
+        let n = self.messages.len();
+        let uses = match n.checked_sub(2).map(|i| &self.messages[i]) {
+            Some(reply) if reply.role == Role::Assistant => reply
+                .content
+                .iter()
+                .filter(|b| matches!(b, Block::ToolUse { .. }))
+                .count(),
+            _ => 0,
+        };
+        let last = &mut self.messages[n - 1].content;
+        last.reserve(uses.saturating_sub(last.len()).max(1));
     }
 
     /// Appends a message; a new session starts with room for a few exchanges.

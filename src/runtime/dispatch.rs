@@ -67,23 +67,49 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
     }
 }
 
-/// Builds a child frame for a spawn (seed 000's `UseSkillTool.execute`, minus the exception).
-fn child_frame(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSource) -> StackFrame {
-    let req_batch = req.agent.batch.is_some();
-    let agent_session_id = ids.next_uuid();
-    let frame_id = ids.next_uuid();
-    let mut session = Session::with_id(agent_session_id);
-    session.add_user_message(req.message.clone());
-    let mut frame = StackFrame::new(
-        frame_id,
-        req.agent,
-        session,
-        agent_session_id,
-        Some(parent_tool_use_id),
-    );
-    frame.batch_sends = u32::from(req_batch);
-    frame.node.user_content = req.message;
-    frame
+/// A child a spawn asks for (seed 000's `UseSkillTool.execute`, minus the exception), with its
+/// ids drawn. The orchestration loop builds its frame in its place in the arena when it pushes
+/// it: a frame built here and carried there would be copied at every step.
+#[derive(Clone, Debug)]
+pub(super) struct ChildSpec {
+    /// What the spawn asked for.
+    pub(super) req: SpawnRequest,
+    /// The parent's `tool_use` the child answers.
+    pub(super) parent_tool_use_id: Arc<str>,
+    /// Its session's id.
+    pub(super) agent_session_id: uuid::Uuid,
+    /// Its agent id.
+    pub(super) frame_id: uuid::Uuid,
+}
+
+impl ChildSpec {
+    fn new(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSource) -> ChildSpec {
+        let agent_session_id = ids.next_uuid();
+        let frame_id = ids.next_uuid();
+        ChildSpec {
+            req,
+            parent_tool_use_id,
+            agent_session_id,
+            frame_id,
+        }
+    }
+
+    /// The child's frame: its session holds the task as its first user message.
+    #[inline(always)]
+    pub(super) fn frame(self) -> StackFrame {
+        let mut session = Session::with_id(self.agent_session_id);
+        session.add_user_message(self.req.message.clone());
+        let batch_sends = u32::from(self.req.agent.batch.is_some());
+        StackFrame::child(
+            self.frame_id,
+            self.req.agent,
+            session,
+            self.agent_session_id,
+            Some(self.parent_tool_use_id),
+            batch_sends,
+            self.req.message,
+        )
+    }
 }
 
 /// Handles one unresolved tool use. `Some(r)` leaves the loop with `r`; `None` continues it.
@@ -196,16 +222,13 @@ pub(super) fn run_next_tool(
                     Some(None)
                 }
                 Ok(ToolOutcome::Spawn(req)) => {
-                    let child = child_frame(req, id, cx.ids);
+                    let child = ChildSpec::new(req, id, cx.ids);
                     cx.journal(|| ContextEntry::AgentSession {
                         agent_session_id: child.agent_session_id,
-                        agent_name: child.agent.name.clone(),
-                        agent_type: child.agent.kind,
-                        parent_tool_use_id: child
-                            .parent_tool_use_id
-                            .clone()
-                            .expect("a child has a parent"),
-                        message: child.session.messages[0].text().into(),
+                        agent_name: child.req.agent.name.clone(),
+                        agent_type: child.req.agent.kind,
+                        parent_tool_use_id: child.parent_tool_use_id.clone(),
+                        message: child.req.message.clone(),
                     });
                     // The orchestration loop names the child once it is pushed.
                     frame.phase = Phase::AwaitChildren {
@@ -214,7 +237,7 @@ pub(super) fn run_next_tool(
                     Some(Some(TurnResult {
                         action: TurnAction::ChildActivated,
                         text: "".into(),
-                        child_frame: Some(Box::new(child)),
+                        child: Some(Box::new(child)),
                     }))
                 }
             }

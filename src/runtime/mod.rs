@@ -57,8 +57,8 @@ pub struct Runtime {
     stacks: AgentStackManager,
     ids: IdSource,
     seq: u64,
-    effects: EffectQueue,
-    events: Vec<Event>,
+    effects: Roomy<VecDeque<Effect>>,
+    events: Roomy<Vec<Event>>,
     /// Virtual time as the driver last set it (only the watchdog reads it).
     now: u64,
     /// Watchdog check timers: which frame each one belongs to.
@@ -73,39 +73,54 @@ pub struct Runtime {
     new_forks: Vec<StackFrame>,
 }
 
-/// The runtime's effects not taken yet. It starts with room for a wide batch's effects, fresh
-/// or cloned: the default growth (to 4, 8, 16, …) would copy every effect queued at each step,
-/// in every fresh runtime (an explored run, a benchmark's run, a driver's copy).
+/// A list of the runtime's (its effects not taken yet, its events not read yet) that starts
+/// with room for a wide batch's items, fresh or cloned: the default growth (to 4, 8, 16, …)
+/// would copy every item listed at each growth, in every fresh runtime (an explored run, a
+/// benchmark's run, a driver's copy).
 #[derive(Debug)]
-struct EffectQueue(VecDeque<Effect>);
+struct Roomy<L>(L);
 
-impl EffectQueue {
+impl<L> Roomy<L> {
     const ROOM: usize = 32;
 }
 
-impl Default for EffectQueue {
-    fn default() -> EffectQueue {
-        EffectQueue(VecDeque::with_capacity(EffectQueue::ROOM))
+impl<T> Default for Roomy<VecDeque<T>> {
+    fn default() -> Self {
+        Roomy(VecDeque::with_capacity(Self::ROOM))
     }
 }
 
-impl Clone for EffectQueue {
-    fn clone(&self) -> EffectQueue {
-        let mut queue = VecDeque::with_capacity(self.0.len().max(EffectQueue::ROOM));
-        queue.extend(self.0.iter().cloned());
-        EffectQueue(queue)
+impl<T: Clone> Clone for Roomy<VecDeque<T>> {
+    fn clone(&self) -> Self {
+        let mut list = VecDeque::with_capacity(self.0.len().max(Self::ROOM));
+        list.extend(self.0.iter().cloned());
+        Roomy(list)
     }
 }
 
-impl std::ops::Deref for EffectQueue {
-    type Target = VecDeque<Effect>;
-    fn deref(&self) -> &VecDeque<Effect> {
+impl<T> Default for Roomy<Vec<T>> {
+    fn default() -> Self {
+        Roomy(Vec::with_capacity(Self::ROOM))
+    }
+}
+
+impl<T: Clone> Clone for Roomy<Vec<T>> {
+    fn clone(&self) -> Self {
+        let mut list = Vec::with_capacity(self.0.len().max(Self::ROOM));
+        list.extend(self.0.iter().cloned());
+        Roomy(list)
+    }
+}
+
+impl<L> std::ops::Deref for Roomy<L> {
+    type Target = L;
+    fn deref(&self) -> &L {
         &self.0
     }
 }
 
-impl std::ops::DerefMut for EffectQueue {
-    fn deref_mut(&mut self) -> &mut VecDeque<Effect> {
+impl<L> std::ops::DerefMut for Roomy<L> {
+    fn deref_mut(&mut self) -> &mut L {
         &mut self.0
     }
 }
@@ -119,8 +134,8 @@ impl Runtime {
             catalog,
             stacks: AgentStackManager::default(),
             seq: 0,
-            effects: EffectQueue::default(),
-            events: Vec::new(),
+            effects: Roomy::default(),
+            events: Roomy::default(),
             now: 0,
             watch_timers: BTreeMap::new(),
             ended: VecDeque::new(),

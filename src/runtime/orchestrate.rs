@@ -178,10 +178,8 @@ impl Runtime {
                 return None;
             }
             TurnAction::ChildActivated => {
-                let child = result
-                    .child_frame
-                    .expect("ChildActivated carries the child");
-                let child = self.push(slot, *child);
+                let child = result.child.expect("ChildActivated carries the child");
+                let child = self.push(slot, || child.frame());
                 let frame = self.stacks.frame_mut(id).expect("the parent lives");
                 match &mut frame.phase {
                     Phase::AwaitChildren { children } => children.push(child),
@@ -192,7 +190,7 @@ impl Runtime {
             TurnAction::Complete => {
                 // `complete` is never dispatched for the main frame, so there is a parent
                 // (unless the main-complete-accepted bug is planted).
-                let child = self.pop(slot, PopReason::Completed, &result.text);
+                let child = self.pop_left(slot, PopReason::Completed, &result.text);
                 self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
                     agent_session_id: child.agent_session_id,
                     result: result.text.clone(),
@@ -263,7 +261,7 @@ impl Runtime {
         content: Arc<str>,
         is_error: bool,
     ) -> (FrameId, TurnInput) {
-        let child = self.pop(slot, reason, &content);
+        let child = self.pop_left(slot, reason, &content);
         self.journal(|| crate::persist::ContextEntry::AgentSessionComplete {
             agent_session_id: child.agent_session_id,
             result: content.clone(),

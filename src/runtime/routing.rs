@@ -82,16 +82,17 @@ impl Runtime {
             let main_session_id = entry.main_session_id;
             let frame_id = self.ids.next_uuid();
             let parent = self.stacks.top_id(slot);
+            let task = text.clone();
             let id = self.stacks.push_with(slot, || {
-                StackFrame::new(frame_id, agent, session, main_session_id, None)
+                StackFrame::child(frame_id, agent, session, main_session_id, None, 0, task)
             });
+            // Set in place, and only then recorded.
             let frame = self
                 .stacks
                 .frame_mut(id)
                 .expect("a frame just pushed is live");
             frame.turn_start = turn_start;
             frame.phase = Phase::AwaitUser;
-            frame.node.user_content = text.clone();
             self.pushed(id, parent);
         }
         let depth = self.stacks.entry(slot).stack.depth();
@@ -142,13 +143,14 @@ impl Runtime {
         self.drive(id, TurnInput::User(text));
     }
 
-    /// Pushes `frame` on `slot`'s stack and records it.
+    /// Pushes the frame `make` builds on `slot`'s stack, built in its place in the arena, and
+    /// records it.
     #[inline(always)]
-    pub(super) fn push(&mut self, slot: usize, frame: StackFrame) -> FrameId {
+    pub(super) fn push(&mut self, slot: usize, make: impl FnOnce() -> StackFrame) -> FrameId {
         let parent = self.stacks.top_id(slot);
-        // The frame goes into the arena untouched, and is read there: every change or read on
-        // the way would cost a copy of the whole frame.
-        let id = self.stacks.push(slot, frame);
+        // The frame is built in the arena and read there: every change or read on the way
+        // would cost a copy of the whole frame.
+        let id = self.stacks.push_with(slot, make);
         self.pushed(id, parent);
         id
     }
@@ -179,6 +181,21 @@ impl Runtime {
         self.stacks
             .pop(slot)
             .expect("the orchestration loop pops only a frame it ran")
+    }
+
+    /// Pops the child on top of `slot`'s stack, ended in place and dropped where it lies, and
+    /// returns what its parent needs of it.
+    #[inline(always)]
+    pub(super) fn pop_left(&mut self, slot: usize, reason: PopReason, result: &Arc<str>) -> Left {
+        self.end_top(slot, reason, result);
+        let top = self.stacks.top_mut(slot).expect("the frame just ended");
+        let left = Left {
+            agent_session_id: top.agent_session_id,
+            parent: top.parent,
+            parent_tool_use_id: top.parent_tool_use_id.take(),
+        };
+        self.stacks.discard_top(slot);
+        left
     }
 
     /// Ends the frame on top of `slot`'s stack for `reason` with `result`, in its place in the
@@ -285,4 +302,14 @@ impl Runtime {
         }
         self.send(slot, "main".into(), messages::USER_CANCELLED.into());
     }
+}
+
+/// What a popped child leaves for its parent (see [`Runtime::pop_left`]).
+pub(super) struct Left {
+    /// Its session's id, for the journal.
+    pub(super) agent_session_id: uuid::Uuid,
+    /// Its parent frame (`None` for a main frame).
+    pub(super) parent: Option<FrameId>,
+    /// The parent's `tool_use` it answers (`None` for a main frame).
+    pub(super) parent_tool_use_id: Option<Arc<str>>,
 }

@@ -643,7 +643,7 @@ pub struct TurnResult {
     /// Text for the user, the completion result, or the error text.
     pub text: Arc<str>,
     /// The new child, for [`TurnAction::ChildActivated`].
-    pub child_frame: Option<Box<StackFrame>>,
+    pub(super) child: Option<Box<super::dispatch::ChildSpec>>,
 }
 
 impl TurnResult {
@@ -652,7 +652,7 @@ impl TurnResult {
         TurnResult {
             action,
             text: text.into(),
-            child_frame: None,
+            child: None,
         }
     }
 }

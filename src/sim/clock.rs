@@ -73,9 +73,20 @@ impl Clock {
             return;
         }
         if let Some(only) = self.only.take() {
-            self.queue.push(Reverse(only));
+            self.spill(only);
         }
         self.queue.push(Reverse(item));
+    }
+
+    /// A second item is scheduled: the only one moves into the heap. Most likely a parallel
+    /// batch starts, so the heap first gets room for a wide one, rather than growing (and
+    /// copying its items) through 4 and 8.
+    #[cold]
+    fn spill(&mut self, only: Scheduled) {
+        if self.queue.capacity() == 0 {
+            self.queue.reserve(16);
+        }
+        self.queue.push(Reverse(only));
     }
 
     fn peek(&self) -> Option<&Scheduled> {
