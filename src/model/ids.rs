@@ -3,6 +3,27 @@
 
 use uuid::Uuid;
 
+/// Whether two ids (of `tool_use` blocks, most often) are the same text. Ids are compared in
+/// pairs of every use with every other one of a reply or its results, and mostly differ: texts
+/// of different lengths or last eight bytes, where generated ids differ, are told apart without
+/// a call to `memcmp`, and texts that share their data (an `Arc` shared) are equal at once.
+#[inline(always)]
+pub fn same_id(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    if std::ptr::eq(a.as_ptr(), b.as_ptr()) {
+        return true;
+    }
+    if let (Some(x), Some(y)) = (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+        if x != y {
+            return false;
+        }
+    }
+    a == b
+}
+
 /// SplitMix64's output function: a fixed, version-stable bijection on `u64`.
 pub fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -106,6 +127,24 @@ impl FrameId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_id_is_text_equality() {
+        let shared: std::sync::Arc<str> = "toolu_0123456789".into();
+        let copy = shared.to_string();
+        assert!(same_id(&shared, &shared.clone()));
+        assert!(same_id(&shared, &copy));
+        // Same length and last eight bytes, different start.
+        assert!(!same_id("xoolu_0123456789", &copy));
+        assert!(!same_id("toolu_0123456788", &copy));
+        assert!(!same_id("toolu_012345678", &copy));
+        // Shorter than eight bytes.
+        assert!(same_id("t_1", "t_1"));
+        assert!(!same_id("t_1", "t_2"));
+        assert!(same_id("", ""));
+        // The same bytes at the same place, but a different length.
+        assert!(!same_id(&copy[..5], &copy[..6]));
+    }
 
     #[test]
     fn ids_are_a_pure_function_of_the_seed_and_version_stable() {

@@ -19,6 +19,7 @@ use serde_json::Value;
 use smallvec::SmallVec;
 
 use crate::model::hash::IdHashes;
+use crate::model::ids::same_id;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,9 +158,9 @@ impl Message {
 
     /// Whether this message answers `tool_use_id`.
     pub fn answers(&self, tool_use_id: &str) -> bool {
-        self.content
-            .iter()
-            .any(|b| matches!(b, Block::ToolResult { tool_use_id: id, .. } if &**id == tool_use_id))
+        self.content.iter().any(
+            |b| matches!(b, Block::ToolResult { tool_use_id: id, .. } if same_id(id, tool_use_id)),
+        )
     }
 }
 
@@ -455,7 +456,7 @@ impl Session {
             && self
                 .messages
                 .iter()
-                .any(|m| m.tool_uses().any(|u| &**u.id == id))
+                .any(|m| m.tool_uses().any(|u| same_id(u.id, id)))
     }
 }
 

@@ -540,7 +540,7 @@ fn on_reply(
                 // rejected as a failed call instead of corrupting the session.
                 let earlier = reply.content[..i]
                     .iter()
-                    .any(|b| matches!(b, Block::ToolUse { id: other, .. } if other == id));
+                    .any(|b| matches!(b, Block::ToolUse { id: other, .. } if crate::model::ids::same_id(other, id)));
                 if earlier || frame.session.has_tool_use_id(id) {
                     let message = format!("invalid reply: duplicate tool_use id '{id}'");
                     return reject_reply(frame, message, cx);

@@ -284,7 +284,7 @@ pub struct Pairing {
 /// the same text.
 #[inline]
 fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
-    Arc::ptr_eq(a, b) || **a == **b
+    crate::model::ids::same_id(a, b)
 }
 
 impl Pairing {
