@@ -41,7 +41,7 @@ use crate::agents::frame::StackFrame;
 use crate::agents::tools::{ToolError, ToolOutput};
 use crate::agents::tree::{Intervention, InterventionOutcome, Status};
 use crate::model::agent::{AgentDef, AgentKind, AgentResponse};
-use crate::model::ids::CallId;
+use crate::model::ids::{CallId, FrameId};
 use crate::model::llm::{Chunk, LlmError, LlmErrorKind, LlmReply, Usage};
 use crate::model::transcript::Content;
 
@@ -503,6 +503,10 @@ pub enum Event {
         key: Arc<str>,
         /// The agent.
         agent_id: Uuid,
+        /// Its frame in the runtime while it lives ([`crate::runtime::Runtime::frame`]), so that
+        /// a reader finds it without a search (not part of the event's record).
+        #[serde(skip)]
+        frame_ref: FrameId,
         /// Its frame name.
         frame: Arc<str>,
         /// The agent that started it (`None` for a main frame).

@@ -109,7 +109,7 @@ pub struct FrameId {
 
 impl FrameId {
     /// The id of place `index` in generation `generation`.
-    pub fn new(index: u32, generation: u32) -> FrameId {
+    pub const fn new(index: u32, generation: u32) -> FrameId {
         FrameId { index, generation }
     }
 

@@ -414,12 +414,14 @@ impl Observer {
         match event {
             Event::AgentState {
                 agent_id,
+                frame_ref,
                 frame,
                 from,
                 status,
                 ..
             } => {
-                self.tree.on_state(*agent_id, frame, *from, *status)?;
+                self.tree
+                    .on_state(*agent_id, *frame_ref, frame, *from, *status)?;
                 if status.is_terminal() {
                     self.tools.on_ended(*agent_id);
                 }

@@ -11,6 +11,7 @@ use crate::agents::tree::Status;
 use smallvec::SmallVec;
 
 use crate::model::hash::FxHashMap;
+use crate::model::ids::FrameId;
 use crate::runtime::Runtime;
 
 use super::{names, violation, Violation};
@@ -64,7 +65,7 @@ pub(super) struct TreeModel {
     /// How many of them live.
     live: usize,
     /// Agents whose status changed in this step.
-    touched: SmallVec<[Uuid; 4]>,
+    touched: SmallVec<[(Uuid, FrameId); 4]>,
     /// Forks by caller and handle: the fork's agent id, and its result once it ended.
     forks: FxHashMap<(Uuid, u32), ForkSeen>,
     /// Each running fork's caller and handle.
@@ -116,6 +117,7 @@ impl TreeModel {
     pub(super) fn on_state(
         &mut self,
         agent_id: Uuid,
+        frame_ref: FrameId,
         frame: &Arc<str>,
         from: Option<Status>,
         to: Status,
@@ -187,7 +189,7 @@ impl TreeModel {
                 self.subquestions.retain(|a| *a != agent_id);
             }
         }
-        self.touched.push(agent_id);
+        self.touched.push((agent_id, frame_ref));
         if !self.roused.is_empty() {
             self.roused.retain(|a| *a != agent_id);
         }
@@ -307,7 +309,7 @@ impl TreeModel {
 
     fn check_touched(&mut self, rt: &Runtime) -> Result<(), Violation> {
         let touched = std::mem::take(&mut self.touched);
-        for id in touched {
+        for (id, frame_ref) in touched {
             let Some((status, name)) = self.agents.get(&id) else {
                 continue;
             };
@@ -328,7 +330,8 @@ impl TreeModel {
                 }
                 continue;
             }
-            let frame = rt.find_agent(id).and_then(|f| rt.frame(f));
+            // Found by the place its event named (no search), and checked to be its frame.
+            let frame = rt.frame(frame_ref).filter(|f| f.frame_id() == id);
             match frame {
                 None => {
                     return Err(violation(
@@ -726,6 +729,9 @@ impl TreeModel {
 mod tests {
     use super::*;
 
+    /// A place no frame holds: the model's own checks never look at it.
+    const NO_FRAME: FrameId = FrameId::new(u32::MAX, 0);
+
     fn id(n: u128) -> Uuid {
         Uuid::from_u128(n)
     }
@@ -734,11 +740,24 @@ mod tests {
     fn a_status_changed_after_an_end_breaks_status_transitions() {
         let mut m = TreeModel::default();
         let f: Arc<str> = "agent:a".into();
-        m.on_state(id(1), &f, None, Status::Running).unwrap();
-        m.on_state(id(1), &f, Some(Status::Running), Status::Completed)
+        m.on_state(id(1), NO_FRAME, &f, None, Status::Running)
             .unwrap();
+        m.on_state(
+            id(1),
+            NO_FRAME,
+            &f,
+            Some(Status::Running),
+            Status::Completed,
+        )
+        .unwrap();
         let v = m
-            .on_state(id(1), &f, Some(Status::Completed), Status::Running)
+            .on_state(
+                id(1),
+                NO_FRAME,
+                &f,
+                Some(Status::Completed),
+                Status::Running,
+            )
             .unwrap_err();
         assert_eq!(v.invariant, names::STATUS_TRANSITIONS);
         assert!(v.message.contains("after it had ended"), "{v}");
@@ -748,23 +767,36 @@ mod tests {
     fn a_move_the_machine_forbids_or_from_a_wrong_status_breaks_status_transitions() {
         let mut m = TreeModel::default();
         let f: Arc<str> = "agent:a".into();
-        m.on_state(id(1), &f, None, Status::Running).unwrap();
-        m.on_state(id(1), &f, Some(Status::Running), Status::AwaitingUser)
+        m.on_state(id(1), NO_FRAME, &f, None, Status::Running)
             .unwrap();
+        m.on_state(
+            id(1),
+            NO_FRAME,
+            &f,
+            Some(Status::Running),
+            Status::AwaitingUser,
+        )
+        .unwrap();
         let v = m
-            .on_state(id(1), &f, Some(Status::AwaitingUser), Status::Completed)
+            .on_state(
+                id(1),
+                NO_FRAME,
+                &f,
+                Some(Status::AwaitingUser),
+                Status::Completed,
+            )
             .unwrap_err();
         assert!(v.message.contains("does not allow"), "{v}");
         let v = m
-            .on_state(id(1), &f, Some(Status::Running), Status::Error)
+            .on_state(id(1), NO_FRAME, &f, Some(Status::Running), Status::Error)
             .unwrap_err();
         assert!(v.message.contains("but it was awaiting_user"), "{v}");
         let v = m
-            .on_state(id(2), &f, None, Status::AwaitingUser)
+            .on_state(id(2), NO_FRAME, &f, None, Status::AwaitingUser)
             .unwrap_err();
         assert!(v.message.contains("started as awaiting_user"), "{v}");
         let v = m
-            .on_state(id(3), &f, Some(Status::Running), Status::Error)
+            .on_state(id(3), NO_FRAME, &f, Some(Status::Running), Status::Error)
             .unwrap_err();
         assert!(v.message.contains("never started"), "{v}");
     }
@@ -776,21 +808,40 @@ mod tests {
         let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
         let mut m = TreeModel::default();
         let f: Arc<str> = "agent:a".into();
-        m.on_state(id(1), &f, None, Status::Running).unwrap();
+        m.on_state(id(1), NO_FRAME, &f, None, Status::Running)
+            .unwrap();
         // A message to a running agent (a queued one, routed as it starts) moves nothing.
         m.on_user_message(id(1));
-        m.on_state(id(1), &f, Some(Status::Running), Status::AwaitingUser)
-            .unwrap();
+        m.on_state(
+            id(1),
+            NO_FRAME,
+            &f,
+            Some(Status::Running),
+            Status::AwaitingUser,
+        )
+        .unwrap();
         m.touched.clear();
         m.end_of_step(&rt).unwrap();
         // Awaiting the user, it gets a message and runs: sound.
         m.on_user_message(id(1));
-        m.on_state(id(1), &f, Some(Status::AwaitingUser), Status::Running)
-            .unwrap();
+        m.on_state(
+            id(1),
+            NO_FRAME,
+            &f,
+            Some(Status::AwaitingUser),
+            Status::Running,
+        )
+        .unwrap();
         m.touched.clear();
         m.end_of_step(&rt).unwrap();
-        m.on_state(id(1), &f, Some(Status::Running), Status::AwaitingUser)
-            .unwrap();
+        m.on_state(
+            id(1),
+            NO_FRAME,
+            &f,
+            Some(Status::Running),
+            Status::AwaitingUser,
+        )
+        .unwrap();
         m.touched.clear();
         // It gets one and its status stays.
         m.on_user_message(id(1));
@@ -879,8 +930,9 @@ mod tests {
         assert!(v.message.contains("which is no handle"), "{v}");
         // Unless the caller ended in the step (its forks never start).
         m.on_fork_answered(caller, &f, &t, "3").unwrap();
-        m.on_state(caller, &f, None, Status::Running).unwrap();
-        m.on_state(caller, &f, Some(Status::Running), Status::Error)
+        m.on_state(caller, NO_FRAME, &f, None, Status::Running)
+            .unwrap();
+        m.on_state(caller, NO_FRAME, &f, Some(Status::Running), Status::Error)
             .unwrap();
         assert!(m.check_deferred().is_ok());
     }
@@ -966,8 +1018,9 @@ mod tests {
         assert!(v.message.contains("but main goes on"), "{v}");
         m.on_wait(caller, &w1, Some(1));
         assert!(m.on_result(caller, &f, &w1, &skip, true).is_ok());
-        m.on_state(caller, &f, None, Status::Running).unwrap();
-        m.on_state(caller, &f, Some(Status::Running), Status::Deleted)
+        m.on_state(caller, NO_FRAME, &f, None, Status::Running)
+            .unwrap();
+        m.on_state(caller, NO_FRAME, &f, Some(Status::Running), Status::Deleted)
             .unwrap();
         assert!(m.check_deferred().is_ok());
         // A result of another tool use is none of its business.
@@ -988,7 +1041,7 @@ mod tests {
         m.on_wait(f1, &"w2".into(), Some(1));
         let (name, up): (Arc<str>, Option<Status>) = ("fork".into(), None);
         for f in [f1, f11] {
-            m.on_state(f, &name, up, Status::Running).unwrap();
+            m.on_state(f, NO_FRAME, &name, up, Status::Running).unwrap();
         }
         assert!(!m.waits_on(main, f11), "fork 1#1 did not ask");
         m.on_question(f11, &Some("q".into()));
@@ -1050,7 +1103,8 @@ mod tests {
         let rt = Runtime::new(Arc::new(Catalog::default()), RuntimeConfig::default());
         let mut m = TreeModel::default();
         let f: Arc<str> = "agent:a".into();
-        m.on_state(id(1), &f, None, Status::Running).unwrap();
+        m.on_state(id(1), NO_FRAME, &f, None, Status::Running)
+            .unwrap();
         let v = m.end_of_step(&rt).unwrap_err();
         assert_eq!(v.invariant, names::TREE_CONSISTENCY);
         assert!(

@@ -67,8 +67,6 @@ pub struct Runtime {
     ended: VecDeque<crate::agents::tree::Node>,
     /// Agents started so far (the order of the tree).
     order: u64,
-    /// The frame of each live agent, by agent id (looked up, never iterated).
-    agents: crate::model::hash::FxHashMap<uuid::Uuid, FrameId>,
     /// Forks started by the turn that just ran, placed and started once it is over.
     new_forks: Vec<StackFrame>,
 }
@@ -140,7 +138,6 @@ impl Runtime {
             watch_timers: BTreeMap::new(),
             ended: VecDeque::new(),
             order: 0,
-            agents: crate::model::hash::FxHashMap::with_capacity_and_hasher(8, Default::default()),
             new_forks: Vec::new(),
         }
     }

@@ -203,7 +203,6 @@ impl Runtime {
                     rt.stacks.place_next_at(place);
                 }
                 let id = rt.stacks.push(slot, frame);
-                rt.index_agent(id);
                 placed.insert(agent_id, id);
                 if let Some(waiting) = reissue {
                     rt.reissue(id, waiting)?;
@@ -254,7 +253,6 @@ impl Runtime {
                     handle: of.handle,
                 });
                 let id = rt.stacks.insert_detached(slot, frame, caller);
-                rt.index_agent(id);
                 placed.insert(agent_id, id);
                 if let Some(record) = rt.stacks.frame_mut(caller).and_then(|c| {
                     c.node

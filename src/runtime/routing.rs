@@ -216,7 +216,6 @@ impl Runtime {
             .frame_and_entry_mut(id)
             .expect("a stack lists live frames");
         let ending = super::tree::Ending {
-            agents: &mut self.agents,
             effects: &mut self.effects,
             events: &mut self.events,
             config: &self.config,

@@ -64,6 +64,7 @@ fn publish(
         events.push(Event::AgentState {
             key: key.clone(),
             agent_id: frame.frame_id,
+            frame_ref: frame.id,
             frame: frame.agent.frame_name.clone(),
             parent_id: frame.node.parent_agent,
             from,
@@ -88,7 +89,6 @@ fn publish(
 
 /// The parts of the runtime a node's end writes to (see [`Runtime::ending`]).
 pub(super) struct Ending<'a> {
-    pub(super) agents: &'a mut crate::model::hash::FxHashMap<Uuid, FrameId>,
     pub(super) effects: &'a mut std::collections::VecDeque<Effect>,
     pub(super) events: &'a mut Vec<Event>,
     pub(super) config: &'a super::RuntimeConfig,
@@ -114,7 +114,6 @@ impl Ending<'_> {
         status: Status,
         result: &Arc<str>,
     ) {
-        self.agents.remove(&frame.frame_id);
         let from = frame.node.status;
         debug_assert!(
             from.can_become(status) || self.config.planted.is_some(),
@@ -207,21 +206,15 @@ impl Runtime {
         self.ended.iter()
     }
 
-    /// The live frame of an agent.
-    #[inline]
+    /// The live frame of an agent, found among the live frames. (Only interventions, the tree's
+    /// readers and the observer's rarer checks look agents up by id, so no index is kept: one
+    /// would cost every frame an insertion and a removal. The events that name an agent to a
+    /// reader that must find it at every step, `agent-state`, carry its [`FrameId`].)
     pub fn find_agent(&self, agent_id: Uuid) -> Option<FrameId> {
-        let id = *self.agents.get(&agent_id)?;
         self.stacks
-            .frame(id)
-            .is_some_and(|f| f.frame_id == agent_id)
-            .then_some(id)
-    }
-
-    /// Indexes a frame placed without [`Runtime::node_started`] (a restore).
-    pub(super) fn index_agent(&mut self, id: FrameId) {
-        if let Some(f) = self.stacks.frame(id) {
-            self.agents.insert(f.frame_id, id);
-        }
+            .live_frames()
+            .find(|f| f.frame_id == agent_id)
+            .map(|f| f.id)
     }
 
     fn node_of(&self, f: &StackFrame, messages: bool) -> Node {
@@ -248,7 +241,6 @@ impl Runtime {
         frame.node.status = Status::Running;
         frame.node.parent_agent = parent_agent;
         let agent_id = frame.frame_id;
-        self.agents.insert(agent_id, id);
         publish(
             &entry.key,
             frame,
@@ -281,7 +273,6 @@ impl Runtime {
     /// still in the arena can end in place.
     pub(super) fn ending(&mut self) -> Ending<'_> {
         Ending {
-            agents: &mut self.agents,
             effects: &mut self.effects,
             events: &mut self.events,
             config: &self.config,
