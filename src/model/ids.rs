@@ -3,10 +3,11 @@
 
 use uuid::Uuid;
 
-/// Whether two ids (of `tool_use` blocks, most often) are the same text. Ids are compared in
-/// pairs of every use with every other one of a reply or its results, and mostly differ: texts
-/// of different lengths or last eight bytes, where generated ids differ, are told apart without
-/// a call to `memcmp`, and texts that share their data (an `Arc` shared) are equal at once.
+/// Whether two ids (of `tool_use` blocks, most often, or agent names) are the same text. Ids are
+/// compared in pairs of every use with every other one of a reply or its results, and mostly
+/// differ: texts of different lengths or last eight bytes, where generated ids differ, are told
+/// apart without a call to `memcmp`, as are texts under eight bytes, and texts that share their
+/// data (an `Arc` shared) are equal at once.
 #[inline(always)]
 pub fn same_id(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -16,12 +17,12 @@ pub fn same_id(a: &str, b: &str) -> bool {
     if std::ptr::eq(a.as_ptr(), b.as_ptr()) {
         return true;
     }
-    if let (Some(x), Some(y)) = (a.last_chunk::<8>(), b.last_chunk::<8>()) {
-        if x != y {
-            return false;
-        }
+    match (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+        (Some(x), Some(y)) if x != y => false,
+        (Some(_), Some(_)) => a == b,
+        // Short (a name): byte by byte, no call.
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
     }
-    a == b
 }
 
 /// SplitMix64's output function: a fixed, version-stable bijection on `u64`.

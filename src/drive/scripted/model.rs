@@ -97,6 +97,7 @@ pub struct Exhausted {
 /// One agent's script and how much of it was used.
 #[derive(Clone, Debug, Default)]
 struct Script {
+    agent: String,
     replies: Vec<ScriptedReply>,
     used: usize,
 }
@@ -112,8 +113,15 @@ pub trait MoreReplies: fmt::Debug + Send + Sync {
 /// Scripts for every agent.
 #[derive(Clone, Debug, Default)]
 pub struct MockLlm {
-    /// Keyed by agent name; ordered, so that [`MockLlm::unused`] is stable.
-    scripts: BTreeMap<String, Script>,
+    /// The scripts, in the order their agents were first named.
+    scripts: Vec<Script>,
+    /// Where each agent's script is: hashed, since every model call looks its agent up (among a
+    /// hundred agents, a search of an ordered map compares a name seven times). Never iterated
+    /// into output ([`MockLlm::unused`] orders what it lists).
+    by_agent: crate::model::hash::FxHashMap<String, usize>,
+    /// The script of the last call: most calls come from the agent that made the one before
+    /// (a tool loop), and comparing one name costs less than hashing it.
+    last: usize,
     next_id: u64,
     /// Replies past the end of a script, if the scripts are open-ended.
     more: Option<Arc<dyn MoreReplies>>,
@@ -122,11 +130,23 @@ pub struct MockLlm {
 impl MockLlm {
     /// Scripts keyed by agent name (`main`, or a skill's or agent's name).
     pub fn new(scripts: BTreeMap<String, Vec<ScriptedReply>>) -> MockLlm {
+        let scripts: Vec<Script> = scripts
+            .into_iter()
+            .map(|(agent, replies)| Script {
+                agent,
+                replies,
+                used: 0,
+            })
+            .collect();
+        let by_agent = scripts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.agent.clone(), i))
+            .collect();
         MockLlm {
-            scripts: scripts
-                .into_iter()
-                .map(|(agent, replies)| (agent, Script { replies, used: 0 }))
-                .collect(),
+            scripts,
+            by_agent,
+            last: usize::MAX,
             next_id: 0,
             more: None,
         }
@@ -140,12 +160,11 @@ impl MockLlm {
 
     /// The next reply for `agent` (one map lookup; the scripted reply is not copied).
     pub fn next(&mut self, agent: &str) -> Result<Answer, Exhausted> {
-        let script = match self.scripts.get_mut(agent) {
-            Some(script) => script,
-            // An agent without a script: its calls are still counted, for the error and for
-            // `calls`.
-            None => self.scripts.entry(agent.to_owned()).or_default(),
+        let i = match self.scripts.get(self.last) {
+            Some(last) if crate::model::ids::same_id(&last.agent, agent) => self.last,
+            _ => self.find(agent),
         };
+        let script = &mut self.scripts[i];
         script.used += 1;
         let call = script.used;
         if call == script.replies.len() + 1 {
@@ -205,26 +224,50 @@ impl MockLlm {
         })
     }
 
+    /// Where `agent`'s script is, remembered as the last one. An agent without a script gets an
+    /// empty one: its calls are still counted, for the error and for `calls`.
+    #[cold]
+    fn find(&mut self, agent: &str) -> usize {
+        let i = match self.by_agent.get(agent) {
+            Some(&i) => i,
+            None => {
+                self.scripts.push(Script {
+                    agent: agent.to_owned(),
+                    ..Script::default()
+                });
+                self.by_agent
+                    .insert(agent.to_owned(), self.scripts.len() - 1);
+                self.scripts.len() - 1
+            }
+        };
+        self.last = i;
+        i
+    }
+
+    fn script(&self, agent: &str) -> Option<&Script> {
+        self.by_agent.get(agent).map(|&i| &self.scripts[i])
+    }
+
     /// The scripted reply behind call `call` (1-based) of `agent`.
     pub fn scripted(&self, agent: &str, call: usize) -> Option<&ScriptedReply> {
-        self.scripts.get(agent)?.replies.get(call.checked_sub(1)?)
+        self.script(agent)?.replies.get(call.checked_sub(1)?)
     }
 
     /// Whether `agent` has a script (a declared agent's, or a fork's or workflow child's).
     pub fn has_script(&self, agent: &str) -> bool {
-        self.scripts.contains_key(agent)
+        self.by_agent.contains_key(agent)
     }
 
     /// Calls made so far for `agent`.
     pub fn calls(&self, agent: &str) -> usize {
-        self.scripts.get(agent).map_or(0, |s| s.used)
+        self.script(agent).map_or(0, |s| s.used)
     }
 
     /// Script entries left unused, by agent.
     pub fn unused(&self) -> BTreeMap<&str, usize> {
         self.scripts
             .iter()
-            .map(|(a, s)| (a.as_str(), s.replies.len().saturating_sub(s.used)))
+            .map(|s| (s.agent.as_str(), s.replies.len().saturating_sub(s.used)))
             .filter(|(_, n)| *n > 0)
             .collect()
     }
