@@ -49,13 +49,34 @@ impl TurnCx<'_> {
     }
 }
 
+/// Publishes `frame`'s move from `from` to `status`: an [`Event::AgentState`] when events are
+/// recorded, an `agent-state` stream effect when they are streamed. (The test is inlined, so that
+/// a runtime that does neither pays no call.)
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn publish(
     key: &Arc<str>,
     frame: &StackFrame,
     from: Option<Status>,
     status: Status,
-    result: Option<Arc<str>>,
+    result: Option<&Arc<str>>,
+    effects: &mut std::collections::VecDeque<Effect>,
+    events: &mut Vec<Event>,
+    config: &super::RuntimeConfig,
+) {
+    if config.record_events || config.stream_agent_states {
+        publish_state(key, frame, from, status, result, effects, events, config);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn publish_state(
+    key: &Arc<str>,
+    frame: &StackFrame,
+    from: Option<Status>,
+    status: Status,
+    result: Option<&Arc<str>>,
     effects: &mut std::collections::VecDeque<Effect>,
     events: &mut Vec<Event>,
     config: &super::RuntimeConfig,
@@ -69,7 +90,7 @@ fn publish(
             parent_id: frame.node.parent_agent,
             from,
             status,
-            result: result.clone(),
+            result: result.cloned(),
         });
     }
     if !config.stream_agent_states {
@@ -82,7 +103,7 @@ fn publish(
             parent_id: frame.node.parent_agent,
             name: frame.agent.frame_name.clone(),
             status,
-            result,
+            result: result.cloned(),
         },
     });
 }
@@ -125,7 +146,7 @@ impl Ending<'_> {
             frame,
             Some(from),
             status,
-            Some(result.clone()),
+            Some(result),
             self.effects,
             self.events,
             self.config,
