@@ -38,7 +38,6 @@ use super::{names, same_text, semantic, violation, Violation};
 #[derive(Clone, Debug)]
 struct Run {
     frame_id: Uuid,
-    frame: Arc<str>,
     tool_use_id: Arc<str>,
     name: Arc<str>,
     /// The run's current call (a restored runtime issues it again under a new one).
@@ -208,7 +207,6 @@ impl ToolRuns {
                     }
                     let mut r = Run {
                         frame_id: run.frame_id,
-                        frame: run.agent.frame_name.clone(),
                         tool_use_id: run.tool_use_id.clone(),
                         name: run.name.clone(),
                         call: *call,
@@ -231,6 +229,7 @@ impl ToolRuns {
     pub(super) fn on_result(
         &mut self,
         frame_id: Uuid,
+        frame: &Arc<str>,
         tool_use_id: &Arc<str>,
         content: &Arc<str>,
         is_error: bool,
@@ -239,13 +238,14 @@ impl ToolRuns {
         if self.open.is_empty() {
             return Ok(());
         }
-        self.judge_result(frame_id, tool_use_id, content, is_error, now)
+        self.judge_result(frame_id, frame, tool_use_id, content, is_error, now)
     }
 
-    #[inline(never)]
+    #[inline(always)]
     fn judge_result(
         &mut self,
         frame_id: Uuid,
+        frame: &Arc<str>,
         tool_use_id: &Arc<str>,
         content: &Arc<str>,
         is_error: bool,
@@ -274,12 +274,7 @@ impl ToolRuns {
         if semantic::is_skip(content) || **content == *messages::FORK_CANCELLED {
             return Ok(());
         }
-        let Run {
-            frame,
-            name,
-            output,
-            ..
-        } = &run;
+        let Run { name, output, .. } = &run;
         let deadline = run.deadline();
         let timed_out = deadline.filter(|_| is_error).and_then(|d| {
             let text = messages::tool_timed_out(name, run.timeout.unwrap_or(0));
@@ -335,7 +330,13 @@ impl ToolRuns {
     /// result. `stuck`: the run has stopped with nothing scheduled, so a batch in at `now` is
     /// due too.
     #[inline]
-    pub(super) fn check_due(&mut self, now: u64, stuck: bool) -> Result<(), Violation> {
+    /// `name_of` names a run's frame for the message, by agent id.
+    pub(super) fn check_due(
+        &mut self,
+        now: u64,
+        stuck: bool,
+        name_of: impl Fn(Uuid) -> Option<Arc<str>>,
+    ) -> Result<(), Violation> {
         if now < self.min_in || (now == self.min_in && !stuck) {
             return Ok(()); // Nothing open was in before now: no batch can be overdue.
         }
@@ -344,7 +345,7 @@ impl ToolRuns {
             None => *self.due.insert(self.earliest_due()),
         };
         match due {
-            Some(due) if due < now || (stuck && due <= now) => self.find_due(now, stuck),
+            Some(due) if due < now || (stuck && due <= now) => self.find_due(now, stuck, name_of),
             _ => Ok(()),
         }
     }
@@ -377,7 +378,12 @@ impl ToolRuns {
     }
 
     #[cold]
-    pub(super) fn find_due(&self, now: u64, stuck: bool) -> Result<(), Violation> {
+    pub(super) fn find_due(
+        &self,
+        now: u64,
+        stuck: bool,
+        name_of: impl Fn(Uuid) -> Option<Arc<str>>,
+    ) -> Result<(), Violation> {
         for run in &self.open {
             // Its batch: every open run of its frame.
             let mut batch_in = Some(0u64);
@@ -392,11 +398,12 @@ impl ToolRuns {
             };
             if due < now || (stuck && due <= now) {
                 let Run {
-                    frame,
-                    name,
-                    tool_use_id,
-                    ..
+                    name, tool_use_id, ..
                 } = run;
+                // Its frame waits for the batch, so it lives and is named (a run keeps only
+                // its frame's id: a smaller run is cheaper to move).
+                let frame = name_of(run.frame_id)
+                    .map_or_else(|| format!("agent {}", run.frame_id), |n| n.to_string());
                 let why = match (&run.output, run.deadline()) {
                     (Some((_, _, at)), Some(d)) if d < *at => format!("its deadline of {d}ms"),
                     (Some((_, _, at)), _) => format!("its output at {at}ms"),
@@ -420,7 +427,6 @@ mod tests {
     fn run(frame_id: Uuid, id: &str, started: u64, timeout: Option<u64>) -> Run {
         let mut r = Run {
             frame_id,
-            frame: "main".into(),
             tool_use_id: id.into(),
             name: "t1".into(),
             call: started + id.len() as u64,
@@ -431,6 +437,10 @@ mod tests {
         };
         r.update_in();
         r
+    }
+
+    fn no_name(_: Uuid) -> Option<Arc<str>> {
+        None
     }
 
     fn model(runs: Vec<Run>) -> ToolRuns {
@@ -454,19 +464,19 @@ mod tests {
         let f = Uuid::from_u128(1);
         let mut m = model(vec![run(f, "tu1", 100, Some(1000))]);
         assert!(
-            m.check_due(1100, false).is_ok(),
+            m.check_due(1100, false, no_name).is_ok(),
             "due, but the step at its deadline may answer it"
         );
         assert!(
-            m.check_due(1100, true).is_err(),
+            m.check_due(1100, true, no_name).is_err(),
             "stuck at its deadline: it was due"
         );
-        let v = m.check_due(1101, false).unwrap_err();
+        let v = m.check_due(1101, false, no_name).unwrap_err();
         assert_eq!(v.invariant, names::TOOL_RUNS);
         assert!(v.message.contains("deadline of 1100ms"), "{v:?}");
         // A run with no timeout and no output is never due.
         assert!(model(vec![run(f, "tu1", 0, None)])
-            .check_due(1_000_000, true)
+            .check_due(1_000_000, true, no_name)
             .is_ok());
     }
 
@@ -478,11 +488,14 @@ mod tests {
         done.update_in();
         let slow = run(f, "tu2", 0, Some(1000));
         let mut m = model(vec![done.clone(), slow]);
-        assert!(m.check_due(500, false).is_ok(), "tu2 is not in yet");
-        assert!(m.check_due(1001, false).is_err());
+        assert!(
+            m.check_due(500, false, no_name).is_ok(),
+            "tu2 is not in yet"
+        );
+        assert!(m.check_due(1001, false, no_name).is_err());
         // A batch with a run that never answers and has no timeout waits for good.
         let mut m = model(vec![done, run(f, "tu3", 0, None)]);
-        assert!(m.check_due(1_000_000, true).is_ok());
+        assert!(m.check_due(1_000_000, true, no_name).is_ok());
     }
 
     #[test]
@@ -492,19 +505,19 @@ mod tests {
         // Timed out before the deadline.
         let mut m = model(vec![run(f, "tu1", 0, Some(1000))]);
         let v = m
-            .on_result(f, &"tu1".into(), &timeout_text, true, 999)
+            .on_result(f, &"main".into(), &"tu1".into(), &timeout_text, true, 999)
             .unwrap_err();
         assert!(v.message.contains("before its deadline"), "{v:?}");
         // Timed out at the deadline: right.
         let mut m = model(vec![run(f, "tu1", 0, Some(1000))]);
         assert!(m
-            .on_result(f, &"tu1".into(), &timeout_text, true, 1000)
+            .on_result(f, &"main".into(), &"tu1".into(), &timeout_text, true, 1000)
             .is_ok());
         assert!(m.open.is_empty());
         // A result with no output behind it.
         let mut m = model(vec![run(f, "tu1", 0, None)]);
         let v = m
-            .on_result(f, &"tu1".into(), &"ok".into(), false, 5)
+            .on_result(f, &"main".into(), &"tu1".into(), &"ok".into(), false, 5)
             .unwrap_err();
         assert!(v.message.contains("had not answered"), "{v:?}");
         // Another run's output.
@@ -518,14 +531,16 @@ mod tests {
             3,
         );
         let v = m
-            .on_result(f, &"tu1".into(), &"two".into(), false, 3)
+            .on_result(f, &"main".into(), &"tu1".into(), &"two".into(), false, 3)
             .unwrap_err();
         assert!(v.message.contains("but its tool answered \"one\""), "{v:?}");
         // A failed run gives the failure text.
         let mut m = model(vec![run(f, "tu1", 0, None)]);
         m.on_tool_done(m.open[0].call, &Err(ToolError("disk full".into())), 3);
         let text: Arc<str> = messages::tool_failed("disk full").into();
-        assert!(m.on_result(f, &"tu1".into(), &text, true, 3).is_ok());
+        assert!(m
+            .on_result(f, &"main".into(), &"tu1".into(), &text, true, 3)
+            .is_ok());
         // An output after the deadline appended instead of the timeout.
         let mut m = model(vec![run(f, "tu1", 0, Some(1000))]);
         m.on_tool_done(
@@ -537,12 +552,21 @@ mod tests {
             2000,
         );
         let v = m
-            .on_result(f, &"tu1".into(), &"late".into(), false, 2000)
+            .on_result(
+                f,
+                &"main".into(),
+                &"tu1".into(),
+                &"late".into(),
+                false,
+                2000,
+            )
             .unwrap_err();
         assert!(v.message.contains("after its deadline"), "{v:?}");
         // A skip text is tool-execution's to judge.
         let mut m = model(vec![run(f, "tu1", 0, None)]);
         let skip: Arc<str> = messages::CANCELLED_BY_USER.into();
-        assert!(m.on_result(f, &"tu1".into(), &skip, true, 1).is_ok());
+        assert!(m
+            .on_result(f, &"main".into(), &"tu1".into(), &skip, true, 1)
+            .is_ok());
     }
 }
