@@ -258,7 +258,7 @@ impl AgentStackManager {
     pub fn slot(&self, key: &str) -> Option<usize> {
         // Most runs hold one conversation: its key is compared without searching the map.
         if let [only] = &self.entries[..] {
-            return crate::model::ids::same_id(&only.key, key).then_some(0);
+            return (*only.key == *key).then_some(0);
         }
         self.by_key.get(key).copied()
     }
