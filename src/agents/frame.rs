@@ -241,7 +241,7 @@ impl StackFrame {
         parent_tool_use_id: Option<Arc<str>>,
     ) -> StackFrame {
         let user_content = Arc::default();
-        StackFrame::child(
+        StackFrame::with_task(
             frame_id,
             agent,
             session,
@@ -252,10 +252,10 @@ impl StackFrame {
         )
     }
 
-    /// [`StackFrame::new`] with its batch sends so far and its task given: built whole, so
-    /// that a frame built in its place is never copied.
+    /// [`StackFrame::new`] with its task (`user_content`) and its batch sends so far given:
+    /// built whole, so that a frame built in its place is never copied.
     #[inline(always)]
-    pub(crate) fn child(
+    pub(crate) fn with_task(
         frame_id: Uuid,
         agent: Arc<AgentDef>,
         session: Session,

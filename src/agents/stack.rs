@@ -139,31 +139,28 @@ impl Arena {
         Some(index)
     }
 
+    /// Frees the place of live frame `id`, whose frame the caller then takes out or drops
+    /// there.
     #[inline(always)]
-    fn remove(&mut self, id: FrameId) -> Option<StackFrame> {
+    fn vacate(&mut self, id: FrameId) -> Option<&mut Option<StackFrame>> {
         let place = self.places.get_mut(id.index() as usize)?;
-        if place.generation != id.generation() {
+        if place.generation != id.generation() || place.frame.is_none() {
             return None;
         }
-        let frame = place.frame.take()?;
         self.live -= 1;
         self.free.push(Reverse(id.index()));
-        Some(frame)
+        Some(&mut place.frame)
+    }
+
+    #[inline(always)]
+    fn remove(&mut self, id: FrameId) -> Option<StackFrame> {
+        self.vacate(id)?.take()
     }
 
     /// Drops frame `id` where it lies (taking it out first would copy it).
     #[inline(always)]
     fn discard(&mut self, id: FrameId) -> bool {
-        let Some(place) = self.places.get_mut(id.index() as usize) else {
-            return false;
-        };
-        if place.generation != id.generation() || place.frame.is_none() {
-            return false;
-        }
-        place.frame = None;
-        self.live -= 1;
-        self.free.push(Reverse(id.index()));
-        true
+        self.vacate(id).map(|frame| *frame = None).is_some()
     }
 
     #[inline]

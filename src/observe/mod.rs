@@ -128,14 +128,6 @@ pub mod names {
     pub const WIRE: [&str; 2] = [REPLAYED_HISTORY, REQUEST_FORMAT];
 }
 
-/// The frame name of a live agent of `rt`, by agent id.
-fn frame_name(rt: &Runtime) -> impl Fn(Uuid) -> Option<Arc<str>> + '_ {
-    |id| {
-        let frame = rt.frame(rt.find_agent(id)?)?;
-        Some(frame.agent_name().clone())
-    }
-}
-
 /// Whether two texts are equal (the same `Arc` most of the time, as the runtime shares them).
 #[inline]
 fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
@@ -321,8 +313,8 @@ impl Observer {
 
     /// Where a run stops with nothing scheduled at `now`: what was due by then and never came
     /// (a tool run whose batch was in; see `tool-runs`).
-    pub fn check_stuck(&self, rt: &Runtime, now: u64) -> Result<(), Violation> {
-        self.tools.find_due(now, true, frame_name(rt))
+    pub fn check_stuck(&self, now: u64) -> Result<(), Violation> {
+        self.tools.find_due(now, true, |id| self.tree.name_of(id))
     }
 
     /// Checks one step: its events in order, then the runtime's state at the end of the step.
@@ -962,7 +954,10 @@ impl Observer {
             .structural_end(rt)
             .and_then(|()| self.tree.end_of_step(rt))
             .and_then(|()| self.sessions.end_of_step(rt))
-            .and_then(|()| self.tools.check_due(rt.now(), false, frame_name(rt)))
+            .and_then(|()| {
+                let tree = &self.tree;
+                self.tools.check_due(rt.now(), false, |id| tree.name_of(id))
+            })
         {
             self.step = semantic::StepFacts::default();
             self.cancel_sent = false;

@@ -400,8 +400,8 @@ impl ToolRuns {
                 let Run {
                     name, tool_use_id, ..
                 } = run;
-                // Its frame waits for the batch, so it lives and is named (a run keeps only
-                // its frame's id: a smaller run is cheaper to move).
+                // Named by its agent-state events (a run keeps only its frame's id: a smaller
+                // run is cheaper to move).
                 let frame = name_of(run.frame_id)
                     .map_or_else(|| format!("agent {}", run.frame_id), |n| n.to_string());
                 let why = match (&run.output, run.deadline()) {

@@ -442,6 +442,11 @@ impl TreeModel {
         Ok(())
     }
 
+    /// The frame name `agent`'s events gave it, if it has any.
+    pub(super) fn name_of(&self, agent: Uuid) -> Option<Arc<str>> {
+        self.agents.get(&agent).map(|(_, name)| name.clone())
+    }
+
     /// Whether `agent` ended, by its events.
     fn has_ended(&self, agent: Uuid) -> bool {
         self.agents

@@ -100,7 +100,7 @@ impl ChildSpec {
         let mut session = Session::with_id(self.agent_session_id);
         session.add_user_message(self.req.message.clone());
         let batch_sends = u32::from(self.req.agent.batch.is_some());
-        StackFrame::child(
+        StackFrame::with_task(
             self.frame_id,
             self.req.agent,
             session,

@@ -84,7 +84,7 @@ impl Runtime {
             let parent = self.stacks.top_id(slot);
             let task = text.clone();
             let id = self.stacks.push_with(slot, || {
-                StackFrame::child(frame_id, agent, session, main_session_id, None, 0, task)
+                StackFrame::with_task(frame_id, agent, session, main_session_id, None, 0, task)
             });
             // Set in place, and only then recorded.
             let frame = self

@@ -126,8 +126,8 @@ impl Ending<'_> {
         }
     }
 
-    /// `frame` of conversation `key` ends with `status` and `result`: it leaves the agent
-    /// index, its end is published, and its node (its lists moved out) joins the ended nodes.
+    /// `frame` of conversation `key` ends with `status` and `result`: its end is published, and
+    /// its node (its lists moved out) joins the ended nodes.
     pub(super) fn end(
         self,
         key: &Arc<str>,

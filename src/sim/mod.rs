@@ -535,7 +535,7 @@ impl Sim {
         if let Some(Err(violation)) = self
             .observer
             .as_ref()
-            .map(|o| o.check_stuck(&self.rt, self.clock.now()))
+            .map(|o| o.check_stuck(self.clock.now()))
         {
             return RunError::Violation {
                 violation,
