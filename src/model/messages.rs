@@ -29,7 +29,12 @@ pub const FORK_CANCELLED: &str = "Cancelled: parent ended.";
 /// `Tool '<name>' is not available to a fork`: a fork never takes over the conversation, so it
 /// does not delegate interactively (its questions wait for an answer by id instead).
 pub fn not_available_to_fork(name: &str) -> String {
-    format!("Tool '{name}' is not available to a fork")
+    tool_says(name, FOR_FORK)
+}
+
+/// Whether `content` is [`not_available_to_fork`]`(name)` (without building it).
+pub fn is_not_available_to_fork(content: &str, name: &str) -> bool {
+    is_tool_saying(content, name, FOR_FORK)
 }
 
 /// `No fork with handle <n>` (DESIGN §8).
@@ -43,9 +48,35 @@ pub fn llm_error(message: &str) -> String {
     format!("LLM error: {message}")
 }
 
+/// The refusals name the tool between these and one of the tails below.
+const TOOL_OPEN: &str = "Tool '";
+const TOOL_CLOSE: &str = "'";
+const NOT_FOUND: &str = " not found";
+const NOT_AVAILABLE: &str = " is not available to this agent";
+const FOR_FORK: &str = " is not available to a fork";
+
+fn tool_says(name: &str, tail: &str) -> String {
+    [TOOL_OPEN, name, TOOL_CLOSE, tail].concat()
+}
+
+/// Whether `content` is `tool_says(name, tail)`: read in place, since the observer asks it of
+/// every result of a built-in tool.
+fn is_tool_saying(content: &str, name: &str, tail: &str) -> bool {
+    content
+        .strip_prefix(TOOL_OPEN)
+        .and_then(|rest| rest.strip_suffix(tail))
+        .and_then(|rest| rest.strip_suffix(TOOL_CLOSE))
+        == Some(name)
+}
+
 /// `Tool '<name>' not found`.
 pub fn tool_not_found(name: &str) -> String {
-    format!("Tool '{name}' not found")
+    tool_says(name, NOT_FOUND)
+}
+
+/// Whether `content` is [`tool_not_found`]`(name)` (without building it).
+pub fn is_tool_not_found(content: &str, name: &str) -> bool {
+    is_tool_saying(content, name, NOT_FOUND)
 }
 
 /// `Tool execution failed: <message>`.
@@ -56,7 +87,12 @@ pub fn tool_failed(message: &str) -> String {
 /// `Tool '<name>' is not available to this agent` (outside the frame's whitelist, or `complete`
 /// called by the main agent).
 pub fn tool_not_available(name: &str) -> String {
-    format!("Tool '{name}' is not available to this agent")
+    tool_says(name, NOT_AVAILABLE)
+}
+
+/// Whether `content` is [`tool_not_available`]`(name)` (without building it).
+pub fn is_tool_not_available(content: &str, name: &str) -> bool {
+    is_tool_saying(content, name, NOT_AVAILABLE)
 }
 
 /// `Tool '<name>' timed out after <N>s` (DESIGN §3 item 10).
@@ -128,4 +164,52 @@ pub const TOOL_INTERRUPTED: &str = "[Request interrupted by user for tool use]";
 /// `Agent interrupted: <cause>`, the failed tool result a fixed batch delegation returns.
 pub fn agent_interrupted(cause: &str) -> String {
     format!("Agent interrupted: {cause}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    type Refusal = (fn(&str) -> String, fn(&str, &str) -> bool);
+    const REFUSALS: [Refusal; 3] = [
+        (tool_not_found, is_tool_not_found),
+        (tool_not_available, is_tool_not_available),
+        (not_available_to_fork, is_not_available_to_fork),
+    ];
+
+    #[test]
+    fn a_refusal_is_recognised_in_place_only_for_its_own_tool_and_kind() {
+        assert_eq!(tool_not_found("echo"), "Tool 'echo' not found");
+        assert!(is_tool_not_found("Tool 'echo' not found", "echo"));
+        assert!(!is_tool_not_found("Tool 'echo' not found", "ech"));
+        assert!(!is_tool_not_found(
+            "Tool 'echo' is not available to this agent",
+            "echo"
+        ));
+        assert!(!is_tool_not_available("Tool 'echo' not found", "echo"));
+        assert!(!is_tool_not_found("Tool 'echo not found", "echo"));
+        assert!(!is_tool_not_found("tool 'echo' not found", "echo"));
+        // A name that holds a tail of its own is read whole.
+        let odd = "x' not found";
+        assert!(is_tool_not_found(&tool_not_found(odd), odd));
+        assert!(!is_tool_not_found(&tool_not_found(odd), "x"));
+    }
+
+    proptest! {
+        #[test]
+        fn reading_a_refusal_in_place_agrees_with_building_it(
+            name in "[a-z' ]{0,6}",
+            other in "[a-z' ]{0,6}",
+            kind in 0usize..3,
+            built in any::<bool>(),
+        ) {
+            let (make, is) = REFUSALS[kind];
+            let content = if built { make(&other) } else { other.clone() };
+            prop_assert_eq!(is(&content, &name), content == make(&name));
+            for (make_other, _) in REFUSALS {
+                prop_assert_eq!(is(&make_other(&name), &name), make_other(&name) == make(&name));
+            }
+        }
+    }
 }

@@ -252,8 +252,8 @@ impl RunCoverage {
                         && !content.starts_with("Tool 'complete'")
                     {
                         self.hit(REFUSED);
-                    } else if **content == *messages::tool_not_found(builtin::FORK)
-                        || **content == *messages::tool_not_found(builtin::WAIT)
+                    } else if messages::is_tool_not_found(content, builtin::FORK)
+                        || messages::is_tool_not_found(content, builtin::WAIT)
                     {
                         self.hit(REFUSED + 1);
                     }

@@ -828,7 +828,7 @@ impl Observer {
             builtin::COMPLETE | builtin::USE_SKILL | builtin::USE_AGENT | builtin::ASK_USER
         );
         let problem = problem.or_else(|| {
-            (builtin_name && **content == *messages::tool_not_found(&use_name)).then(|| {
+            (builtin_name && messages::is_tool_not_found(content, &use_name)).then(|| {
                 let m = format!("{name} called the built-in {use_name} ({tool_use_id}), but it was answered as not found");
                 (names::TOOL_EXECUTION, m)
             })
@@ -1207,9 +1207,9 @@ fn resume(f: &mut ModelFrame) {
 /// Whether `content` is a refusal of tool `name`: not found, not available to the agent or to a
 /// fork, or `ask_user` in a batch agent.
 fn is_refusal(name: &str, content: &str) -> bool {
-    content == messages::tool_not_found(name)
-        || content == messages::tool_not_available(name)
-        || content == messages::not_available_to_fork(name)
+    messages::is_tool_not_found(content, name)
+        || messages::is_tool_not_available(content, name)
+        || messages::is_not_available_to_fork(content, name)
         || (name == builtin::ASK_USER && content == messages::ASK_USER_IN_BATCH)
 }
 
