@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::model::agent::AgentKind;
+use crate::model::agent::{AgentDef, AgentKind};
 use crate::model::hash::FxHashMap;
 use crate::model::ids::CallId;
 use crate::protocol::{Event, FrameInfo, PopReason};
@@ -273,6 +273,10 @@ pub struct Observer {
     touched: Vec<usize>,
     /// Replies being streamed, by call.
     partials: FxHashMap<CallId, semantic::Partial>,
+    /// The last agent and declared tool the refusal check found allowed: replies repeat their
+    /// tools, and the definitions and settings it read do not change under one observer (a
+    /// restart restores the same ones). The agent is held, so that its address names no other.
+    allowed: Option<(Arc<AgentDef>, Arc<str>)>,
     /// The reply this step's input carries.
     stash: Option<semantic::Stashed>,
     /// What the current step did, for the semantic checks.

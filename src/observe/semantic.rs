@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 use uuid::Uuid;
 
 use crate::agents::tools::builtin;
-use crate::model::agent::{AgentKind, EmptyAnswer};
+use crate::model::agent::{AgentDef, AgentKind, EmptyAnswer};
 use crate::model::ids::CallId;
 use crate::model::llm::Chunk;
 use crate::model::messages;
@@ -184,18 +184,24 @@ impl StepFacts {
             return;
         }
         self.dirty = false;
-        self.failed.clear();
-        self.resumed.clear();
-        self.watchdog.clear();
-        self.delegated.clear();
-        self.answered.clear();
-        self.cancel_skips.clear();
-        self.delete_skips.clear();
-        self.completing.clear();
-        self.at_once.clear();
-        self.batch_due.clear();
-        self.sent.clear();
-        self.main_failure.clear();
+        // Most lists are empty: a test costs less than a clear.
+        fn clear<A: smallvec::Array>(list: &mut SmallVec<A>) {
+            if !list.is_empty() {
+                list.clear();
+            }
+        }
+        clear(&mut self.failed);
+        clear(&mut self.resumed);
+        clear(&mut self.watchdog);
+        clear(&mut self.delegated);
+        clear(&mut self.answered);
+        clear(&mut self.cancel_skips);
+        clear(&mut self.delete_skips);
+        clear(&mut self.completing);
+        clear(&mut self.at_once);
+        clear(&mut self.batch_due);
+        clear(&mut self.sent);
+        clear(&mut self.main_failure);
         self.expected.clear();
         self.deferred = None;
     }
@@ -399,7 +405,7 @@ impl Observer {
     /// outside the agent's whitelist; `ask_user` in a batch agent. Read from the definitions (the
     /// agent, its kind in the observer's model, the settings' tools), never from the runtime's
     /// dispatch.
-    fn refusals(&self, rt: &Runtime, call: CallId, (k, i): (usize, usize), uses: &mut [Use]) {
+    fn refusals(&mut self, rt: &Runtime, call: CallId, (k, i): (usize, usize), uses: &mut [Use]) {
         if uses.is_empty() {
             return;
         }
@@ -408,7 +414,6 @@ impl Observer {
         };
         let main = self.keys[k].frames[i].info.kind == AgentKind::Main;
         let def = request.agent;
-        let tools = &rt.config().tools;
         for u in uses {
             let name = &*u.name;
             u.refusal = match name {
@@ -420,11 +425,33 @@ impl Observer {
                     None
                 }
                 builtin::FORK | builtin::WAIT if def.fork => None,
-                _ if !tools.contains_key(name) => Some(messages::tool_not_found(name).into()),
-                _ if !def.allows(name) => Some(messages::tool_not_available(name).into()),
-                _ => None,
+                _ => self.declared_refusal(rt, def, &u.name),
             };
         }
+    }
+
+    /// The refusal a use of tool `name` (no built-in the agent may use) must get: not found
+    /// unless the settings declare it, not available outside the agent's whitelist. The last
+    /// agent and tool found allowed are remembered, since replies repeat their tools.
+    fn declared_refusal(
+        &mut self,
+        rt: &Runtime,
+        def: &Arc<AgentDef>,
+        name: &Arc<str>,
+    ) -> Option<Arc<str>> {
+        if let Some((d, tool)) = &self.allowed {
+            if Arc::ptr_eq(d, def) && same_text(tool, name) {
+                return None;
+            }
+        }
+        if !rt.config().tools.contains_key(&**name) {
+            return Some(messages::tool_not_found(name).into());
+        }
+        if !def.allows(name) {
+            return Some(messages::tool_not_available(name).into());
+        }
+        self.allowed = Some((def.clone(), name.clone()));
+        None
     }
 
     /// With `query_user: none`, which `ask_user`s of a reply must be answered at once with

@@ -308,8 +308,13 @@ impl TreeModel {
     }
 
     fn check_touched(&mut self, rt: &Runtime) -> Result<(), Violation> {
-        let touched = std::mem::take(&mut self.touched);
-        for (id, frame_ref) in touched {
+        let checked = self.check_touched_agents(rt);
+        self.touched.clear();
+        checked
+    }
+
+    fn check_touched_agents(&self, rt: &Runtime) -> Result<(), Violation> {
+        for &(id, frame_ref) in &self.touched {
             let Some((status, name)) = self.agents.get(&id) else {
                 continue;
             };
