@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::agents::tools::builtin;
 use crate::model::agent::{AgentDef, AgentKind, EmptyAnswer};
-use crate::model::ids::CallId;
+use crate::model::ids::{same_id, CallId};
 use crate::model::llm::Chunk;
 use crate::model::messages;
 use crate::model::transcript::Block;
@@ -415,6 +415,12 @@ impl Observer {
         let main = self.keys[k].frames[i].info.kind == AgentKind::Main;
         let def = request.agent;
         for u in uses {
+            // The tool this agent last used as allowed (the usual case: a reply repeats its tools).
+            if matches!(&self.allowed, Some((d, tool)) if Arc::ptr_eq(d, def) && same_id(tool, &u.name))
+            {
+                u.refusal = None;
+                continue;
+            }
             let name = &*u.name;
             u.refusal = match name {
                 builtin::COMPLETE if main => Some(messages::tool_not_available(name).into()),
@@ -431,19 +437,14 @@ impl Observer {
     }
 
     /// The refusal a use of tool `name` (no built-in the agent may use) must get: not found
-    /// unless the settings declare it, not available outside the agent's whitelist. The last
-    /// agent and tool found allowed are remembered, since replies repeat their tools.
+    /// unless the settings declare it, not available outside the agent's whitelist. The agent
+    /// and tool are remembered when allowed, since replies repeat their tools.
     fn declared_refusal(
         &mut self,
         rt: &Runtime,
         def: &Arc<AgentDef>,
         name: &Arc<str>,
     ) -> Option<Arc<str>> {
-        if let Some((d, tool)) = &self.allowed {
-            if Arc::ptr_eq(d, def) && same_text(tool, name) {
-                return None;
-            }
-        }
         if !rt.config().tools.contains_key(&**name) {
             return Some(messages::tool_not_found(name).into());
         }
