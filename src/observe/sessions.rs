@@ -65,6 +65,9 @@ pub(super) struct SessionModel {
     /// whether the session had failed before (it must be over by the step's end: completed when
     /// its agent answered, failed otherwise).
     left: SmallVec<[(Arc<str>, bool, bool); 1]>,
+    /// Something above is for the end of a step to look at: set with every addition, and
+    /// recomputed after each look (so that a step with nothing costs one test, not five).
+    pending: bool,
 }
 
 impl SessionModel {
@@ -90,6 +93,7 @@ impl SessionModel {
         }
         if !self.touched.contains(key) {
             self.touched.push(key.clone());
+            self.pending = true;
         }
         Ok(())
     }
@@ -110,6 +114,7 @@ impl SessionModel {
         self.sessions.insert(key.clone(), SessionStatus::Running);
         self.started.insert(key.clone(), (agent.clone(), now));
         self.touched.push(key.clone());
+        self.pending = true;
         Ok(())
     }
 
@@ -148,12 +153,14 @@ impl SessionModel {
             deadline = deadline.min(started.saturating_add(expiry).max(rt.now()));
         }
         self.due.push((key.clone(), deadline));
+        self.pending = true;
         Ok(())
     }
 
     /// The step's input is a trigger of `agent`, which the definitions declare or not.
     pub(super) fn on_trigger_input(&mut self, agent: &Arc<str>, declared: bool) {
         self.trigger = Some((agent.clone(), declared));
+        self.pending = true;
     }
 
     /// The runtime's answer to a trigger of `agent`: whether it started a session.
@@ -195,6 +202,7 @@ impl SessionModel {
         let pending = self.sessions.get(key) == Some(&SessionStatus::PendingInput);
         if pending && self.asker.get(key).is_some_and(|(_, id)| *id == agent) {
             self.orphaned.push(key.clone());
+            self.pending = true;
         }
     }
 
@@ -208,6 +216,7 @@ impl SessionModel {
         if reason != R::Cancelled {
             let failed = *status == SessionStatus::Failed;
             self.left.push((key.clone(), reason == R::Answered, failed));
+            self.pending = true;
         }
     }
 
@@ -289,15 +298,25 @@ impl SessionModel {
     /// deadline (its timeout is the runtime's to keep, whatever else happens).
     #[inline]
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
-        if self.due.is_empty()
+        debug_assert!(
+            self.pending || self.is_clear(),
+            "a session fact without `pending`"
+        );
+        if !self.pending {
+            return Ok(());
+        }
+        let checked = self.check_end(rt);
+        self.pending = !self.is_clear();
+        checked
+    }
+
+    /// Nothing is left for the end of a step to look at.
+    fn is_clear(&self) -> bool {
+        self.due.is_empty()
             && self.touched.is_empty()
             && self.trigger.is_none()
             && self.left.is_empty()
             && self.orphaned.is_empty()
-        {
-            return Ok(());
-        }
-        self.check_end(rt)
     }
 
     #[inline(never)]

@@ -88,6 +88,10 @@ pub(super) struct TreeModel {
     roused: SmallVec<[Uuid; 1]>,
     /// The question the current step's input answers by id, until its `answer` event.
     answer_fed: Option<Uuid>,
+    /// Something of the four above is for the end of a step to look at: set with every
+    /// addition, and recomputed after each look (so that a step that moved nothing in the tree
+    /// costs one test).
+    pending: bool,
 }
 
 impl Default for TreeModel {
@@ -107,6 +111,7 @@ impl Default for TreeModel {
             subquestions: SmallVec::new(),
             roused: SmallVec::new(),
             answer_fed: None,
+            pending: false,
         }
     }
 }
@@ -190,6 +195,7 @@ impl TreeModel {
             }
         }
         self.touched.push((agent_id, frame_ref));
+        self.pending = true;
         if !self.roused.is_empty() {
             self.roused.retain(|a| *a != agent_id);
         }
@@ -206,6 +212,7 @@ impl TreeModel {
             .is_some_and(|(s, _)| *s == Status::AwaitingUser)
         {
             self.roused.push(agent);
+            self.pending = true;
         }
     }
 
@@ -215,6 +222,28 @@ impl TreeModel {
     /// ended one has no frame and leaves no fork running.
     #[inline]
     pub(super) fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        debug_assert!(
+            self.pending || self.is_clear(),
+            "a tree fact without `pending`"
+        );
+        if !self.pending {
+            return Ok(()); // Nothing moved in the tree in this step.
+        }
+        let checked = self.check_end(rt);
+        self.pending = !self.is_clear();
+        checked
+    }
+
+    /// Nothing is left for the end of a step to look at.
+    fn is_clear(&self) -> bool {
+        self.deferred.is_empty()
+            && self.answer_fed.is_none()
+            && self.roused.is_empty()
+            && self.touched.is_empty()
+    }
+
+    #[inline]
+    fn check_end(&mut self, rt: &Runtime) -> Result<(), Violation> {
         if !self.deferred.is_empty() {
             self.check_deferred()?;
         }
@@ -478,6 +507,7 @@ impl TreeModel {
             count,
             frame: frame.clone(),
         });
+        self.pending = true;
     }
 
     /// Whether workflow agent `agent` was at its subquestions step.
@@ -508,6 +538,7 @@ impl TreeModel {
             frame: frame.clone(),
             tool_use_id: tool_use_id.clone(),
         });
+        self.pending = true;
         Ok(())
     }
 
@@ -537,6 +568,7 @@ impl TreeModel {
     /// The step's input answers question `question` by its id.
     pub(super) fn on_answer_input(&mut self, question: Uuid) {
         self.answer_fed = Some(question);
+        self.pending = true;
     }
 
     /// The runtime's `answer` event: an answer by id is taken or refused in its step, and taken
@@ -700,10 +732,11 @@ impl TreeModel {
                     tool_use_id: tool_use_id.clone(),
                     content: content.clone(),
                 });
+                self.pending = true;
             }
             return Ok(());
         }
-        let shown = handle.map_or_else(|| "?".to_owned(), |h| h.to_string());
+        let shown = HandleShown(handle);
         match handle.and_then(|h| self.forks.get(&(frame_id, h))) {
             None if is_error && content.starts_with("No fork with handle") => {
                 if let Some(handle) = handle {
@@ -713,6 +746,7 @@ impl TreeModel {
                         frame: frame.clone(),
                         tool_use_id: tool_use_id.clone(),
                     });
+                    self.pending = true;
                 }
                 Ok(())
             }
@@ -731,6 +765,19 @@ impl TreeModel {
                 ))
             }
             Some(_) => Ok(()),
+        }
+    }
+}
+
+/// A `wait`'s handle in a message: its number, or `?` when it named none (written only into a
+/// violation's message, so never built otherwise).
+struct HandleShown(Option<u32>);
+
+impl std::fmt::Display for HandleShown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(h) => write!(f, "{h}"),
+            None => f.write_str("?"),
         }
     }
 }
