@@ -769,10 +769,11 @@ impl Observer {
                         }
                     }
                 }
-                let again = self
-                    .delivered
-                    .get(session_id)
-                    .is_some_and(|ids| ids.contains(tool_use_id));
+                let again = !self.delivered.is_empty()
+                    && self
+                        .delivered
+                        .get(session_id)
+                        .is_some_and(|ids| ids.contains(tool_use_id));
                 if again {
                     return Err(violation(
                         SINGLE_DELIVERY,

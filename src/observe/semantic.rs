@@ -79,6 +79,8 @@ pub(super) struct Partial {
 #[derive(Clone, Debug)]
 pub(super) struct Stashed {
     call: CallId,
+    /// Where its caller was found (checked again when the reply is taken).
+    at: (usize, usize),
     reply: Partial,
 }
 
@@ -354,6 +356,7 @@ impl Observer {
                     .then(|| joined_text(&reply.content));
                 self.stash = Some(Stashed {
                     call: *call,
+                    at,
                     reply: Partial {
                         uses,
                         text,
@@ -393,7 +396,11 @@ impl Observer {
                 };
                 let mut reply = self.partials.remove(call).unwrap_or_default();
                 self.refusals(rt, *call, at, &mut reply.uses);
-                self.stash = Some(Stashed { call: *call, reply });
+                self.stash = Some(Stashed {
+                    call: *call,
+                    at,
+                    reply,
+                });
             }
             _ => {}
         }
@@ -493,10 +500,17 @@ impl Observer {
     /// Applies the reply this step's input carried, unless the runtime found it stale or
     /// rejected it.
     pub(super) fn take_stash(&mut self, events: &[Event]) {
-        let Some(Stashed { call, reply }) = self.stash.take() else {
+        let Some(Stashed { call, at, reply }) = self.stash.take() else {
             return;
         };
-        let Some((k, i)) = self.caller(call) else {
+        // Where the caller was when the reply was stashed, unless the model moved since.
+        let here = |(k, i): (usize, usize)| {
+            self.keys
+                .get(k)
+                .and_then(|m| m.frames.get(i))
+                .is_some_and(|f| f.call == Some(call))
+        };
+        let Some((k, i)) = Some(at).filter(|&at| here(at)).or_else(|| self.caller(call)) else {
             return;
         };
         let frame_id = self.keys[k].frames[i].info.frame_id;
