@@ -510,7 +510,10 @@ impl Observer {
                 .and_then(|m| m.frames.get(i))
                 .is_some_and(|f| f.call == Some(call))
         };
-        let Some((k, i)) = Some(at).filter(|&at| here(at)).or_else(|| self.caller(call)) else {
+        let Some((k, i)) = Some(at)
+            .filter(|&at| here(at))
+            .or_else(|| self.caller(call))
+        else {
             return;
         };
         let frame_id = self.keys[k].frames[i].info.frame_id;
@@ -789,7 +792,7 @@ impl Observer {
         let Some(i) = f
             .uses
             .iter()
-            .position(|u| !u.answered && (Arc::ptr_eq(&u.id, tool_use_id) || u.id == *tool_use_id))
+            .position(|u| !u.answered && same_id(&u.id, tool_use_id))
         else {
             if persist_session {
                 self.expect(

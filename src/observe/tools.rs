@@ -265,16 +265,32 @@ impl ToolRuns {
         else {
             return Ok(());
         };
-        // (The order of the runs is only the order violations are looked for in.)
-        let run = self.open.swap_remove(i);
+        // Judged where it lies, then removed (the order of the runs is only the order violations
+        // are looked for in).
+        let verdict = Self::verdict(&self.open[i], frame, tool_use_id, content, is_error, now);
+        self.open.swap_remove(i);
         if self.open.is_empty() {
             self.min_in = u64::MAX;
         }
         self.due = None;
+        verdict
+    }
+
+    /// Whether `content` (`is_error`), which joined `frame`'s session at `now`, is what `run`
+    /// must give.
+    #[inline(always)]
+    fn verdict(
+        run: &Run,
+        frame: &Arc<str>,
+        tool_use_id: &Arc<str>,
+        content: &Arc<str>,
+        is_error: bool,
+        now: u64,
+    ) -> Result<(), Violation> {
         if semantic::is_skip(content) || **content == *messages::FORK_CANCELLED {
             return Ok(());
         }
-        let Run { name, output, .. } = &run;
+        let Run { name, output, .. } = run;
         let deadline = run.deadline();
         let timed_out = deadline.filter(|_| is_error).and_then(|d| {
             let text = messages::tool_timed_out(name, run.timeout.unwrap_or(0));
