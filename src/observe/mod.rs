@@ -332,7 +332,12 @@ impl Observer {
         self.persist = rt.config().persist;
         self.take_stash(events);
         for event in events {
-            if let Err(v) = self.on_event(rt, event) {
+            // The observer is opaque to the optimizer at each event, so that the addresses of its
+            // parts are worked out where an event needs them: otherwise dozens of them are
+            // worked out ahead of the loop and kept on the stack, at every step, for the few that
+            // a step uses.
+            let this = std::hint::black_box(&mut *self);
+            if let Err(v) = this.on_event(rt, event) {
                 self.step = semantic::StepFacts::default();
                 self.cancel_sent = false;
                 return Err(v);

@@ -73,10 +73,13 @@ impl Runtime {
     /// with its result.
     pub(super) fn drive(&mut self, mut id: FrameId, mut input: TurnInput) {
         loop {
+            // Opaque to the optimizer at each pass, so that the addresses of the runtime's parts
+            // are worked out where a pass needs them, not all of them ahead of the loop.
+            let this = std::hint::black_box(&mut *self);
             // An interrupted frame that waited for its child decides once the child's result is
             // in: continue, or end its send interrupted.
-            let interrupted = self.config.interruptions.is_some()
-                && self
+            let interrupted = this.config.interruptions.is_some()
+                && this
                     .stacks
                     .frame(id)
                     .is_some_and(|f| f.watch.interrupted().is_some());
@@ -87,12 +90,12 @@ impl Runtime {
                     is_error,
                 } = input
                 {
-                    self.with_frame(id, |frame, cx| {
+                    this.with_frame(id, |frame, cx| {
                         cx.add_result(frame, tool_use_id, content, is_error)
                     });
-                    match self.decide(id) {
+                    match this.decide(id) {
                         Ok(prompt) => input = prompt,
-                        Err(result) => match self.act(id, result) {
+                        Err(result) => match this.act(id, result) {
                             Some((next, next_input)) => (id, input) = (next, next_input),
                             None => return,
                         },
@@ -100,12 +103,12 @@ impl Runtime {
                     continue;
                 }
             }
-            let result = self.with_frame(id, |frame, cx| {
+            let result = this.with_frame(id, |frame, cx| {
                 (execute_turn(frame, input, cx), frame.is_fork())
             });
-            if !self.new_forks.is_empty() {
+            if !this.new_forks.is_empty() {
                 // Forks start once the turn that forked them has stepped.
-                self.start_new_forks();
+                this.start_new_forks();
             }
             let (result, fork) = match result {
                 None => {
@@ -116,10 +119,10 @@ impl Runtime {
                 Some((Some(result), fork)) => (result, fork),
             };
             if fork {
-                self.act_fork(id, result);
+                this.act_fork(id, result);
                 return;
             }
-            match self.act(id, result) {
+            match this.act(id, result) {
                 Some((next, next_input)) => (id, input) = (next, next_input),
                 None => return,
             }
