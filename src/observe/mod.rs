@@ -198,7 +198,7 @@ struct ModelFrame {
     /// Its model call in flight.
     call: Option<CallId>,
     /// The tool uses of its latest reply.
-    uses: smallvec::SmallVec<[semantic::Use; 2]>,
+    uses: smallvec::SmallVec<[semantic::Use; 1]>,
     /// A `complete` of its latest reply succeeded.
     completed: bool,
     /// It resumed at the loop head with tool uses left and no pass left: it must end there.
@@ -247,7 +247,7 @@ struct KeyModel {
     listed: bool,
     /// The tool uses of the main session's latest reply and the main agent's limit, kept between
     /// turns (the main session outlives each main frame).
-    main_uses: smallvec::SmallVec<[semantic::Use; 2]>,
+    main_uses: smallvec::SmallVec<[semantic::Use; 1]>,
     main_limit: u32,
     /// A trigger started it (seed 003): its questions go to the store.
     session: bool,

@@ -67,7 +67,7 @@ pub(super) struct ResultSeen<'a> {
 /// A reply being streamed: what the observer needs of it.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Partial {
-    uses: SmallVec<[Use; 2]>,
+    uses: SmallVec<[Use; 1]>,
     text: bool,
     /// Some of its uses must be answered in the step it is applied in.
     at_once: bool,
@@ -224,7 +224,7 @@ struct Head<'a> {
 /// A reply's tool uses as the observer lists them.
 #[derive(Default)]
 struct Listing {
-    uses: SmallVec<[Use; 2]>,
+    uses: SmallVec<[Use; 1]>,
     /// It holds text (or a tool result).
     text: bool,
     /// It holds a `use_skill` (whose skill's definition says how it runs).
