@@ -238,19 +238,6 @@ impl ToolRuns {
         if self.open.is_empty() {
             return Ok(());
         }
-        self.judge_result(frame_id, frame, tool_use_id, content, is_error, now)
-    }
-
-    #[inline(always)]
-    fn judge_result(
-        &mut self,
-        frame_id: Uuid,
-        frame: &Arc<str>,
-        tool_use_id: &Arc<str>,
-        content: &Arc<str>,
-        is_error: bool,
-        now: u64,
-    ) -> Result<(), Violation> {
         // The result carries the session's own `Arc` of the id, as the run does.
         let at = |r: &Run| r.frame_id == frame_id;
         let Some(i) = self
