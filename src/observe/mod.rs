@@ -266,7 +266,7 @@ pub struct Observer {
     stray_pairing: FxHashMap<Uuid, Pairing>,
     deliveries: Vec<Delivery>,
     /// Results already delivered by popped children, by the parent session they went to.
-    delivered: FxHashMap<Uuid, Vec<Arc<str>>>,
+    delivered: FxHashMap<Uuid, smallvec::SmallVec<[Arc<str>; 1]>>,
     /// Frames pushed in this step: conversation index and frame id.
     pushed: Vec<(usize, Uuid)>,
     /// Conversations pushed or popped in this step.

@@ -119,9 +119,11 @@ pub struct MockLlm {
     /// hundred agents, a search of an ordered map compares a name seven times). Never iterated
     /// into output ([`MockLlm::unused`] orders what it lists).
     by_agent: crate::model::hash::FxHashMap<String, usize>,
-    /// The script of the last call: most calls come from the agent that made the one before
-    /// (a tool loop), and comparing one name costs less than hashing it.
+    /// The scripts of the last call and of the one before it: most calls come from the agent
+    /// that made the one before (a tool loop) or the one before that (a parent and its child
+    /// taking turns), and comparing a name or two costs less than hashing it.
     last: usize,
+    before: usize,
     next_id: u64,
     /// Replies past the end of a script, if the scripts are open-ended.
     more: Option<Arc<dyn MoreReplies>>,
@@ -147,6 +149,7 @@ impl MockLlm {
             scripts,
             by_agent,
             last: usize::MAX,
+            before: usize::MAX,
             next_id: 0,
             more: None,
         }
@@ -160,9 +163,18 @@ impl MockLlm {
 
     /// The next reply for `agent` (one map lookup; the scripted reply is not copied).
     pub fn next(&mut self, agent: &str) -> Result<Answer, Exhausted> {
-        let i = match self.scripts.get(self.last) {
-            Some(last) if crate::model::ids::same_id(&last.agent, agent) => self.last,
-            _ => self.find(agent),
+        let same = |i: usize| {
+            self.scripts
+                .get(i)
+                .is_some_and(|s| crate::model::ids::same_id(&s.agent, agent))
+        };
+        let i = if same(self.last) {
+            self.last
+        } else if same(self.before) {
+            std::mem::swap(&mut self.last, &mut self.before);
+            self.last
+        } else {
+            self.find(agent)
         };
         let script = &mut self.scripts[i];
         script.used += 1;
@@ -240,6 +252,7 @@ impl MockLlm {
                 self.scripts.len() - 1
             }
         };
+        self.before = self.last;
         self.last = i;
         i
     }
