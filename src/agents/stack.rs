@@ -216,6 +216,7 @@ pub struct StackEntry {
 #[derive(Clone, Debug, Default)]
 pub struct AgentStackManager {
     entries: Vec<StackEntry>,
+    /// The slot of each key, once there are two conversations or more.
     by_key: BTreeMap<Arc<str>, usize>,
     frames: Arena,
     /// Frames that live in the arena on no stack (forks), counted.
@@ -237,8 +238,21 @@ impl AgentStackManager {
             self.entries.reserve_exact(1);
         }
         let main_session_id = main_session_id();
+        // A lone conversation is found without the map (see `slot`): the map is filled when a
+        // second one comes.
+        match slot {
+            0 => {}
+            1 => {
+                let first = self.entries[0].key.clone();
+                self.by_key.insert(first, 0);
+                self.by_key.insert(key.clone(), slot);
+            }
+            _ => {
+                self.by_key.insert(key.clone(), slot);
+            }
+        }
         self.entries.push(StackEntry {
-            key: key.clone(),
+            key,
             stack: AgentStack::default(),
             main_session: Session::with_id(main_session_id),
             main_session_id,
@@ -246,7 +260,6 @@ impl AgentStackManager {
             usage: Usage::default(),
             session: None,
         });
-        self.by_key.insert(key, slot);
         slot
     }
 
@@ -625,6 +638,23 @@ mod tests {
         assert!(m.has_active("telegram_1"));
         m.clear(a);
         assert!(m.view("telegram_1").unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_key_finds_its_slot_alone_and_once_others_join() {
+        let mut m = AgentStackManager::default();
+        assert_eq!(m.slot("a"), None);
+        let a = m.get_or_create("a", Uuid::nil);
+        assert_eq!((m.slot("a"), m.slot("b")), (Some(a), None));
+        let b = m.get_or_create("b", Uuid::nil);
+        let c = m.get_or_create("c", Uuid::nil);
+        assert_eq!((a, b, c), (0, 1, 2));
+        for (key, slot) in [("a", a), ("b", b), ("c", c)] {
+            assert_eq!(m.slot(key), Some(slot), "{key}");
+            assert_eq!(m.get_or_create(key, || unreachable!("{key} exists")), slot);
+            assert_eq!(&*m.entry(slot).key, key);
+        }
+        assert_eq!(m.slot("d"), None);
     }
 
     #[test]

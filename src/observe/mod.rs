@@ -256,7 +256,8 @@ struct KeyModel {
 /// Checks the invariants. Feed it every step's events with [`Observer::after_step`].
 #[derive(Clone, Debug, Default)]
 pub struct Observer {
-    /// Conversations in the order they appeared; `by_key` finds one, `last` caches the latest.
+    /// Conversations in the order they appeared; `by_key` finds one (once there are two), `last`
+    /// caches the latest.
     keys: Vec<KeyModel>,
     by_key: FxHashMap<Arc<str>, usize>,
     last: usize,
@@ -372,8 +373,13 @@ impl Observer {
 
     #[cold]
     fn key_index_slow(&mut self, key: &Arc<str>, keep: bool) -> usize {
-        let i = match self.by_key.get(&**key) {
-            Some(&i) => {
+        // A lone conversation is found without the map, which is filled when a second comes.
+        let found = match &self.keys[..] {
+            [only] => (*only.key == **key).then_some(0),
+            _ => self.by_key.get(&**key).copied(),
+        };
+        let i = match found {
+            Some(i) => {
                 // Keep the latest `Arc` an event named it with (the runtime's), so that the
                 // runtime's events take the fast path.
                 if keep {
@@ -395,8 +401,14 @@ impl Observer {
                     main_limit: 0,
                     session: false,
                 });
-                self.by_key.insert(key.clone(), self.keys.len() - 1);
-                self.keys.len() - 1
+                let i = self.keys.len() - 1;
+                if i == 1 {
+                    self.by_key.insert(self.keys[0].key.clone(), 0);
+                }
+                if i >= 1 {
+                    self.by_key.insert(key.clone(), i);
+                }
+                i
             }
         };
         self.last = i;
