@@ -240,16 +240,11 @@ impl AgentStackManager {
         let main_session_id = main_session_id();
         // A lone conversation is found without the map (see `slot`): the map is filled when a
         // second one comes.
-        match slot {
-            0 => {}
-            1 => {
-                let first = self.entries[0].key.clone();
-                self.by_key.insert(first, 0);
-                self.by_key.insert(key.clone(), slot);
-            }
-            _ => {
-                self.by_key.insert(key.clone(), slot);
-            }
+        if slot == 1 {
+            self.by_key.insert(self.entries[0].key.clone(), 0);
+        }
+        if slot >= 1 {
+            self.by_key.insert(key.clone(), slot);
         }
         self.entries.push(StackEntry {
             key,
