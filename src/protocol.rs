@@ -282,6 +282,17 @@ pub enum PopReason {
     Deleted,
 }
 
+impl PopReason {
+    /// The status a frame popped for this reason ends with.
+    pub fn ended_as(self) -> Status {
+        match self {
+            PopReason::Answered | PopReason::Completed => Status::Completed,
+            PopReason::MaxIterations | PopReason::Error | PopReason::Cancelled => Status::Error,
+            PopReason::Deleted => Status::Deleted,
+        }
+    }
+}
+
 /// What happened, for observers and the transcript. Recorded in order.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -310,7 +321,8 @@ pub enum Event {
         /// The text.
         text: Arc<str>,
     },
-    /// A frame was pushed.
+    /// A frame was pushed: its agent started, running. (The `agent-state` event of that start
+    /// is recorded only with the detailed events, marked `implied`.)
     Push {
         /// Session key.
         key: Arc<str>,
@@ -318,8 +330,13 @@ pub enum Event {
         frame: FrameInfo,
         /// Depth after the push.
         depth: usize,
+        /// Its frame in the runtime ([`crate::runtime::Runtime::frame`]; not part of the record).
+        #[serde(skip)]
+        frame_ref: FrameId,
     },
-    /// A frame was popped.
+    /// A frame was popped: its agent ended, with the status its reason gives
+    /// ([`PopReason::ended_as`]). (The `agent-state` event of that end is recorded only with the
+    /// detailed events, marked `implied`.)
     Pop {
         /// Session key.
         key: Arc<str>,
@@ -331,6 +348,9 @@ pub enum Event {
         reason: PopReason,
         /// Iterations it used.
         iterations: u32,
+        /// The status its agent ended from (not part of the record).
+        #[serde(skip)]
+        from: Status,
     },
     /// A model call was made.
     LlmRequest {
@@ -517,6 +537,10 @@ pub enum Event {
         status: Status,
         /// Its result, when it ended.
         result: Option<Arc<str>>,
+        /// A stacked frame's start or end, which its push or pop already stands for: recorded
+        /// only with the detailed events, for the transcript (not part of the record).
+        #[serde(skip)]
+        implied: bool,
     },
     /// A user intervened on an agent.
     Intervention {

@@ -207,6 +207,11 @@ impl RunCoverage {
                 if *reason == PopReason::MaxIterations {
                     self.hit(pre(names::ITERATION_BOUND));
                 }
+                if *reason == PopReason::Deleted {
+                    // The end its pop stands for is a move to deleted (see the `agent-state`
+                    // arm below).
+                    self.hit(pre(names::STATUS_TRANSITIONS));
+                }
                 if frame.kind == AgentKind::Main {
                     let r = match reason {
                         PopReason::Answered | PopReason::Completed => 0,
@@ -452,6 +457,7 @@ mod tests {
                 key: key.clone(),
                 frame: child.clone(),
                 depth: 2,
+                frame_ref: crate::model::ids::FrameId::new(1, 0),
             },
             Event::ToolResult {
                 key: key.clone(),
@@ -468,6 +474,7 @@ mod tests {
                 depth: 1,
                 reason: PopReason::Error,
                 iterations: 1,
+                from: crate::agents::tree::Status::Running,
             },
         ]);
         let mut total = Coverage::default();

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::agents::tree::Status;
 use crate::model::agent::{AgentDef, AgentKind};
 use crate::model::hash::FxHashMap;
 use crate::model::ids::CallId;
@@ -433,6 +434,9 @@ impl Observer {
     fn on_event(&mut self, rt: &Runtime, event: &Event) -> Result<(), Violation> {
         use names::*;
         match event {
+            // A stacked frame's start or end is judged from its push or pop (the detailed
+            // events add its `agent-state` for the transcript).
+            Event::AgentState { implied: true, .. } => {}
             Event::AgentState {
                 agent_id,
                 frame_ref,
@@ -442,7 +446,7 @@ impl Observer {
                 ..
             } => {
                 self.tree
-                    .on_state(*agent_id, *frame_ref, frame, *from, *status)?;
+                    .on_state(*agent_id, Some(*frame_ref), frame, *from, *status)?;
                 if status.is_terminal() {
                     self.tools.on_ended(*agent_id);
                 }
@@ -588,7 +592,13 @@ impl Observer {
                     self.on_workflow_done(*frame_id);
                 }
             }
-            Event::Push { key, frame, depth } => {
+            Event::Push {
+                key,
+                frame,
+                depth,
+                frame_ref,
+                ..
+            } => {
                 let k = self.touch(key);
                 let model = &mut self.keys[k].frames;
                 match (frame.kind, model.first()) {
@@ -649,14 +659,32 @@ impl Observer {
                 if frame.parent_tool_use_id.is_some() {
                     self.expect("agent_session", frame.session_id, None, None, &frame.name);
                 }
+                // Its agent started (the `agent-state` the push stands for).
+                self.tree.on_state(
+                    frame.frame_id,
+                    Some(*frame_ref),
+                    &frame.name,
+                    None,
+                    Status::Running,
+                )?;
             }
             Event::Pop {
                 key,
                 frame,
                 reason,
                 iterations,
+                from,
                 ..
             } => {
+                // Its agent ended (the `agent-state` the pop stands for, which comes first).
+                self.tree.on_state(
+                    frame.frame_id,
+                    None,
+                    &frame.name,
+                    Some(*from),
+                    reason.ended_as(),
+                )?;
+                self.tools.on_ended(frame.frame_id);
                 let k = self.touch(key);
                 self.sessions.on_left(key, frame.frame_id);
                 let model = &mut self.keys[k].frames;
@@ -971,6 +999,11 @@ impl Observer {
     }
 
     fn end_of_step(&mut self, rt: &Runtime) -> Result<(), Violation> {
+        #[cfg(test)]
+        if self.no_runtime {
+            // Events fed without a runtime behind them: the tree is not compared with one.
+            self.tree.forget_touched();
+        }
         self.tools.on_effects(rt);
         if let Err(v) = self
             .structural_end(rt)
@@ -1107,6 +1140,7 @@ impl Observer {
 mod tests {
     use super::*;
     use crate::model::agent::Catalog;
+    use crate::model::ids::FrameId;
 
     #[test]
     fn a_waits_handle_is_a_number_or_a_string_holding_one() {
@@ -1154,17 +1188,12 @@ mod tests {
             key: key(),
             frame: f.clone(),
             depth,
+            frame_ref: FrameId::new(depth as u32, 0),
         }
     }
 
     fn pop(f: &FrameInfo, depth: usize) -> Event {
-        Event::Pop {
-            key: key(),
-            frame: f.clone(),
-            depth,
-            reason: PopReason::Completed,
-            iterations: 1,
-        }
+        popped(f, depth, PopReason::Completed, 1)
     }
 
     fn result(session: &FrameInfo, id: &str) -> Event {
@@ -1188,6 +1217,36 @@ mod tests {
             }
         }
         o.end_of_step(&rt).err().map(|v| v.invariant)
+    }
+
+    /// A push starts its frame's agent and a pop ends it, from the status the pop names: one
+    /// the agent did not have, or a start after the end, breaks `status-transitions`.
+    #[test]
+    fn a_push_and_a_pop_move_their_agent_as_its_status_allows() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let answered = popped(&main, 0, PopReason::Answered, 0);
+        // (A turn of no model call breaks other invariants, but not this one.)
+        assert_ne!(
+            first_violation(&[push(&main, 1), answered.clone()]),
+            Some(names::STATUS_TRANSITIONS)
+        );
+        let mut from_elsewhere = answered.clone();
+        if let Event::Pop { from, .. } = &mut from_elsewhere {
+            *from = Status::AwaitingUser;
+        }
+        assert_eq!(
+            first_violation(&[push(&main, 1), from_elsewhere]),
+            Some(names::STATUS_TRANSITIONS)
+        );
+        assert_eq!(
+            first_violation(&[push(&main, 1), answered.clone(), push(&main, 1)]),
+            Some(names::STATUS_TRANSITIONS)
+        );
+        assert_eq!(
+            first_violation(&[push(&main, 1), answered.clone(), answered]),
+            Some(names::STATUS_TRANSITIONS),
+            "an agent ends once"
+        );
     }
 
     #[test]
@@ -1401,6 +1460,7 @@ mod tests {
             depth,
             reason,
             iterations,
+            from: Status::Running,
         }
     }
 

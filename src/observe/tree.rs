@@ -1,5 +1,6 @@
 //! The agent tree's invariants (DESIGN §8): `status-transitions` from the `agent-state` events
-//! alone, `tree-consistency` from the observer's own model of which agents live compared with
+//! alone (a stacked frame's start and end from its push and pop, which stand for them),
+//! `tree-consistency` from the observer's own model of which agents live compared with
 //! the runtime's frames at the end of a step that changed the tree, and `fork-wait` from the fork
 //! and wait events and the `tool_result`s that answer each wait.
 
@@ -56,6 +57,15 @@ enum Deferred {
     },
 }
 
+/// An agent whose status changed in the step.
+#[derive(Clone, Copy, Debug)]
+struct Touched {
+    agent: Uuid,
+    status: Status,
+    /// Its frame in the runtime, named by its latest event (`None` once it ended).
+    frame: Option<FrameId>,
+}
+
 /// What the observer knows of the tree, from the events only.
 #[derive(Clone, Debug)]
 pub(super) struct TreeModel {
@@ -64,8 +74,9 @@ pub(super) struct TreeModel {
     agents: FxHashMap<Uuid, (Status, Arc<str>)>,
     /// How many of them live.
     live: usize,
-    /// Agents whose status changed in this step.
-    touched: SmallVec<[(Uuid, FrameId); 4]>,
+    /// Agents whose status changed in this step: each once, with the status it has now and,
+    /// while it lives, its frame in the runtime.
+    touched: SmallVec<[Touched; 4]>,
     /// Forks by caller and handle: the fork's agent id, and its result once it ended.
     forks: FxHashMap<(Uuid, u32), ForkSeen>,
     /// Each running fork's caller and handle.
@@ -117,12 +128,13 @@ impl Default for TreeModel {
 }
 
 impl TreeModel {
-    /// An `agent-state` event: the move must start from the status the agent had, be one the
-    /// machine allows, and never leave an end.
+    /// An `agent-state` event (or the push or pop that stands for one; a pop names no frame):
+    /// the move must start from the status the agent had, be one the machine allows, and never
+    /// leave an end.
     pub(super) fn on_state(
         &mut self,
         agent_id: Uuid,
-        frame_ref: FrameId,
+        frame_ref: Option<FrameId>,
         frame: &Arc<str>,
         from: Option<Status>,
         to: Status,
@@ -194,7 +206,15 @@ impl TreeModel {
                 self.subquestions.retain(|a| *a != agent_id);
             }
         }
-        self.touched.push((agent_id, frame_ref));
+        let now = Touched {
+            agent: agent_id,
+            status: to,
+            frame: frame_ref.filter(|_| !to.is_terminal()),
+        };
+        match self.touched.iter_mut().find(|t| t.agent == agent_id) {
+            Some(t) => *t = now,
+            None => self.touched.push(now),
+        }
         self.pending = true;
         if !self.roused.is_empty() {
             self.roused.retain(|a| *a != agent_id);
@@ -336,6 +356,14 @@ impl TreeModel {
         Ok(())
     }
 
+    /// Forgets the step's touched agents unchecked (for tests that feed events without a
+    /// runtime).
+    #[cfg(test)]
+    pub(super) fn forget_touched(&mut self) {
+        self.touched.clear();
+        self.pending = !self.is_clear();
+    }
+
     fn check_touched(&mut self, rt: &Runtime) -> Result<(), Violation> {
         let checked = self.check_touched_agents(rt);
         self.touched.clear();
@@ -343,11 +371,14 @@ impl TreeModel {
     }
 
     fn check_touched_agents(&self, rt: &Runtime) -> Result<(), Violation> {
-        for &(id, frame_ref) in &self.touched {
-            let Some((status, name)) = self.agents.get(&id) else {
-                continue;
-            };
-            if status.is_terminal() {
+        for &Touched {
+            agent: id,
+            status,
+            frame: frame_ref,
+        } in &self.touched
+        {
+            let name = || self.name_of(id).unwrap_or_default();
+            let Some(frame_ref) = frame_ref else {
                 // Its frame must be gone: the count below tells if it is not. Its forks must
                 // have ended before it.
                 if let Some(fork) = self
@@ -359,26 +390,30 @@ impl TreeModel {
                 {
                     return Err(violation(
                         names::TREE_CONSISTENCY,
-                        format!("{name} ({id}) ended, but its fork {fork} runs on: an orphan"),
+                        format!(
+                            "{} ({id}) ended, but its fork {fork} runs on: an orphan",
+                            name()
+                        ),
                     ));
                 }
                 continue;
-            }
+            };
             // Found by the place its event named (no search), and checked to be its frame.
             let frame = rt.frame(frame_ref).filter(|f| f.frame_id() == id);
             match frame {
                 None => {
                     return Err(violation(
                         names::TREE_CONSISTENCY,
-                        format!("{name} ({id}) lives by its agent-state events, but the runtime has no frame for it (gone without ending)"),
+                        format!("{} ({id}) lives by its agent-state events, but the runtime has no frame for it (gone without ending)", name()),
                     ));
                 }
                 Some(frame) => {
-                    if *status != frame.status() {
+                    if status != frame.status() {
                         return Err(violation(
                             names::TREE_CONSISTENCY,
                             format!(
-                                "{name} ({id}) is {}, but its agent-state events left it {status}",
+                                "{} ({id}) is {}, but its agent-state events left it {status}",
+                                name(),
                                 frame.status()
                             ),
                         ));
@@ -392,7 +427,7 @@ impl TreeModel {
                         if !listed {
                             return Err(violation(
                                 names::TREE_CONSISTENCY,
-                                format!("{name} ({id}) names {parent} as its parent, which does not list it among its live subagents"),
+                                format!("{} ({id}) names {parent} as its parent, which does not list it among its live subagents", name()),
                             ));
                         }
                     }
@@ -787,7 +822,7 @@ mod tests {
     use super::*;
 
     /// A place no frame holds: the model's own checks never look at it.
-    const NO_FRAME: FrameId = FrameId::new(u32::MAX, 0);
+    const NO_FRAME: Option<FrameId> = Some(FrameId::new(u32::MAX, 0));
 
     fn id(n: u128) -> Uuid {
         Uuid::from_u128(n)

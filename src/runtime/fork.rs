@@ -195,7 +195,7 @@ impl Runtime {
                         frame: info,
                     });
                 }
-                self.node_started(id, Some(of.caller));
+                self.node_started(id, Some(of.caller), false);
                 self.drive(id, TurnInput::Start);
             }
         }

@@ -169,9 +169,10 @@ impl Runtime {
                 key: entry.key.clone(),
                 frame: FrameInfo::of(frame),
                 depth,
+                frame_ref: id,
             });
         }
-        self.node_started(id, parent);
+        self.node_started(id, parent, true);
     }
 
     /// Pops the frame on top of `slot`'s stack and records why.
@@ -221,12 +222,7 @@ impl Runtime {
             config: &self.config,
             ended: &mut self.ended,
         };
-        ending.end(
-            &entry.key,
-            frame,
-            super::tree::Ending::status(reason),
-            result,
-        );
+        ending.end(&entry.key, frame, reason.ended_as(), result, true);
         let depth = entry.stack.depth() - 1;
         tracing::debug!(key = %entry.key, frame = %frame.agent.frame_name, depth, ?reason, "pop");
         if self.config.record_events {
@@ -236,6 +232,7 @@ impl Runtime {
                 depth,
                 reason,
                 iterations: frame.iteration,
+                from: frame.node.status,
             });
         }
     }

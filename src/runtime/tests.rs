@@ -405,6 +405,61 @@ fn tool_calls_and_replies_are_recorded_only_in_detail() {
     }
 }
 
+/// A stacked frame's start and end are its push and pop, which carry what an observer needs of
+/// them (its frame, the status it ended from); their `agent-state` events are detail, recorded
+/// only for the transcript and marked implied, right after the push and right before the pop.
+#[test]
+fn a_stacked_frames_start_and_end_are_agent_states_only_in_detail() {
+    for detailed in [false, true] {
+        let config = RuntimeConfig {
+            record_events: true,
+            detailed_events: detailed,
+            ..RuntimeConfig::default()
+        };
+        let main = AgentDef::new("main", AgentKind::Main);
+        let mut rt = Runtime::new(catalog(main, vec![]), config);
+        user(&mut rt, "hi");
+        let call = llm_call(&effects(&mut rt));
+        reply(&mut rt, call, vec![Block::text("hello")]);
+        let kinds: Vec<String> = rt
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Push { frame_ref, .. } => {
+                    let frame = rt.frame(*frame_ref);
+                    assert!(frame.is_none(), "the turn ended: its frame is gone");
+                    Some("push".to_owned())
+                }
+                Event::Pop { from, reason, .. } => {
+                    assert_eq!(*from, Status::Running, "detailed: {detailed}");
+                    Some(format!("pop as {}", reason.ended_as()))
+                }
+                Event::AgentState {
+                    from,
+                    status,
+                    implied,
+                    ..
+                } => {
+                    assert!(implied, "a main frame's start and end only");
+                    Some(format!("state {from:?} to {status}"))
+                }
+                _ => None,
+            })
+            .collect();
+        let want: &[&str] = if detailed {
+            &[
+                "push",
+                "state None to running",
+                "state Some(Running) to completed",
+                "pop as completed",
+            ]
+        } else {
+            &["push", "pop as completed"]
+        };
+        assert_eq!(kinds, want, "detailed: {detailed}");
+    }
+}
+
 /// Each status change reaches the stream as an `agent_state` effect when the setting asks for
 /// it, and never otherwise.
 #[test]

@@ -42,6 +42,7 @@ impl TurnCx<'_> {
             Some(from),
             to,
             None,
+            false,
             self.effects,
             self.events,
             self.config,
@@ -50,8 +51,9 @@ impl TurnCx<'_> {
 }
 
 /// Publishes `frame`'s move from `from` to `status`: an [`Event::AgentState`] when events are
-/// recorded, an `agent-state` stream effect when they are streamed. (The test is inlined, so that
-/// a runtime that does neither pays no call.)
+/// recorded, an `agent-state` stream effect when they are streamed. A stacked frame's start or
+/// end (`implied`) is recorded as such only with the detailed events: its push or pop stands for
+/// it. (The test is inlined, so that a runtime that does neither pays no call.)
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn publish(
@@ -60,28 +62,48 @@ fn publish(
     from: Option<Status>,
     status: Status,
     result: Option<&Arc<str>>,
+    implied: bool,
     effects: &mut std::collections::VecDeque<Effect>,
     events: &mut Vec<Event>,
     config: &super::RuntimeConfig,
 ) {
-    if config.record_events || config.stream_agent_states {
-        publish_state(key, frame, from, status, result, effects, events, config);
+    let record = config.record_events && (config.detailed_events || !implied);
+    if record || config.stream_agent_states {
+        let state = State {
+            from,
+            status,
+            result,
+            implied,
+        };
+        publish_state(key, frame, state, record, effects, events, config);
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A status change to publish.
+struct State<'a> {
+    from: Option<Status>,
+    status: Status,
+    result: Option<&'a Arc<str>>,
+    implied: bool,
+}
+
 #[inline(never)]
 fn publish_state(
     key: &Arc<str>,
     frame: &StackFrame,
-    from: Option<Status>,
-    status: Status,
-    result: Option<&Arc<str>>,
+    state: State<'_>,
+    record: bool,
     effects: &mut std::collections::VecDeque<Effect>,
     events: &mut Vec<Event>,
     config: &super::RuntimeConfig,
 ) {
-    if config.record_events {
+    let State {
+        from,
+        status,
+        result,
+        implied,
+    } = state;
+    if record {
         events.push(Event::AgentState {
             key: key.clone(),
             agent_id: frame.frame_id,
@@ -91,6 +113,7 @@ fn publish_state(
             from,
             status,
             result: result.cloned(),
+            implied,
         });
     }
     if !config.stream_agent_states {
@@ -117,23 +140,16 @@ pub(super) struct Ending<'a> {
 }
 
 impl Ending<'_> {
-    /// The status a frame popped for `reason` ends with.
-    pub(super) fn status(reason: PopReason) -> Status {
-        match reason {
-            PopReason::Answered | PopReason::Completed => Status::Completed,
-            PopReason::MaxIterations | PopReason::Error | PopReason::Cancelled => Status::Error,
-            PopReason::Deleted => Status::Deleted,
-        }
-    }
-
-    /// `frame` of conversation `key` ends with `status` and `result`: its end is published, and
-    /// its node (its lists moved out) joins the ended nodes.
+    /// `frame` of conversation `key` ends with `status` and `result`: its end is published (as
+    /// implied by its pop when `popped`), and its node (its lists moved out) joins the ended
+    /// nodes.
     pub(super) fn end(
         self,
         key: &Arc<str>,
         frame: &mut StackFrame,
         status: Status,
         result: &Arc<str>,
+        popped: bool,
     ) {
         let from = frame.node.status;
         debug_assert!(
@@ -147,6 +163,7 @@ impl Ending<'_> {
             Some(from),
             status,
             Some(result),
+            popped,
             self.effects,
             self.events,
             self.config,
@@ -246,8 +263,8 @@ impl Runtime {
     }
 
     /// A frame was just placed in the arena: it becomes a running node, listed among its
-    /// parent's subagents, and its start is published.
-    pub(super) fn node_started(&mut self, id: FrameId, parent: Option<FrameId>) {
+    /// parent's subagents, and its start is published (as implied by its push when `pushed`).
+    pub(super) fn node_started(&mut self, id: FrameId, parent: Option<FrameId>, pushed: bool) {
         self.order += 1;
         let (order, now) = (self.order, self.now);
         let parent_agent = parent.and_then(|p| {
@@ -268,6 +285,7 @@ impl Runtime {
             None,
             Status::Running,
             None,
+            pushed,
             &mut self.effects,
             &mut self.events,
             &self.config,
@@ -287,7 +305,7 @@ impl Runtime {
         result: &Arc<str>,
     ) {
         let key = self.stacks.entry(slot).key.clone();
-        self.ending().end(&key, frame, status, result);
+        self.ending().end(&key, frame, status, result, false);
     }
 
     /// What a node's end writes to: every part of the runtime but its frames, so that a frame
