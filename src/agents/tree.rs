@@ -107,8 +107,14 @@ pub const UNCHANGED: &str = "unchanged";
 /// [`UNCHANGED`] as one shared text: every node nobody commented on names it, so that ending an
 /// agent allocates nothing for it.
 pub fn unchanged() -> Arc<str> {
-    static TEXT: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
-    TEXT.get_or_init(|| UNCHANGED.into()).clone()
+    UNCHANGED_TEXT.get_or_init(|| UNCHANGED.into()).clone()
+}
+
+static UNCHANGED_TEXT: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+
+/// Whether `text` is the shared [`unchanged`] text itself (not merely equal to it).
+pub fn is_unchanged(text: &Arc<str>) -> bool {
+    UNCHANGED_TEXT.get().is_some_and(|u| Arc::ptr_eq(u, text))
 }
 
 /// The comment that deletes an agent.

@@ -66,6 +66,38 @@ struct Touched {
     frame: Option<FrameId>,
 }
 
+/// The `status-transitions` violation of a move of `agent` (`frame`) from `from` to `to` that
+/// its known status (`None`: never started) does not allow.
+#[cold]
+#[inline(never)]
+fn bad_move(
+    agent: Uuid,
+    frame: &Arc<str>,
+    known: Option<Status>,
+    from: Option<Status>,
+    to: Status,
+) -> Violation {
+    let message = match (known, from) {
+        (Some(had), _) if had.is_terminal() => {
+            format!("{frame} ({agent}) moved to {to} after it had ended")
+        }
+        (None, None) => format!("{frame} ({agent}) started as {to}, not running"),
+        (None, Some(from)) => {
+            format!("{frame} ({agent}) moved from {from} to {to}, but it never started")
+        }
+        (Some(had), None) => {
+            format!("{frame} ({agent}) started again as {to} while it was {had}")
+        }
+        (Some(had), Some(from)) if had != from => {
+            format!("{frame} ({agent}) moved from {from} to {to}, but it was {had}")
+        }
+        (Some(_), Some(from)) => format!(
+            "{frame} ({agent}) moved from {from} to {to}, which the status machine does not allow"
+        ),
+    };
+    violation(names::STATUS_TRANSITIONS, message)
+}
+
 /// What the observer knows of the tree, from the events only.
 #[derive(Clone, Debug)]
 pub(super) struct TreeModel {
@@ -140,70 +172,25 @@ impl TreeModel {
         to: Status,
     ) -> Result<(), Violation> {
         use std::collections::hash_map::Entry;
-        let entry = self.agents.entry(agent_id);
-        let known = match &entry {
-            Entry::Occupied(e) => Some(e.get().0),
-            Entry::Vacant(_) => None,
-        };
-        if known.is_some_and(Status::is_terminal) {
-            return Err(violation(
-                names::STATUS_TRANSITIONS,
-                format!("{frame} ({agent_id}) moved to {to} after it had ended"),
-            ));
-        }
-        match (known, from) {
-            (None, None) if to != Status::Running => {
-                return Err(violation(
-                    names::STATUS_TRANSITIONS,
-                    format!("{frame} ({agent_id}) started as {to}, not running"),
-                ));
-            }
-            (None, Some(from)) => {
-                return Err(violation(
-                    names::STATUS_TRANSITIONS,
-                    format!("{frame} ({agent_id}) moved from {from} to {to}, but it never started"),
-                ));
-            }
-            (Some(had), None) => {
-                return Err(violation(
-                    names::STATUS_TRANSITIONS,
-                    format!("{frame} ({agent_id}) started again as {to} while it was {had}"),
-                ));
-            }
-            (Some(had), Some(from)) if had != from => {
-                return Err(violation(
-                    names::STATUS_TRANSITIONS,
-                    format!("{frame} ({agent_id}) moved from {from} to {to}, but it was {had}"),
-                ));
-            }
-            (Some(_), Some(from)) if !from.can_become(to) => {
-                return Err(violation(
-                    names::STATUS_TRANSITIONS,
-                    format!("{frame} ({agent_id}) moved from {from} to {to}, which the status machine does not allow"),
-                ));
-            }
-            _ => {}
-        }
-        match entry {
-            Entry::Occupied(mut e) => e.get_mut().0 = to,
-            Entry::Vacant(e) => {
+        match (self.agents.entry(agent_id), from) {
+            (Entry::Vacant(e), None) if to == Status::Running => {
                 e.insert((to, frame.clone()));
                 self.live += 1;
             }
-        }
-        if to.is_terminal() {
-            self.live -= 1;
-            if !self.asking.is_empty() {
-                self.asking.remove(&agent_id);
+            (Entry::Occupied(mut e), Some(from))
+                if e.get().0 == from && !from.is_terminal() && from.can_become(to) =>
+            {
+                e.get_mut().0 = to;
+                if to.is_terminal() {
+                    self.on_ended(agent_id);
+                }
             }
-            if !self.waiting_all.is_empty() {
-                self.waiting_all.retain(|a| *a != agent_id);
-            }
-            if !self.summarizing.is_empty() {
-                self.summarizing.retain(|a| *a != agent_id);
-            }
-            if !self.subquestions.is_empty() {
-                self.subquestions.retain(|a| *a != agent_id);
+            (entry, _) => {
+                let known = match entry {
+                    Entry::Occupied(e) => Some(e.get().0),
+                    Entry::Vacant(_) => None,
+                };
+                return Err(bad_move(agent_id, frame, known, from, to));
             }
         }
         let now = Touched {
@@ -222,15 +209,33 @@ impl TreeModel {
         Ok(())
     }
 
+    /// `agent` ended: it no longer lives, asks, or waits at a workflow step.
+    fn on_ended(&mut self, agent: Uuid) {
+        self.live -= 1;
+        if !self.asking.is_empty() {
+            self.asking.remove(&agent);
+        }
+        if !self.waiting_all.is_empty() {
+            self.waiting_all.retain(|a| *a != agent);
+        }
+        if !self.summarizing.is_empty() {
+            self.summarizing.retain(|a| *a != agent);
+        }
+        if !self.subquestions.is_empty() {
+            self.subquestions.retain(|a| *a != agent);
+        }
+    }
+
     /// A user message reached `agent`: one that awaited the user must move (to running) in the
     /// step.
     #[inline]
     pub(super) fn on_user_message(&mut self, agent: Uuid) {
-        if self
-            .agents
-            .get(&agent)
-            .is_some_and(|(s, _)| *s == Status::AwaitingUser)
-        {
+        // Its status is the one the step's moves left it in, or else the one the map holds.
+        let status = match self.touched.iter().find(|t| t.agent == agent) {
+            Some(t) => Some(t.status),
+            None => self.agents.get(&agent).map(|(s, _)| *s),
+        };
+        if status == Some(Status::AwaitingUser) {
             self.roused.push(agent);
             self.pending = true;
         }
@@ -381,6 +386,9 @@ impl TreeModel {
             let Some(frame_ref) = frame_ref else {
                 // Its frame must be gone: the count below tells if it is not. Its forks must
                 // have ended before it.
+                if self.fork_of.is_empty() {
+                    continue;
+                }
                 if let Some(fork) = self
                     .fork_of
                     .iter()

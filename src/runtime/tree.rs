@@ -192,18 +192,19 @@ impl Ending<'_> {
         };
         node.agent_id = frame.frame_id;
         node.parent_id = frame.node.parent_agent;
-        node.key = key.clone();
-        node.name = frame.agent.frame_name.clone();
+        // The texts the forgotten node shares with this one (often its conversation, its name
+        // and the lack of a comment) are kept, not cloned over; the frame, which ends, hands
+        // over its task and its list of subagents, taking the forgotten node's to drop.
+        set_shared(&mut node.key, key);
+        set_shared(&mut node.name, &frame.agent.frame_name);
         node.status = status;
-        node.user_comment = frame
-            .node
-            .more()
-            .user_comment
-            .clone()
-            .unwrap_or_else(tree::unchanged);
-        node.user_content = frame.node.user_content.clone();
-        node.subagents.clear();
-        node.subagents.extend_from_slice(&frame.node.subagents);
+        match &frame.node.more().user_comment {
+            Some(comment) => set_shared(&mut node.user_comment, comment),
+            None if tree::is_unchanged(&node.user_comment) => {}
+            None => node.user_comment = tree::unchanged(),
+        }
+        std::mem::swap(&mut node.user_content, &mut frame.node.user_content);
+        std::mem::swap(&mut node.subagents, &mut frame.node.subagents);
         node.result = Some(result.clone());
         match metadata {
             Some(metadata) => node.metadata = metadata,
@@ -539,6 +540,14 @@ impl Runtime {
             self.drive(parent, input);
         }
         self.pump(slot);
+    }
+}
+
+/// Makes `to` the text `from`, unless it is that one already (no count moves then).
+#[inline]
+fn set_shared(to: &mut Arc<str>, from: &Arc<str>) {
+    if !Arc::ptr_eq(to, from) {
+        *to = from.clone();
     }
 }
 
