@@ -26,7 +26,7 @@ use uuid::Uuid;
 use crate::agents::tree::Status;
 use crate::model::agent::{AgentDef, AgentKind};
 use crate::model::hash::FxHashMap;
-use crate::model::ids::CallId;
+use crate::model::ids::{CallId, FrameId};
 use crate::protocol::{Event, FrameInfo, PopReason};
 use crate::runtime::Runtime;
 use crate::wire::pairing::Pairing;
@@ -269,8 +269,8 @@ pub struct Observer {
     deliveries: Vec<Delivery>,
     /// Results already delivered by popped children, by the parent session they went to.
     delivered: FxHashMap<Uuid, smallvec::SmallVec<[Arc<str>; 1]>>,
-    /// Frames pushed in this step: conversation index and frame id.
-    pushed: Vec<(usize, Uuid)>,
+    /// Frames pushed in this step: conversation index, frame id and place in the runtime.
+    pushed: Vec<(usize, Uuid, FrameId)>,
     /// Conversations pushed or popped in this step.
     touched: Vec<usize>,
     /// Replies being streamed, by call.
@@ -655,18 +655,12 @@ impl Observer {
                         ),
                     ));
                 }
-                self.pushed.push((k, frame.frame_id));
+                self.pushed.push((k, frame.frame_id, *frame_ref));
                 if frame.parent_tool_use_id.is_some() {
                     self.expect("agent_session", frame.session_id, None, None, &frame.name);
                 }
                 // Its agent started (the `agent-state` the push stands for).
-                self.tree.on_state(
-                    frame.frame_id,
-                    Some(*frame_ref),
-                    &frame.name,
-                    None,
-                    Status::Running,
-                )?;
+                self.tree.on_pushed(frame.frame_id, &frame.name)?;
             }
             Event::Pop {
                 key,
@@ -677,13 +671,8 @@ impl Observer {
                 ..
             } => {
                 // Its agent ended (the `agent-state` the pop stands for, which comes first).
-                self.tree.on_state(
-                    frame.frame_id,
-                    None,
-                    &frame.name,
-                    Some(*from),
-                    reason.ended_as(),
-                )?;
+                self.tree
+                    .on_popped(frame.frame_id, &frame.name, *from, reason.ended_as())?;
                 self.tools.on_ended(frame.frame_id);
                 let k = self.touch(key);
                 self.sessions.on_left(key, frame.frame_id);
@@ -1062,7 +1051,7 @@ impl Observer {
         let linked = self
             .pushed
             .iter()
-            .try_for_each(|&(k, frame_id)| self.check_link(rt, k, frame_id));
+            .try_for_each(|&(k, frame_id, at)| self.check_link(rt, k, frame_id, at));
         self.pushed.clear();
         linked?;
         // The runtime's stacks must be the ones its events describe.
@@ -1079,7 +1068,13 @@ impl Observer {
 
     /// A frame pushed in this step and still present must name an unresolved `tool_use` of the
     /// frame below it.
-    fn check_link(&self, rt: &Runtime, k: usize, frame_id: Uuid) -> Result<(), Violation> {
+    fn check_link(
+        &self,
+        rt: &Runtime,
+        k: usize,
+        frame_id: Uuid,
+        at: FrameId,
+    ) -> Result<(), Violation> {
         #[cfg(test)]
         if self.no_runtime {
             return Ok(());
@@ -1088,8 +1083,40 @@ impl Observer {
         let Some(i) = frames.iter().rposition(|f| f.info.frame_id == frame_id) else {
             return Ok(());
         };
+        // Its agent, started by the push, lives in the runtime as the events tell (unless it
+        // moved since, which the touched-agent check judges).
+        let frame = rt.frame(at).filter(|f| f.frame_id() == frame_id);
+        let Some(frame) = frame else {
+            return Err(self.pushed_lost(i, k, frame_id));
+        };
+        if frame.status() != Status::Running && !self.tree.moved(frame_id) {
+            return Err(violation(
+                names::TREE_CONSISTENCY,
+                format!(
+                    "{} ({frame_id}) is {}, but its agent-state events left it running",
+                    frames[i].info.name,
+                    frame.status()
+                ),
+            ));
+        }
         if i == 0 {
             return Ok(());
+        }
+        let parent = frames[i - 1].info.frame_id;
+        let listed = frame.node().parent_agent == Some(parent)
+            && frame
+                .parent()
+                .and_then(|p| rt.frame(p))
+                .is_some_and(|p| p.frame_id() == parent && p.node().subagents.contains(&frame_id));
+        if !listed {
+            return Err(violation(
+                names::TREE_CONSISTENCY,
+                format!(
+                    "{} ({frame_id}) names {} as its parent, which does not list it among its live subagents",
+                    frames[i].info.name,
+                    frame.node().parent_agent.map_or("none".to_owned(), |p| p.to_string())
+                ),
+            ));
         }
         let child = &frames[i].info;
         let link: &str = child.parent_tool_use_id.as_deref().unwrap_or("");
@@ -1108,6 +1135,19 @@ impl Observer {
                 format!("{} has no frame below it in the runtime", child.name),
             )),
         }
+    }
+
+    /// The violation when frame `frame_id`, `i`-th on conversation `k`'s stack by the events,
+    /// has no frame at the place its push named.
+    #[cold]
+    fn pushed_lost(&self, i: usize, k: usize, frame_id: Uuid) -> Violation {
+        violation(
+            names::TREE_CONSISTENCY,
+            format!(
+                "{} ({frame_id}) lives by its push, but the runtime has no frame for it (gone without ending)",
+                self.keys[k].frames[i].info.name
+            ),
+        )
     }
 
     /// The runtime's stack for conversation `k` has the depth and top frame of the model.
@@ -1140,7 +1180,6 @@ impl Observer {
 mod tests {
     use super::*;
     use crate::model::agent::Catalog;
-    use crate::model::ids::FrameId;
 
     #[test]
     fn a_waits_handle_is_a_number_or_a_string_holding_one() {
@@ -1217,6 +1256,80 @@ mod tests {
             }
         }
         o.end_of_step(&rt).err().map(|v| v.invariant)
+    }
+
+    /// A pushed frame's agent must live in the runtime, at the place its push named and with
+    /// the status its events left it (running, unless an `agent-state` moved it since): a push
+    /// the runtime has no frame for, or a frame whose status moved with no event, breaks
+    /// `tree-consistency`.
+    #[test]
+    fn a_pushed_agent_lives_in_the_runtime_as_its_events_tell() {
+        let main = frame("main", AgentKind::Main, 1, None);
+        let v = first_violation(&[push(&main, 1)]);
+        assert_eq!(v, Some(names::TREE_CONSISTENCY), "no frame in the runtime");
+
+        let config = RuntimeConfig {
+            record_events: true,
+            ..RuntimeConfig::default()
+        };
+        let mut rt = Runtime::new(Arc::new(Catalog::default()), config);
+        let go = user("go");
+        rt.handle(go.clone());
+        let pushed = rt.events().to_vec();
+        rt.clear_events();
+        let call = std::iter::from_fn(|| rt.poll_effect())
+            .find_map(|e| match e {
+                Effect::CallLlm { call } => Some(call),
+                _ => None,
+            })
+            .expect("main calls its model");
+        let ask = Block::tool_use(
+            "q1",
+            "ask_user",
+            serde_json::json!({ "question": "which?" }),
+        );
+        let reply = Input::LlmReply {
+            call,
+            reply: LlmReply {
+                content: vec![ask].into_iter().collect(),
+                usage: Default::default(),
+            },
+        };
+        rt.handle(reply);
+        let asked = rt.events().to_vec();
+        assert!(
+            asked.iter().any(|e| matches!(
+                e,
+                Event::AgentState {
+                    status: Status::AwaitingUser,
+                    implied: false,
+                    ..
+                }
+            )),
+            "main awaits the user: {asked:?}"
+        );
+        // The push's step judged against the runtime one step later: main awaits the user, with
+        // no event of that move among the step's.
+        let mut o = Observer::for_runtime(&rt);
+        o.before_input(&rt, &go);
+        let v = o.after_step(&rt, &pushed).unwrap_err();
+        assert_eq!(v.invariant, names::TREE_CONSISTENCY, "{v}");
+        assert!(v.message.contains("awaiting_user"), "{v}");
+        // With the event of the move in the step, the same runtime agrees.
+        let mut o = Observer::for_runtime(&rt);
+        o.before_input(&rt, &go);
+        let moved: Vec<Event> = pushed
+            .iter()
+            .cloned()
+            .chain(
+                asked
+                    .iter()
+                    .filter(|e| matches!(e, Event::AgentState { .. }))
+                    .cloned(),
+            )
+            .collect();
+        let v = o.after_step(&rt, &moved).err();
+        assert_ne!(v.map(|v| v.invariant), Some(names::TREE_CONSISTENCY));
     }
 
     /// A push starts its frame's agent and a pop ends it, from the status the pop names: one
@@ -1770,7 +1883,7 @@ mod tests {
             o.keys[k].pending_cancels = 1;
             o.keys[k].frames.push(ModelFrame::new(main.clone()));
             if pushed_now {
-                o.pushed.push((k, main.frame_id));
+                o.pushed.push((k, main.frame_id, FrameId::new(0, 0)));
             }
             o.on_user_message(&rt, k, main.frame_id, &text.into());
             o.step.deferred.map(|v| v.invariant)

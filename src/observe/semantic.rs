@@ -695,7 +695,7 @@ impl Observer {
         // (Only a message that waited can be one: a cancel word sent to a stack acts at once.)
         if self.keys[k].pending_cancels > 0
             && is_cancel_word(&rt.config().cancel_words, text)
-            && !self.pushed.contains(&(k, frame_id))
+            && !self.pushed.iter().any(|p| (p.0, p.1) == (k, frame_id))
         {
             let key = self.keys[k].key.clone();
             self.defer(

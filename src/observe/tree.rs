@@ -131,7 +131,10 @@ pub(super) struct TreeModel {
     roused: SmallVec<[Uuid; 1]>,
     /// The question the current step's input answers by id, until its `answer` event.
     answer_fed: Option<Uuid>,
-    /// Something of the four above is for the end of a step to look at: set with every
+    /// A frame was pushed or popped in this step: the number of live agents is compared with
+    /// the runtime's at its end.
+    count_due: bool,
+    /// Something of the five above is for the end of a step to look at: set with every
     /// addition, and recomputed after each look (so that a step that moved nothing in the tree
     /// costs one test).
     pending: bool,
@@ -154,6 +157,7 @@ impl Default for TreeModel {
             subquestions: SmallVec::new(),
             roused: SmallVec::new(),
             answer_fed: None,
+            count_due: false,
             pending: false,
         }
     }
@@ -207,6 +211,87 @@ impl TreeModel {
             self.roused.retain(|a| *a != agent_id);
         }
         Ok(())
+    }
+
+    /// A frame was pushed: its agent starts, running (the `agent-state` its push stands for).
+    /// The runtime's frame is compared with it at the step's end by the check of each pushed
+    /// frame's link ([`super::Observer`]'s `check_link`), which sees every frame pushed in the
+    /// step; the number of live agents, here.
+    #[inline]
+    pub(super) fn on_pushed(&mut self, agent_id: Uuid, frame: &Arc<str>) -> Result<(), Violation> {
+        use std::collections::hash_map::Entry;
+        match self.agents.entry(agent_id) {
+            Entry::Vacant(e) => {
+                e.insert((Status::Running, frame.clone()));
+            }
+            Entry::Occupied(e) => {
+                let had = e.get().0;
+                return Err(bad_move(agent_id, frame, Some(had), None, Status::Running));
+            }
+        }
+        self.live += 1;
+        self.count_due = true;
+        self.pending = true;
+        Ok(())
+    }
+
+    /// A frame was popped: its agent ends from `from` as `to` (the `agent-state` its pop stands
+    /// for). Its forks must have ended before it.
+    #[inline]
+    pub(super) fn on_popped(
+        &mut self,
+        agent_id: Uuid,
+        frame: &Arc<str>,
+        from: Status,
+        to: Status,
+    ) -> Result<(), Violation> {
+        match self.agents.get_mut(&agent_id) {
+            Some(slot) if slot.0 == from && !from.is_terminal() && from.can_become(to) => {
+                slot.0 = to;
+            }
+            other => {
+                let known = other.map(|slot| slot.0);
+                return Err(bad_move(agent_id, frame, known, Some(from), to));
+            }
+        }
+        self.on_ended(agent_id);
+        if !self.fork_of.is_empty() {
+            self.check_orphans(agent_id, frame)?;
+        }
+        // A move of it earlier in the step is judged as this end.
+        if let Some(t) = self.touched.iter_mut().find(|t| t.agent == agent_id) {
+            t.status = to;
+            t.frame = None;
+        }
+        if !self.roused.is_empty() {
+            self.roused.retain(|a| *a != agent_id);
+        }
+        self.count_due = true;
+        self.pending = true;
+        Ok(())
+    }
+
+    /// `agent` (`name`) ended: no fork of it may run on.
+    fn check_orphans(&self, agent: Uuid, name: &str) -> Result<(), Violation> {
+        match self
+            .fork_of
+            .iter()
+            .filter(|(_, (caller, _))| *caller == agent)
+            .map(|(fork, _)| *fork)
+            .min()
+        {
+            Some(fork) => Err(violation(
+                names::TREE_CONSISTENCY,
+                format!("{name} ({agent}) ended, but its fork {fork} runs on: an orphan"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `agent` moved in this step by an `agent-state` event (its frame is then compared
+    /// with the runtime's by the touched-agent check).
+    pub(super) fn moved(&self, agent: Uuid) -> bool {
+        self.touched.iter().any(|t| t.agent == agent)
     }
 
     /// `agent` ended: it no longer lives, asks, or waits at a workflow step.
@@ -265,6 +350,7 @@ impl TreeModel {
             && self.answer_fed.is_none()
             && self.roused.is_empty()
             && self.touched.is_empty()
+            && !self.count_due
     }
 
     #[inline]
@@ -288,10 +374,13 @@ impl TreeModel {
                 format!("a user message reached {frame} ({agent}), which awaited the user, but it is still {status} at the step's end"),
             ));
         }
-        if self.touched.is_empty() {
-            return Ok(());
+        if !self.touched.is_empty() {
+            return self.check_touched(rt);
         }
-        self.check_touched(rt)
+        if std::mem::take(&mut self.count_due) {
+            return self.check_count(rt);
+        }
+        Ok(())
     }
 
     /// The `wait` answers of the step that needed its end: a skip only for a caller that ended,
@@ -361,18 +450,31 @@ impl TreeModel {
         Ok(())
     }
 
-    /// Forgets the step's touched agents unchecked (for tests that feed events without a
-    /// runtime).
+    /// Forgets the step's touched agents and count unchecked (for tests that feed events
+    /// without a runtime).
     #[cfg(test)]
     pub(super) fn forget_touched(&mut self) {
         self.touched.clear();
+        self.count_due = false;
         self.pending = !self.is_clear();
     }
 
     fn check_touched(&mut self, rt: &Runtime) -> Result<(), Violation> {
-        let checked = self.check_touched_agents(rt);
+        let checked = self
+            .check_touched_agents(rt)
+            .and_then(|()| self.check_count(rt));
         self.touched.clear();
+        self.count_due = false;
         checked
+    }
+
+    /// The runtime has as many live frames as the events left agents alive.
+    fn check_count(&self, rt: &Runtime) -> Result<(), Violation> {
+        let count = rt.stacks().live_count();
+        if count != self.live {
+            return Err(self.count_differs(rt, count));
+        }
+        Ok(())
     }
 
     fn check_touched_agents(&self, rt: &Runtime) -> Result<(), Violation> {
@@ -384,25 +486,10 @@ impl TreeModel {
         {
             let name = || self.name_of(id).unwrap_or_default();
             let Some(frame_ref) = frame_ref else {
-                // Its frame must be gone: the count below tells if it is not. Its forks must
-                // have ended before it.
-                if self.fork_of.is_empty() {
-                    continue;
-                }
-                if let Some(fork) = self
-                    .fork_of
-                    .iter()
-                    .filter(|(_, (caller, _))| *caller == id)
-                    .map(|(fork, _)| *fork)
-                    .min()
-                {
-                    return Err(violation(
-                        names::TREE_CONSISTENCY,
-                        format!(
-                            "{} ({id}) ended, but its fork {fork} runs on: an orphan",
-                            name()
-                        ),
-                    ));
+                // Its frame must be gone: the count tells if it is not. Its forks must have
+                // ended before it.
+                if !self.fork_of.is_empty() {
+                    self.check_orphans(id, &name())?;
                 }
                 continue;
             };
@@ -441,10 +528,6 @@ impl TreeModel {
                     }
                 }
             }
-        }
-        let count = rt.stacks().live_count();
-        if count != self.live {
-            return Err(self.count_differs(rt, count));
         }
         Ok(())
     }
@@ -1194,6 +1277,30 @@ mod tests {
             m.on_workflow_done(a, name).is_err(),
             "once ended, not again"
         );
+    }
+
+    /// A popped agent's forks must have ended before it: one running on is an orphan, found at
+    /// the pop.
+    #[test]
+    fn a_pop_with_a_fork_running_on_breaks_tree_consistency() {
+        let mut m = TreeModel::default();
+        let (main, fork) = (id(1), id(2));
+        let name: Arc<str> = "main".into();
+        m.on_pushed(main, &name).unwrap();
+        m.on_fork_started(main, "main", Some("main"), 1, fork, "fork:main#1")
+            .unwrap();
+        let v = m
+            .on_popped(main, &name, Status::Running, Status::Completed)
+            .unwrap_err();
+        assert_eq!(v.invariant, names::TREE_CONSISTENCY);
+        assert!(
+            v.message.contains("orphan") && v.message.contains(&fork.to_string()),
+            "{v}"
+        );
+        let mut m = TreeModel::default();
+        m.on_pushed(main, &name).unwrap();
+        m.on_popped(main, &name, Status::Running, Status::Completed)
+            .unwrap();
     }
 
     #[test]
