@@ -295,6 +295,7 @@ impl TreeModel {
     }
 
     /// `agent` ended: it no longer lives, asks, or waits at a workflow step.
+    #[inline]
     fn on_ended(&mut self, agent: Uuid) {
         self.live -= 1;
         if !self.asking.is_empty() {

@@ -64,7 +64,7 @@ pub struct Runtime {
     /// Watchdog check timers: which frame each one belongs to.
     watch_timers: BTreeMap<CallId, FrameId>,
     /// Agents that ended, oldest first (at most `config.ended_nodes`).
-    ended: VecDeque<crate::agents::tree::Node>,
+    ended: tree::EndedNodes,
     /// Agents started so far (the order of the tree).
     order: u64,
     /// Forks started by the turn that just ran, placed and started once it is over.
@@ -136,7 +136,7 @@ impl Runtime {
             events: Roomy::default(),
             now: 0,
             watch_timers: BTreeMap::new(),
-            ended: VecDeque::new(),
+            ended: tree::EndedNodes::default(),
             order: 0,
             new_forks: Vec::new(),
         }

@@ -131,12 +131,40 @@ fn publish_state(
     });
 }
 
+/// The nodes of the agents that ended: a ring, which once full takes each new one in the place
+/// of the oldest.
+#[derive(Clone, Debug, Default)]
+pub(super) struct EndedNodes {
+    /// The nodes; once full, the oldest at `head`, the newest just before it.
+    nodes: Vec<Node>,
+    head: usize,
+}
+
+impl EndedNodes {
+    /// Once it holds `capacity` nodes, the oldest, to be overwritten by the newest (it becomes
+    /// the newest); `None` while there is room.
+    fn oldest_if_full(&mut self, capacity: usize) -> Option<&mut Node> {
+        if self.nodes.len() < capacity {
+            return None;
+        }
+        let oldest = self.head;
+        self.head = (oldest + 1) % self.nodes.len();
+        self.nodes.get_mut(oldest)
+    }
+
+    /// Oldest first.
+    pub(super) fn iter(&self) -> impl DoubleEndedIterator<Item = &Node> + '_ {
+        let (newer, older) = self.nodes.split_at(self.head);
+        older.iter().chain(newer)
+    }
+}
+
 /// The parts of the runtime a node's end writes to (see [`Runtime::ending`]).
 pub(super) struct Ending<'a> {
     pub(super) effects: &'a mut std::collections::VecDeque<Effect>,
     pub(super) events: &'a mut Vec<Event>,
     pub(super) config: &'a super::RuntimeConfig,
-    pub(super) ended: &'a mut std::collections::VecDeque<Node>,
+    pub(super) ended: &'a mut EndedNodes,
 }
 
 impl Ending<'_> {
@@ -176,18 +204,14 @@ impl Ending<'_> {
             .more
             .as_mut()
             .map(|m| std::mem::take(&mut m.metadata));
-        if self.ended.len() < self.config.ended_nodes {
+        // Once full, the oldest node is forgotten, and its place (its lists' room included)
+        // takes this one, without moving a node.
+        let Some(node) = self.ended.oldest_if_full(self.config.ended_nodes) else {
             let subagents = std::mem::take(&mut frame.node.subagents);
             let mut node = node_with(key, frame, subagents, metadata.unwrap_or_default());
             node.status = status;
             node.result = Some(result.clone());
-            self.ended.push_back(node);
-            return;
-        }
-        // Full: the oldest node is forgotten, and its place (its lists' room included) takes
-        // this one, without moving a node.
-        self.ended.rotate_left(1);
-        let Some(node) = self.ended.back_mut() else {
+            self.ended.nodes.push(node);
             return;
         };
         node.agent_id = frame.frame_id;
