@@ -103,7 +103,10 @@ impl Observer {
             return;
         };
         if what == "answer" {
-            self.step.mark().delegated.push(f.info.frame_id);
+            self.step
+                .mark(super::semantic::fact::DELEGATED)
+                .delegated
+                .push(f.info.frame_id);
         }
         let lenient = f.lenient;
         // A workflow agent's answer is its summary, judged by the workflow's checks.

@@ -1031,7 +1031,7 @@ impl Observer {
             }
             if let (Some(got), Some(want)) = (d.is_error, d.expect_error) {
                 if got != want && self.step.deferred.is_none() {
-                    self.step.mark().deferred = Some(violation(
+                    self.step.mark(semantic::fact::DEFERRED).deferred = Some(violation(
                         ERROR_PROPAGATION,
                         format!(
                             "{} delivered {} to {}, but it {}",

@@ -145,67 +145,112 @@ pub(super) struct StepFacts {
     /// The first semantic violation seen during the step's events (reported after the
     /// structural checks of the step, which it may only be a symptom of).
     pub(super) deferred: Option<Violation>,
-    /// Something was added since the last [`StepFacts::clear`] (every addition goes through
-    /// [`StepFacts::mark`], so that an empty step costs one test, not one per list).
-    dirty: bool,
+    /// The lists something was added to since the last [`StepFacts::clear`], one bit each (see
+    /// [`fact`]; every addition goes through [`StepFacts::mark`], so that an empty step costs
+    /// one test, and a clear touches only the lists used).
+    dirty: u16,
+}
+
+/// Which of [`StepFacts`]' lists hold something: one bit each, set by [`StepFacts::mark`].
+pub(super) mod fact {
+    pub const FAILED: u16 = 1;
+    pub const RESUMED: u16 = 1 << 1;
+    pub const WATCHDOG: u16 = 1 << 2;
+    pub const DELEGATED: u16 = 1 << 3;
+    pub const ANSWERED: u16 = 1 << 4;
+    pub const CANCEL_SKIPS: u16 = 1 << 5;
+    pub const DELETE_SKIPS: u16 = 1 << 6;
+    pub const COMPLETING: u16 = 1 << 7;
+    pub const AT_ONCE: u16 = 1 << 8;
+    pub const BATCH_DUE: u16 = 1 << 9;
+    pub const SENT: u16 = 1 << 10;
+    pub const MAIN_FAILURE: u16 = 1 << 11;
+    pub const EXPECTED: u16 = 1 << 12;
+    pub const DEFERRED: u16 = 1 << 13;
 }
 
 impl StepFacts {
-    /// The facts, to add one.
+    /// The facts, to add one to the lists `lists` names (bits of [`fact`]).
     #[inline(always)]
-    pub(super) fn mark(&mut self) -> &mut StepFacts {
-        self.dirty = true;
+    pub(super) fn mark(&mut self, lists: u16) -> &mut StepFacts {
+        self.dirty |= lists;
         self
     }
 
     #[inline]
     pub(super) fn is_empty(&self) -> bool {
         debug_assert!(
-            self.dirty
-                || (self.failed.is_empty()
-                    && self.resumed.is_empty()
-                    && self.watchdog.is_empty()
-                    && self.delegated.is_empty()
-                    && self.answered.is_empty()
-                    && self.cancel_skips.is_empty()
-                    && self.delete_skips.is_empty()
-                    && self.completing.is_empty()
-                    && self.at_once.is_empty()
-                    && self.batch_due.is_empty()
-                    && self.sent.is_empty()
-                    && self.main_failure.is_empty()
-                    && self.expected.is_empty()
-                    && self.deferred.is_none()),
-            "a fact was added without StepFacts::mark"
+            {
+                let clean = |bit: u16, empty: bool| self.dirty & bit != 0 || empty;
+                clean(fact::FAILED, self.failed.is_empty())
+                    && clean(fact::RESUMED, self.resumed.is_empty())
+                    && clean(fact::WATCHDOG, self.watchdog.is_empty())
+                    && clean(fact::DELEGATED, self.delegated.is_empty())
+                    && clean(fact::ANSWERED, self.answered.is_empty())
+                    && clean(fact::CANCEL_SKIPS, self.cancel_skips.is_empty())
+                    && clean(fact::DELETE_SKIPS, self.delete_skips.is_empty())
+                    && clean(fact::COMPLETING, self.completing.is_empty())
+                    && clean(fact::AT_ONCE, self.at_once.is_empty())
+                    && clean(fact::BATCH_DUE, self.batch_due.is_empty())
+                    && clean(fact::SENT, self.sent.is_empty())
+                    && clean(fact::MAIN_FAILURE, self.main_failure.is_empty())
+                    && clean(fact::EXPECTED, self.expected.is_empty())
+                    && clean(fact::DEFERRED, self.deferred.is_none())
+            },
+            "a fact was added without StepFacts::mark naming its list"
         );
-        !self.dirty
+        self.dirty == 0
     }
 
+    /// Empties the lists that hold something (their room is kept).
     fn clear(&mut self) {
-        if !self.dirty {
+        let dirty = std::mem::take(&mut self.dirty);
+        if dirty == 0 {
             return;
         }
-        self.dirty = false;
-        // Most lists are empty: a test costs less than a clear.
-        fn clear<A: smallvec::Array>(list: &mut SmallVec<A>) {
-            if !list.is_empty() {
-                list.clear();
-            }
+        let marked = |bit: u16| dirty & bit != 0;
+        if marked(fact::FAILED) {
+            self.failed.clear();
         }
-        clear(&mut self.failed);
-        clear(&mut self.resumed);
-        clear(&mut self.watchdog);
-        clear(&mut self.delegated);
-        clear(&mut self.answered);
-        clear(&mut self.cancel_skips);
-        clear(&mut self.delete_skips);
-        clear(&mut self.completing);
-        clear(&mut self.at_once);
-        clear(&mut self.batch_due);
-        clear(&mut self.sent);
-        clear(&mut self.main_failure);
-        self.expected.clear();
-        self.deferred = None;
+        if marked(fact::RESUMED) {
+            self.resumed.clear();
+        }
+        if marked(fact::WATCHDOG) {
+            self.watchdog.clear();
+        }
+        if marked(fact::DELEGATED) {
+            self.delegated.clear();
+        }
+        if marked(fact::ANSWERED) {
+            self.answered.clear();
+        }
+        if marked(fact::CANCEL_SKIPS) {
+            self.cancel_skips.clear();
+        }
+        if marked(fact::DELETE_SKIPS) {
+            self.delete_skips.clear();
+        }
+        if marked(fact::COMPLETING) {
+            self.completing.clear();
+        }
+        if marked(fact::AT_ONCE) {
+            self.at_once.clear();
+        }
+        if marked(fact::BATCH_DUE) {
+            self.batch_due.clear();
+        }
+        if marked(fact::SENT) {
+            self.sent.clear();
+        }
+        if marked(fact::MAIN_FAILURE) {
+            self.main_failure.clear();
+        }
+        if marked(fact::EXPECTED) {
+            self.expected.clear();
+        }
+        if marked(fact::DEFERRED) {
+            self.deferred = None;
+        }
     }
 }
 
@@ -534,16 +579,19 @@ impl Observer {
         let answered = reply.uses.is_empty() && f.info.kind == AgentKind::Main;
         if let Some(b) = f.batch.as_deref_mut() {
             if b.on_reply(reply.said.map(Arc::from), reply.uses.is_empty()) {
-                self.step.mark().batch_due.push((k, frame_id));
+                self.step
+                    .mark(fact::BATCH_DUE)
+                    .batch_due
+                    .push((k, frame_id));
             }
         }
         f.uses = reply.uses;
         if reply.at_once {
-            self.step.mark().at_once.push(frame_id);
+            self.step.mark(fact::AT_ONCE).at_once.push(frame_id);
         }
         let (session, name) = (f.info.session_id, f.info.name.clone());
         if answered {
-            self.step.mark().answered.push(frame_id);
+            self.step.mark(fact::ANSWERED).answered.push(frame_id);
         }
         if content {
             self.expect("assistant", session, None, None, &name);
@@ -574,7 +622,7 @@ impl Observer {
     /// Records a semantic violation to report at the end of the step (the first one wins).
     pub(super) fn defer(&mut self, invariant: &'static str, message: String) {
         if self.step.deferred.is_none() {
-            self.step.mark().deferred = Some(violation(invariant, message));
+            self.step.mark(fact::DEFERRED).deferred = Some(violation(invariant, message));
         }
     }
 
@@ -587,7 +635,7 @@ impl Observer {
         frame: &Arc<str>,
     ) {
         if self.persist {
-            self.step.mark().expected.push(Expect {
+            self.step.mark(fact::EXPECTED).expected.push(Expect {
                 kind,
                 session,
                 id,
@@ -651,7 +699,7 @@ impl Observer {
     }
 
     pub(super) fn on_llm_error(&mut self, frame_id: Uuid) {
-        self.step.mark().failed.push(frame_id);
+        self.step.mark(fact::FAILED).failed.push(frame_id);
     }
 
     pub(super) fn on_watchdog(&mut self, k: usize, frame: &Arc<str>) {
@@ -663,7 +711,10 @@ impl Observer {
         if let Some(f) = m.frames.iter_mut().rev().find(|f| f.info.name == *frame) {
             f.lenient = true;
         }
-        self.step.mark().watchdog.push((k, frame.clone()));
+        self.step
+            .mark(fact::WATCHDOG)
+            .watchdog
+            .push((k, frame.clone()));
     }
 
     /// A workflow agent's text reply was a decision of its workflow (it entered a step, asked a
@@ -675,11 +726,11 @@ impl Observer {
     /// A workflow agent ended its workflow with its summary: a success, like a batch child's
     /// answer.
     pub(super) fn on_workflow_done(&mut self, frame_id: Uuid) {
-        self.step.mark().delegated.push(frame_id);
+        self.step.mark(fact::DELEGATED).delegated.push(frame_id);
     }
 
     pub(super) fn on_sent(&mut self, k: usize, text: &Arc<str>) {
-        self.step.mark().sent.push((k, text.clone()));
+        self.step.mark(fact::SENT).sent.push((k, text.clone()));
     }
 
     /// A user message delivered to frame `frame_id`.
@@ -729,7 +780,7 @@ impl Observer {
             // of an earlier reply are left to run.
             resume(f);
             let (session, name) = (f.info.session_id, f.info.name.clone());
-            self.step.mark().resumed.push(frame_id);
+            self.step.mark(fact::RESUMED).resumed.push(frame_id);
             self.expect("user", session, None, None, &name);
         }
     }
@@ -823,7 +874,7 @@ impl Observer {
             )),
             messages::SKIPPED_AFTER_LIMIT => None,
             messages::CANCELLED_BY_USER => {
-                self.step.mark().cancel_skips.push((frame_id, name.clone()));
+                self.step.mark(fact::CANCEL_SKIPS).cancel_skips.push((frame_id, name.clone()));
                 None
             }
             messages::TOOL_INTERRUPTED if !watched => Some(format!(
@@ -837,7 +888,7 @@ impl Observer {
                     .tree
                     .on_fork_answered(frame_id, &name, tool_use_id, content)
                 {
-                    self.step.mark().deferred.get_or_insert(v);
+                    self.step.mark(fact::DEFERRED).deferred.get_or_insert(v);
                 }
                 None
             }
@@ -845,7 +896,7 @@ impl Observer {
                 "{tool_use_id} ({use_name}) of {name} was answered as deleted, but no intervention deleted anything"
             )),
             messages::AGENT_DELETED if being_deleted => {
-                self.step.mark().delete_skips.push((frame_id, name.clone()));
+                self.step.mark(fact::DELETE_SKIPS).delete_skips.push((frame_id, name.clone()));
                 None
             }
             messages::AGENT_DELETED if !delivery => Some(format!(
@@ -911,13 +962,16 @@ impl Observer {
         if &*use_name == builtin::COMPLETE && !is_error {
             f.completed = true;
             if !main {
-                self.step.mark().completing.push((frame_id, name.clone()));
+                self.step
+                    .mark(fact::COMPLETING)
+                    .completing
+                    .push((frame_id, name.clone()));
             }
         }
         // A child's result resumes its parent at the loop head: a pass of its own when tool uses
         // are left to run (DESIGN §3 item 6), unless the limit ends it there.
         if delivery && &**content != messages::CANCELLED_BY_USER && !being_deleted {
-            self.step.mark().resumed.push(frame_id);
+            self.step.mark(fact::RESUMED).resumed.push(frame_id);
             resume(f);
         }
         if let Some((invariant, message)) = problem {
@@ -1032,7 +1086,10 @@ impl Observer {
             );
         }
         if main && matches!(end, End::Error | End::Limit) {
-            self.step.mark().main_failure.push((k, end));
+            self.step
+                .mark(fact::MAIN_FAILURE)
+                .main_failure
+                .push((k, end));
         }
         match end {
             End::Success => Some(false),
