@@ -578,6 +578,13 @@ impl TreeModel {
         fork: Uuid,
         fork_name: &str,
     ) -> Result<(), Violation> {
+        // A caller's forks end before it (checked at its end), and none starts after.
+        if self.has_ended(caller) {
+            return Err(violation(
+                names::TREE_CONSISTENCY,
+                format!("{caller_name} ({caller}) ended, but its fork {fork} started after it: an orphan"),
+            ));
+        }
         let last = self.last_fork(caller);
         if handle != last + 1 {
             return Err(violation(
@@ -1281,7 +1288,7 @@ mod tests {
     }
 
     /// A popped agent's forks must have ended before it: one running on is an orphan, found at
-    /// the pop.
+    /// the pop, and so is one started after it.
     #[test]
     fn a_pop_with_a_fork_running_on_breaks_tree_consistency() {
         let mut m = TreeModel::default();
@@ -1302,6 +1309,12 @@ mod tests {
         m.on_pushed(main, &name).unwrap();
         m.on_popped(main, &name, Status::Running, Status::Completed)
             .unwrap();
+        // Nor may a fork of it start after its end.
+        let v = m
+            .on_fork_started(main, "main", Some("main"), 1, fork, "fork:main#1")
+            .unwrap_err();
+        assert_eq!(v.invariant, names::TREE_CONSISTENCY);
+        assert!(v.message.contains("started after it"), "{v}");
     }
 
     #[test]
