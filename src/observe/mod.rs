@@ -446,7 +446,7 @@ impl Observer {
                 ..
             } => {
                 self.tree
-                    .on_state(*agent_id, Some(*frame_ref), frame, *from, *status)?;
+                    .on_state(*agent_id, *frame_ref, frame, *from, *status)?;
                 if status.is_terminal() {
                     self.tools.on_ended(*agent_id);
                 }
@@ -1102,22 +1102,8 @@ impl Observer {
         if i == 0 {
             return Ok(());
         }
-        let parent = frames[i - 1].info.frame_id;
-        let listed = frame.node().parent_agent == Some(parent)
-            && frame
-                .parent()
-                .and_then(|p| rt.frame(p))
-                .is_some_and(|p| p.frame_id() == parent && p.node().subagents.contains(&frame_id));
-        if !listed {
-            return Err(violation(
-                names::TREE_CONSISTENCY,
-                format!(
-                    "{} ({frame_id}) names {} as its parent, which does not list it among its live subagents",
-                    frames[i].info.name,
-                    frame.node().parent_agent.map_or("none".to_owned(), |p| p.to_string())
-                ),
-            ));
-        }
+        // Its parent is the frame below it.
+        tree::check_listed(rt, frame, frames[i - 1].info.frame_id, &frames[i].info.name)?;
         let child = &frames[i].info;
         let link: &str = child.parent_tool_use_id.as_deref().unwrap_or("");
         let below = rt.stack(key).and_then(|v| v.get(i - 1));

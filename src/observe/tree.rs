@@ -98,6 +98,34 @@ fn bad_move(
     violation(names::STATUS_TRANSITIONS, message)
 }
 
+/// `frame` names `parent` as its parent, and that parent (the frame below on a stack, or a
+/// fork's caller) is alive and lists it among its subagents. (A parent that ended by its events
+/// and still has a frame breaks the count of live agents.)
+pub(super) fn check_listed(
+    rt: &Runtime,
+    frame: &crate::agents::frame::StackFrame,
+    parent: Uuid,
+    name: &str,
+) -> Result<(), Violation> {
+    let id = frame.frame_id();
+    let listed = frame.node().parent_agent == Some(parent)
+        && frame
+            .parent()
+            .and_then(|p| rt.frame(p))
+            .is_some_and(|p| p.frame_id() == parent && p.node().subagents.contains(&id));
+    if listed {
+        return Ok(());
+    }
+    let named = frame
+        .node()
+        .parent_agent
+        .map_or("none".to_owned(), |p| p.to_string());
+    Err(violation(
+        names::TREE_CONSISTENCY,
+        format!("{name} ({id}) names {named} as its parent, which does not list it among its live subagents"),
+    ))
+}
+
 /// What the observer knows of the tree, from the events only.
 #[derive(Clone, Debug)]
 pub(super) struct TreeModel {
@@ -164,43 +192,24 @@ impl Default for TreeModel {
 }
 
 impl TreeModel {
-    /// An `agent-state` event (or the push or pop that stands for one; a pop names no frame):
-    /// the move must start from the status the agent had, be one the machine allows, and never
-    /// leave an end.
+    /// An `agent-state` event: the move must start from the status the agent had, be one the
+    /// machine allows, and never leave an end.
     pub(super) fn on_state(
         &mut self,
         agent_id: Uuid,
-        frame_ref: Option<FrameId>,
+        frame_ref: FrameId,
         frame: &Arc<str>,
         from: Option<Status>,
         to: Status,
     ) -> Result<(), Violation> {
-        use std::collections::hash_map::Entry;
-        match (self.agents.entry(agent_id), from) {
-            (Entry::Vacant(e), None) if to == Status::Running => {
-                e.insert((to, frame.clone()));
-                self.live += 1;
-            }
-            (Entry::Occupied(mut e), Some(from))
-                if e.get().0 == from && !from.is_terminal() && from.can_become(to) =>
-            {
-                e.get_mut().0 = to;
-                if to.is_terminal() {
-                    self.on_ended(agent_id);
-                }
-            }
-            (entry, _) => {
-                let known = match entry {
-                    Entry::Occupied(e) => Some(e.get().0),
-                    Entry::Vacant(_) => None,
-                };
-                return Err(bad_move(agent_id, frame, known, from, to));
-            }
+        match from {
+            None => self.start(agent_id, frame, to)?,
+            Some(from) => self.advance(agent_id, frame, from, to)?,
         }
         let now = Touched {
             agent: agent_id,
             status: to,
-            frame: frame_ref.filter(|_| !to.is_terminal()),
+            frame: (!to.is_terminal()).then_some(frame_ref),
         };
         match self.touched.iter_mut().find(|t| t.agent == agent_id) {
             Some(t) => *t = now,
@@ -219,17 +228,7 @@ impl TreeModel {
     /// step; the number of live agents, here.
     #[inline]
     pub(super) fn on_pushed(&mut self, agent_id: Uuid, frame: &Arc<str>) -> Result<(), Violation> {
-        use std::collections::hash_map::Entry;
-        match self.agents.entry(agent_id) {
-            Entry::Vacant(e) => {
-                e.insert((Status::Running, frame.clone()));
-            }
-            Entry::Occupied(e) => {
-                let had = e.get().0;
-                return Err(bad_move(agent_id, frame, Some(had), None, Status::Running));
-            }
-        }
-        self.live += 1;
+        self.start(agent_id, frame, Status::Running)?;
         self.count_due = true;
         self.pending = true;
         Ok(())
@@ -245,16 +244,7 @@ impl TreeModel {
         from: Status,
         to: Status,
     ) -> Result<(), Violation> {
-        match self.agents.get_mut(&agent_id) {
-            Some(slot) if slot.0 == from && !from.is_terminal() && from.can_become(to) => {
-                slot.0 = to;
-            }
-            other => {
-                let known = other.map(|slot| slot.0);
-                return Err(bad_move(agent_id, frame, known, Some(from), to));
-            }
-        }
-        self.on_ended(agent_id);
+        self.advance(agent_id, frame, from, to)?;
         if !self.fork_of.is_empty() {
             self.check_orphans(agent_id, frame)?;
         }
@@ -268,6 +258,51 @@ impl TreeModel {
         }
         self.count_due = true;
         self.pending = true;
+        Ok(())
+    }
+
+    /// `agent` starts as `to`: it must be new, and start running.
+    #[inline(always)]
+    fn start(&mut self, agent: Uuid, frame: &Arc<str>, to: Status) -> Result<(), Violation> {
+        use std::collections::hash_map::Entry;
+        match self.agents.entry(agent) {
+            Entry::Vacant(e) if to == Status::Running => {
+                e.insert((to, frame.clone()));
+            }
+            entry => {
+                let known = match entry {
+                    Entry::Occupied(e) => Some(e.get().0),
+                    Entry::Vacant(_) => None,
+                };
+                return Err(bad_move(agent, frame, known, None, to));
+            }
+        }
+        self.live += 1;
+        Ok(())
+    }
+
+    /// `agent` moves from `from` to `to`: from the status it has, by a move the machine allows,
+    /// never from an end.
+    #[inline(always)]
+    fn advance(
+        &mut self,
+        agent: Uuid,
+        frame: &Arc<str>,
+        from: Status,
+        to: Status,
+    ) -> Result<(), Violation> {
+        match self.agents.get_mut(&agent) {
+            Some(slot) if slot.0 == from && !from.is_terminal() && from.can_become(to) => {
+                slot.0 = to;
+            }
+            other => {
+                let known = other.map(|slot| slot.0);
+                return Err(bad_move(agent, frame, known, Some(from), to));
+            }
+        }
+        if to.is_terminal() {
+            self.on_ended(agent);
+        }
         Ok(())
     }
 
@@ -515,17 +550,7 @@ impl TreeModel {
                         ));
                     }
                     if let Some(parent) = frame.node().parent_agent {
-                        // The frame below on a stack, or a fork's caller, alive (a parent that
-                        // ended by its events and still has a frame breaks the count).
-                        let listed = frame.parent().and_then(|p| rt.frame(p)).is_some_and(|p| {
-                            p.frame_id() == parent && p.node().subagents.contains(&id)
-                        });
-                        if !listed {
-                            return Err(violation(
-                                names::TREE_CONSISTENCY,
-                                format!("{} ({id}) names {parent} as its parent, which does not list it among its live subagents", name()),
-                            ));
-                        }
+                        check_listed(rt, frame, parent, &name())?;
                     }
                 }
             }
@@ -921,7 +946,7 @@ mod tests {
     use super::*;
 
     /// A place no frame holds: the model's own checks never look at it.
-    const NO_FRAME: Option<FrameId> = Some(FrameId::new(u32::MAX, 0));
+    const NO_FRAME: FrameId = FrameId::new(u32::MAX, 0);
 
     fn id(n: u128) -> Uuid {
         Uuid::from_u128(n)
