@@ -168,12 +168,14 @@ impl Run {
 /// located by line and column, as for a file.
 pub fn run_yaml(yaml: &str) -> Result<Run, ScenarioError> {
     let scenario = scenario::parse(yaml, Path::new("<inline>"))?;
+    scenario.runnable()?;
     Ok(Run::of(&scenario))
 }
 
 /// Runs a scenario file.
 pub fn run_file(path: impl AsRef<Path>) -> Result<Run, ScenarioError> {
     let scenario = scenario::load(path.as_ref())?;
+    scenario.runnable()?;
     Ok(Run::of(&scenario))
 }
 

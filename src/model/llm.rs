@@ -21,14 +21,25 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+/// Saturating: a total that would pass `u64::MAX` stays there, in every build (a scenario's
+/// scripts are refused at load when their usage could add up that far; see
+/// [`Usage::checked_add`]).
 impl AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
     }
 }
 
 impl Usage {
+    /// The sum of two usages, or `None` if either count would pass `u64::MAX`.
+    pub fn checked_add(self, other: Usage) -> Option<Usage> {
+        Some(Usage {
+            input_tokens: self.input_tokens.checked_add(other.input_tokens)?,
+            output_tokens: self.output_tokens.checked_add(other.output_tokens)?,
+        })
+    }
+
     /// Whether nothing was counted.
     pub fn is_zero(&self) -> bool {
         self.input_tokens == 0 && self.output_tokens == 0

@@ -114,27 +114,7 @@ pub fn json_report(cases: &[Case], seconds: f64, not_run: usize) -> Value {
     })
 }
 
-/// Text fit for an XML or HTML attribute or element: the five special characters escaped, and
-/// the characters XML 1.0 cannot hold at all (the other control characters, U+FFFE, U+FFFF)
-/// written as `\u{..}`, so that a name never breaks the document or drives a terminal.
-pub fn markup(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use super::escape::markup;
 
 /// The directory of `path` with dots (`scenarios/spec/a.yaml` → `scenarios.spec`), and its stem.
 fn class_and_name(path: &str) -> (String, String) {

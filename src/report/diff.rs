@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::escape::{printable, terminal};
 use crate::scenario::Failure;
 
 const RED: &str = "\x1b[31m";
@@ -54,7 +55,8 @@ fn marked(text: &str, prefix: usize, suffix: usize, color: &str) -> String {
     )
 }
 
-/// The failure as text; with `color`, each mismatch's differing part marked.
+/// The failure as text, with what the scenario and the run wrote escaped
+/// ([`super::escape::terminal`]); with `color`, each mismatch's differing part marked.
 pub fn failure_text(failure: &Failure, color: bool) -> String {
     let Failure::Expectation {
         step,
@@ -63,20 +65,21 @@ pub fn failure_text(failure: &Failure, color: bool) -> String {
         mismatches,
     } = failure
     else {
-        return failure.to_string();
+        return terminal(&failure.to_string()).into_owned();
     };
     if !color {
-        return failure.to_string();
+        return terminal(&failure.to_string()).into_owned();
     }
     let mut out = format!("step {step} (line {line}, column {column}): expectation failed");
     for m in mismatches {
-        let (prefix, suffix) = spans(&m.expected, &m.actual);
+        let (expected, actual) = (printable(&m.expected), printable(&m.actual));
+        let (prefix, suffix) = spans(&expected, &actual);
         let _ = write!(
             out,
             "\n    {}:\n      expected: {}\n      actual:   {}",
-            m.what,
-            marked(&m.expected, prefix, suffix, RED),
-            marked(&m.actual, prefix, suffix, GREEN)
+            printable(&m.what),
+            marked(&expected, prefix, suffix, RED),
+            marked(&actual, prefix, suffix, GREEN)
         );
     }
     out

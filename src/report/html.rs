@@ -263,6 +263,15 @@ fn violation(outcome: &Outcome) -> Option<String> {
             Some(v) => format!("violation [{}]: {}", v.invariant, v.message),
             None => error.to_string(),
         }),
+        Some(Failure::Expectation {
+            step, mismatches, ..
+        }) => {
+            let keys: Vec<&str> = mismatches.iter().map(|m| m.what.as_str()).collect();
+            Some(format!(
+                "step {step}: expectation failed: {}",
+                keys.join(", ")
+            ))
+        }
         Some(f) => Some(f.to_string().lines().next().unwrap_or("").to_owned()),
         None => outcome
             .reproduced
@@ -695,7 +704,12 @@ svg text{font-size:11px;font-family:ui-monospace,monospace}
 pub fn page(outcome: &Outcome) -> String {
     let sequence = Sequence::of(outcome);
     let broken = violation(outcome).filter(|_| outcome.failure.is_some());
-    let verdict = super::transcript::verdict(outcome);
+    // A failure's first line goes in the header; the whole of it, expected above actual as on a
+    // terminal, in a block of its own below.
+    let verdict = match &outcome.failure {
+        Some(f) => format!("FAILED: {}", f.to_string().lines().next().unwrap_or("")),
+        None => super::transcript::verdict(outcome),
+    };
     let class = if outcome.failure.is_some() {
         "failed"
     } else {
@@ -718,10 +732,11 @@ pub fn page(outcome: &Outcome) -> String {
         outcome.records.len(),
         markup(&verdict)
     );
-    if outcome.failure.is_some() {
+    if let Some(failure) = &outcome.failure {
         let _ = writeln!(
             html,
-            "<p>rerun: <code>{}</code></p>",
+            "<pre id=\"failure\">{}</pre>\n<p>rerun: <code>{}</code></p>",
+            markup(&super::diff::failure_text(failure, false)),
             markup(&outcome.rerun_command())
         );
     }
@@ -835,6 +850,29 @@ steps:
         assert!(page.contains("<g class=\"note alarm\">"), "{page}");
         assert!(page.contains("violation [tool-pairing]"), "{page}");
         assert!(page.contains("rerun: <code>agentsim run t.yaml --seed 0</code>"));
+    }
+
+    #[test]
+    fn a_failed_expectation_shows_expected_above_actual_and_names_its_keys() {
+        let wrong = format!("{NESTED}  - expect: {{ sent: [\"Done: lost it\"], depth: 0 }}\n");
+        let o = outcome(&wrong);
+        let page = page(&o);
+        // The terminal's text, line for line, in a block that keeps its lines.
+        let block = page
+            .split("<pre id=\"failure\">")
+            .nth(1)
+            .and_then(|rest| rest.split("</pre>").next())
+            .expect("a failure block");
+        assert_eq!(
+            block,
+            "step 2 (line 16, column 5): expectation failed\n    sent:\n      expected: [&quot;Done: lost it&quot;]\n      actual:   [&quot;Done: found it; #1&quot;]"
+        );
+        assert!(
+            page.contains("FAILED: step 2 (line 16, column 5): expectation failed</span>"),
+            "{page}"
+        );
+        // The sequence's note names the key that failed.
+        assert!(page.contains("step 2: expectation failed: sent"), "{page}");
     }
 
     #[test]

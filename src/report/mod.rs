@@ -3,7 +3,9 @@
 
 pub mod check;
 pub mod diff;
+pub mod escape;
 pub mod html;
 mod transcript;
 
-pub use transcript::{block, json, line, printable, records_text, text, text_colored, verdict};
+pub use escape::{markup, printable, terminal};
+pub use transcript::{block, json, line, records_text, text, text_colored, verdict};

@@ -5,6 +5,7 @@
 //! The text form is what snapshots store, so it is built only from the records: no `Debug` of
 //! internal types, no addresses, nothing that is not a function of (scenario, seed).
 
+use super::escape::printable;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -22,24 +23,6 @@ fn time(ms: u64) -> String {
 
 fn quote(s: &str) -> String {
     format!("{s:?}")
-}
-
-/// `s` with its control characters escaped (`\u{1b}`), so that a name never drives the terminal
-/// it is printed on.
-pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return s.into();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
 }
 
 /// One block as transcripts show it.

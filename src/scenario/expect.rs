@@ -55,6 +55,21 @@ pub(super) fn resolve_key(e: &ExpectSpec, sim: &Sim) -> String {
         .map_or_else(|| key.to_owned(), |(id, _)| id.to_string())
 }
 
+/// Whether `e` checks anything of its own conversation (rather than the whole run).
+fn scoped(e: &ExpectSpec) -> bool {
+    e.sent.is_some()
+        || e.depth.is_some()
+        || e.top.is_some()
+        || e.stack.is_some()
+        || e.tool_result.is_some()
+        || e.tool_results.is_some()
+        || e.iterations.is_some()
+        || e.response.is_some()
+        || e.stream.is_some()
+        || e.usage.is_some()
+        || e.agent_states.is_some()
+}
+
 /// Checks `e` against the simulation now and the records since the previous `expect` (`window`).
 pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
     let mut out = Vec::new();
@@ -78,6 +93,28 @@ pub fn check(e: &ExpectSpec, sim: &Sim, window: &[Record]) -> Vec<Mismatch> {
             "key",
             format!("{key} naming a triggered session"),
             format!("{} sessions triggered so far", sim.sessions().len()),
+        );
+    } else if sim.runtime().stack(key).is_none()
+        && (e.key.is_some() || (scoped(e) && !sim.runtime().stacks().entries().is_empty()))
+    {
+        // A key no conversation of the run has (a typo, an empty key) would check an empty
+        // conversation, and every scoped expectation would hold. Only the implied `default`,
+        // before any conversation started, names the empty state before the first message.
+        let seen: Vec<String> = sim
+            .runtime()
+            .stacks()
+            .entries()
+            .iter()
+            .map(|entry| format!("{:?}", &*entry.key))
+            .collect();
+        expect(
+            "key",
+            format!("{key:?} naming a conversation of the run"),
+            if seen.is_empty() {
+                "no conversation has started yet".to_owned()
+            } else {
+                format!("no such conversation (conversations: {})", seen.join(", "))
+            },
         );
     }
     let in_key = |k: &str| k == key;

@@ -522,6 +522,9 @@ impl Builder<'_> {
         }
 
         let mut scripts = BTreeMap::new();
+        // Every reply is served at most once a run, so the sum of all scripted usage bounds any
+        // conversation's total: if that sum fits, no total can overflow.
+        let mut usage_total = Usage::default();
         for (agent, entries) in &llm {
             let known = |agent: &str| {
                 agent == "main"
@@ -564,7 +567,19 @@ impl Builder<'_> {
             }
             let mut replies = Vec::new();
             for entry in &entries.value {
-                replies.push(self.reply(&entry.value, entry.referenced)?);
+                let reply = self.reply(&entry.value, entry.referenced)?;
+                usage_total = (usage_total.checked_add(reply.usage))
+                    .filter(|u| u.input_tokens.checked_add(u.output_tokens).is_some())
+                    .ok_or_else(|| {
+                    self.error(
+                        entry.referenced,
+                        format!(
+                            "the token usage of the scripts (input and output tokens together) adds up past {} (the largest count a run can total) at this reply: use smaller `usage` counts",
+                            u64::MAX
+                        ),
+                    )
+                })?;
+                replies.push(reply);
             }
             scripts.insert(agent.clone(), replies);
         }

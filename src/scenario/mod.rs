@@ -204,6 +204,21 @@ impl Scenario {
         }
     }
 
+    /// Whether the scenario can be run (`run`, `check`, `explore`): it has `steps`. A file
+    /// without them is still a valid file for `agentsim mock-llm`, which serves its scripts to a
+    /// runtime that brings its own user, but running it would check nothing and pass.
+    pub fn runnable(&self) -> Result<(), ScenarioError> {
+        if self.steps.is_empty() {
+            return Err(ScenarioError {
+                path: self.path.clone(),
+                line: 1,
+                column: 1,
+                message: "the scenario has no `steps`, so running it would check nothing: add the user's `steps` (with `expect` steps) to run it; a file without steps can only be served with `agentsim mock-llm`".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// A simulation of this scenario with the given seed.
     pub fn sim(&self, seed: u64, observe: bool, record: bool) -> Sim {
         self.sim_builder(seed)

@@ -72,6 +72,18 @@ pub enum Failure {
         /// The invariant the scenario expects to break.
         invariant: String,
     },
+    /// The expected invariant broke, which ends the run, but `expect` steps come after the step
+    /// where it broke: they were never checked, so the file says more than the run showed.
+    UncheckedExpectations {
+        /// The invariant that broke, as expected.
+        invariant: String,
+        /// 1-based number of the step where it broke.
+        step: usize,
+        /// Line of that step.
+        line: u32,
+        /// The `expect` steps never checked, as (1-based step, line, column).
+        unchecked: Vec<(usize, u32, u32)>,
+    },
 }
 
 /// The result of running one scenario.
@@ -173,6 +185,22 @@ impl fmt::Display for Failure {
                 f,
                 "the scenario expects invariant {invariant} to break, but invariants were not checked (--no-invariants), so the run cannot tell"
             ),
+            Failure::UncheckedExpectations {
+                invariant,
+                step,
+                line,
+                unchecked,
+            } => {
+                let places: Vec<String> = unchecked
+                    .iter()
+                    .map(|(s, l, c)| format!("step {s} (line {l}, column {c})"))
+                    .collect();
+                write!(
+                    f,
+                    "invariant {invariant} broke as expected at step {step} (line {line}), which ends the run, so the `expect` steps after it were never checked: {}; move them before step {step} or remove them",
+                    places.join(", ")
+                )
+            }
         }
     }
 }
@@ -219,6 +247,18 @@ impl Failure {
             Failure::InvariantsOff { invariant } => {
                 json!({"kind": "invariants-off", "invariant": invariant})
             }
+            Failure::UncheckedExpectations {
+                invariant,
+                step,
+                line,
+                unchecked,
+            } => json!({
+                "kind": "unchecked-expectations", "invariant": invariant, "step": step,
+                "line": line,
+                "unchecked": unchecked.iter().map(|(s, l, c)| json!({
+                    "step": s, "line": l, "column": c,
+                })).collect::<Vec<_>>(),
+            }),
         };
         v["message"] = self.to_string().into();
         v
@@ -229,6 +269,9 @@ impl Failure {
         match self {
             Failure::Expectation { line, column, .. } => Some((*line, *column)),
             Failure::Run { line, .. } => Some((*line, 1)),
+            Failure::UncheckedExpectations { unchecked, .. } => {
+                unchecked.first().map(|(_, l, c)| (*l, *c))
+            }
             _ => None,
         }
     }
@@ -294,7 +337,7 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
         );
         if broke {
             reproduced = Some(expected.clone());
-            failure = None;
+            failure = unchecked_after(scenario, expected, failure.as_ref());
         } else if failure.is_none() {
             failure = Some(Failure::ExpectedViolation {
                 invariant: expected.clone(),
@@ -314,6 +357,32 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
         violation_message,
     };
     (outcome, sim)
+}
+
+/// The `expect` steps after the step where the expected violation ended the run, as a failure
+/// (none when no `expect` step follows it).
+fn unchecked_after(
+    scenario: &Scenario,
+    invariant: &str,
+    failure: Option<&Failure>,
+) -> Option<Failure> {
+    let Some(&Failure::Run { step, line, .. }) = failure else {
+        return None;
+    };
+    let unchecked: Vec<(usize, u32, u32)> = scenario
+        .steps
+        .iter()
+        .enumerate()
+        .skip(step)
+        .filter(|(_, s)| matches!(s.kind, super::StepKind::Expect(_)))
+        .map(|(i, s)| (i + 1, s.line, s.column))
+        .collect();
+    (!unchecked.is_empty()).then(|| Failure::UncheckedExpectations {
+        invariant: invariant.to_owned(),
+        step,
+        line,
+        unchecked,
+    })
 }
 
 /// A scenario run's hooks: each `expect` step checks what happened in its conversation since the

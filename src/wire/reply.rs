@@ -432,7 +432,7 @@ fn chat_usage(usage: Usage) -> ChatUsage {
     ChatUsage {
         prompt_tokens: usage.input_tokens,
         completion_tokens: usage.output_tokens,
-        total_tokens: usage.input_tokens + usage.output_tokens,
+        total_tokens: usage.input_tokens.saturating_add(usage.output_tokens),
     }
 }
 
@@ -906,7 +906,10 @@ impl Serialize for ResponseWith<'_> {
                 output_tokens_details: ReasoningTokens {
                     reasoning_tokens: 0,
                 },
-                total_tokens: reply.usage.input_tokens + reply.usage.output_tokens,
+                total_tokens: reply
+                    .usage
+                    .input_tokens
+                    .saturating_add(reply.usage.output_tokens),
             }),
         }
         .serialize(s)
