@@ -1,0 +1,141 @@
+//! `agentsim run`: one scenario, its transcript (text, JSON or Mermaid) and its HTML page.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agentsim::report;
+use agentsim::scenario::{self, RunOptions};
+
+use super::Format;
+
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    /// The scenario file.
+    file: PathBuf,
+    /// Seed (overrides the file's `seed`).
+    #[arg(long, env = "AGENTSIM_SEED")]
+    seed: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Do not check invariants (to see how far a broken runtime gets).
+    #[arg(long)]
+    no_invariants: bool,
+    /// Also write the run as a self-contained HTML page here: an SVG timeline of each
+    /// conversation's stack depth with its events, the sequence of user, frames, model and
+    /// tools, and the transcript; a failing run's page marks the violation.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Print the run as a Mermaid sequence diagram instead of the transcript.
+    #[arg(long, conflicts_with = "format")]
+    mermaid: bool,
+}
+
+/// Runs `agentsim run` with its flags.
+pub(crate) fn command(args: RunArgs) -> ExitCode {
+    let RunArgs {
+        file,
+        seed,
+        format,
+        no_invariants,
+        html,
+        mermaid,
+    } = args;
+    run(
+        &file,
+        seed,
+        if mermaid {
+            Output::Mermaid
+        } else {
+            Output::Format(format)
+        },
+        !no_invariants,
+        html.as_deref(),
+    )
+}
+
+/// What `run` prints.
+#[derive(Clone, Copy)]
+enum Output {
+    Format(Format),
+    Mermaid,
+}
+
+fn run(
+    file: &Path,
+    seed: Option<u64>,
+    output: Output,
+    observe: bool,
+    html: Option<&Path>,
+) -> ExitCode {
+    let format = match output {
+        Output::Format(f) => f,
+        Output::Mermaid => Format::Text,
+    };
+    let scenario = match scenario::load(file) {
+        Ok(s) => s,
+        Err(e) => {
+            if matches!(format, Format::Json) {
+                let mut failure = serde_json::json!({"kind": "load", "message": e.to_string()});
+                if e.line > 0 {
+                    failure["line"] = e.line.into();
+                    failure["column"] = e.column.into();
+                }
+                let out = serde_json::json!({"path": file.display().to_string(),
+                                             "passed": false, "failure": failure});
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&out).expect("a report is JSON")
+                );
+            }
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let (Some(invariant), false) = (&scenario.expect_violation, observe) {
+        eprintln!(
+            "error: {}: the scenario expects invariant {invariant} to break (expect_violation), and --no-invariants checks none; run it without --no-invariants",
+            file.display()
+        );
+        return ExitCode::from(2);
+    }
+    let outcome = scenario::run(&scenario, RunOptions { seed, observe });
+    let stdout_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    match output {
+        Output::Mermaid => print!("{}", report::html::mermaid(&outcome)),
+        Output::Format(Format::Text) => print!(
+            "{}",
+            report::text_colored(&outcome, report::diff::color_wanted(stdout_terminal))
+        ),
+        Output::Format(Format::Json) => println!("{}", report::json(&outcome)),
+    }
+    if let Some(path) = html {
+        if let Err(e) = std::fs::write(path, report::html::page(&outcome)) {
+            eprintln!("error: cannot write the page {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    // The transcript goes to stdout and the failure to stderr: flush the first so that the two
+    // come out in order when both go to one place.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    match &outcome.failure {
+        None => ExitCode::SUCCESS,
+        Some(failure) => {
+            eprintln!(
+                "FAILED {} (seed {})",
+                report::printable(&outcome.path),
+                outcome.seed
+            );
+            // On a terminal the transcript just printed ends with the failure: say it once. When
+            // stdout goes elsewhere, stderr is where a person reads why.
+            if !matches!(output, Output::Format(Format::Text)) || !stdout_terminal {
+                let color = report::diff::color_wanted(std::io::IsTerminal::is_terminal(
+                    &std::io::stderr(),
+                ));
+                eprintln!("  {}", report::diff::failure_text(failure, color));
+            }
+            eprintln!("  rerun: {}", report::printable(&outcome.rerun_command()));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! `agentsim serve`: the reference runtime as an HTTP service, driven by tokio in real time.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::ValueEnum;
+
+use agentsim::scenario;
+
+use super::shared::{async_runtime, stop_signal};
+
+#[derive(clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The scenario whose agents, tools and settings to run (and, with `--llm scripted`,
+    /// whose `llm` scripts answer the model calls). Without it: only a main agent, no tools.
+    scenario: Option<PathBuf>,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: std::net::SocketAddr,
+    /// Who answers the model calls: the scenario's scripts (in real milliseconds), or a
+    /// provider's API at --base-url (the key from ANTHROPIC_API_KEY or OPENAI_API_KEY).
+    #[arg(long, value_enum, default_value_t = ServeLlm::Scripted)]
+    llm: ServeLlm,
+    /// The API's base URL, e.g. https://api.anthropic.com/v1 or the address of `agentsim
+    /// mock-llm` (http://127.0.0.1:8080/v1).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// A bearer token every request must carry (`Authorization: Bearer T`); 401 without it.
+    #[arg(long, env = "AGENTSIM_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The largest request body taken, in bytes; larger ones get 413.
+    #[arg(long, default_value_t = 1 << 20)]
+    body_limit: usize,
+    /// Keep async sessions and their questions in this SQLite database (seed 003's two
+    /// tables; created if missing). Default: in memory.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Persist the runtime (`state.json`, `context.jsonl`) in this directory and resume from
+    /// it at start: with --db, a killed service restarted on both loses nothing it
+    /// acknowledged. Default: in memory.
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Post every async question to this URL (seed 003's callback: `X-Agent-Session` and
+    /// a `question_pending` body; retried by the scenario's `callbacks` settings, default
+    /// three retries with 1 s, 2 s, 4 s backoff and a 10 s timeout). Agents that name their
+    /// own `question_callback` keep it. Default: the scenario's `question_callback_url`.
+    #[arg(long, value_name = "URL")]
+    question_callback: Option<String>,
+    /// This service's address as callback receivers reach it: each callback's
+    /// `answer_url` is URL/agent/answer/{session_id}. Default: http:// and --addr.
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+}
+
+/// Who answers `agentsim serve`'s model calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ServeLlm {
+    /// The scenario's `llm` scripts.
+    Scripted,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// OpenAI's Chat Completions API.
+    Openai,
+}
+
+/// Runs `agentsim serve` with its flags.
+pub(crate) fn command(args: ServeArgs) -> ExitCode {
+    let ServeArgs {
+        scenario,
+        addr,
+        llm,
+        base_url,
+        token,
+        body_limit,
+        db,
+        state,
+        question_callback,
+        public_url,
+    } = args;
+    serve(
+        scenario.as_deref(),
+        addr,
+        (llm, base_url),
+        token,
+        body_limit,
+        (db.as_deref(), state),
+        (question_callback, public_url),
+    )
+}
+
+fn serve(
+    file: Option<&Path>,
+    addr: std::net::SocketAddr,
+    (llm, base_url): (ServeLlm, Option<String>),
+    token: Option<String>,
+    body_limit: usize,
+    (db, state_dir): (Option<&Path>, Option<PathBuf>),
+    (question_callback, public_url): (Option<String>, Option<String>),
+) -> ExitCode {
+    use agentsim::drive::scripted::MockLlm;
+    use agentsim::drive::tokio_driver::Backend;
+    use agentsim::wire::Provider;
+    use std::io::Write as _;
+    let usage = |message: String| {
+        eprintln!("error: {message}");
+        ExitCode::from(2)
+    };
+    let scenario = match file.map(scenario::load).transpose() {
+        Ok(s) => s,
+        Err(e) => return usage(e.to_string()),
+    };
+    let mut setup = match &scenario {
+        Some(s) => s.driver_setup(),
+        None => {
+            let empty = scenario::parse("name: serve\nsteps: []\n", Path::new("serve"))
+                .expect("the empty scenario loads");
+            empty.driver_setup()
+        }
+    };
+    // A service has no run budget: it answers as many calls as its users make.
+    setup.limits.max_llm_calls = u64::MAX;
+    // Its ids (sessions, agents, questions) must not repeat those a previous run stored in the
+    // same --db: the id source starts from the clock, as a real service's would.
+    setup.config.seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    setup.limits.max_steps = u64::MAX;
+    if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return usage("--token cannot be empty".to_owned());
+    }
+    for (flag, url) in [
+        ("--question-callback", &question_callback),
+        ("--public-url", &public_url),
+    ] {
+        if let Some(url) = url {
+            if let Err(e) = reqwest::Url::parse(url)
+                .map_err(|e| e.to_string())
+                .and_then(|u| {
+                    if matches!(u.scheme(), "http" | "https") && u.has_host() {
+                        Ok(())
+                    } else {
+                        Err("not an http:// or https:// URL with a host".to_owned())
+                    }
+                })
+            {
+                return usage(format!("{flag} {url}: {e}"));
+            }
+        }
+    }
+    if let Some(url) = question_callback {
+        setup.config.callbacks.url = Some(url.into());
+    }
+    let backend = match (llm, &scenario, base_url) {
+        (ServeLlm::Scripted, _, Some(_)) => {
+            return usage("--base-url goes with --llm anthropic or openai".to_owned())
+        }
+        (ServeLlm::Scripted, None, None) => return usage(
+            "--llm scripted (the default) needs a SCENARIO whose `llm` scripts answer the model"
+                .to_owned(),
+        ),
+        (ServeLlm::Scripted, Some(s), None) => {
+            Backend::Scripted(MockLlm::new(s.scripts.clone()).with_more(s.more_replies.clone()))
+        }
+        (_, _, None) => {
+            return usage("--llm anthropic and --llm openai need --base-url".to_owned())
+        }
+        (provider, _, Some(url)) => {
+            let (provider, var) = match provider {
+                ServeLlm::Anthropic => (Provider::Anthropic, "ANTHROPIC_API_KEY"),
+                _ => (Provider::OpenAiChat, "OPENAI_API_KEY"),
+            };
+            let key = std::env::var(var).unwrap_or_default();
+            match agentsim::drive::http::HttpModel::new(
+                provider,
+                &url,
+                &key,
+                std::time::Duration::from_secs(120),
+            ) {
+                Ok(model) => Backend::Http(model),
+                Err(e) => return usage(format!("--base-url {url}: {e}")),
+            }
+        }
+    };
+    let store: agentsim::serve::Store = match db {
+        None => Box::new(agentsim::store::MemoryQuestions::new()),
+        #[cfg(feature = "sqlite")]
+        Some(path) => match agentsim::store::SqliteQuestions::open(path) {
+            Ok(store) => Box::new(store),
+            Err(e) => return usage(format!("--db {}: {e}", path.display())),
+        },
+        #[cfg(not(feature = "sqlite"))]
+        Some(_) => return usage("--db needs the `sqlite` feature".to_owned()),
+    };
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let options = agentsim::serve::Options {
+        addr,
+        token,
+        body_limit,
+        state_dir,
+        public_url,
+    };
+    let result = runtime.block_on(async {
+        let running = agentsim::serve::start(setup, backend, store, options).await?;
+        let signalled = stop_signal();
+        let stop = running.stopper();
+        tokio::spawn(async move {
+            signalled.await;
+            stop();
+        });
+        println!("listening on http://{}", running.addr);
+        let _ = std::io::stdout().flush();
+        running.finish().await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
