@@ -39,8 +39,9 @@
 //!   is a comment); in a `text` block, a line whose first word is `agentsim` (after an optional
 //!   `$ ` prompt) and whose second word does not end in `:` (the rest of a `text` block is output,
 //!   `agentsim mock-llm: no scripted reply ...` among it); in a `yaml` block, a `run:` line (a CI
-//!   step). It must name a subcommand that `agentsim --help` lists, and every `--option` after it
-//!   must be listed by `agentsim <subcommand> --help`.
+//!   step). It must name a subcommand that `agentsim --help` lists, every `--option` after it
+//!   must be listed by `agentsim <subcommand> --help`, and a scenario path in it (a word with a
+//!   `/` ending in `.yaml`, `.yml` or `.json`) must be a file of the repository.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -649,6 +650,17 @@ fn every_agentsim_command_line_uses_real_subcommands_and_options() {
                                             "{at}: `agentsim {sub} --help` lists no `{option}`"
                                         ));
                                     }
+                                }
+                                let scenario_file = [".yaml", ".yml", ".json"]
+                                    .iter()
+                                    .any(|ext| word.ends_with(ext));
+                                if scenario_file
+                                    && word.contains('/')
+                                    && !root().join(word).is_file()
+                                {
+                                    errors.push(format!(
+                                        "{at}: `{word}` is no file of the repository"
+                                    ));
                                 }
                             }
                         }
