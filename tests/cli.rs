@@ -452,9 +452,9 @@ fn content_after_the_scenario_is_an_error_not_ignored() {
     }
 }
 
-/// `check` walks a scenario tree as users keep it: a hidden folder (`.git/`) and an editor's lock
-/// link are skipped, the JSON Schema the README suggests keeping beside the scenarios is not a
-/// scenario, a symbolic link loop is walked once, and a dangling link is reported by path while
+/// `check` walks a scenario tree as users keep it: a hidden folder (`.git/`) is not entered, an
+/// editor's lock link is skipped and reported, the JSON Schema the docs suggest keeping beside the
+/// scenarios is reported as skipped, a symbolic link loop is walked once, and a dangling link is reported by path while
 /// the other scenarios still run. Before the fix the dangling link aborted the whole run.
 #[test]
 fn check_reports_a_bad_entry_and_goes_on() {
@@ -481,10 +481,16 @@ fn check_reports_a_bad_entry_and_goes_on() {
         out.contains("ok   ") && out.contains("stack-diagram.yaml"),
         "{out}"
     );
-    assert!(out.contains("2 scenarios: 1 passed, 1 failed"), "{out}");
+    // Every file with a scenario's name that is not run is reported, and counted (issue 36).
     assert!(
-        !out.contains("broken.yaml") && !out.contains("schema.json"),
+        out.contains("4 scenarios: 1 passed, 1 failed, 2 skipped"),
         "{out}"
+    );
+    assert!(out.contains("scenario.schema.json (a JSON Schema"), "{out}");
+    assert!(out.contains(".#lock.yaml (hidden"), "{out}");
+    assert!(
+        !out.contains("broken.yaml"),
+        "a hidden folder is not entered: {out}"
     );
 }
 

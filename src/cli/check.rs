@@ -8,6 +8,7 @@ use std::time::Instant;
 use agentsim::report;
 use agentsim::scenario::{self, RunOptions};
 
+use super::shared::{refuse_outputs_over_inputs, write_atomic};
 use super::Format;
 
 #[derive(clap::Args)]
@@ -40,6 +41,10 @@ pub(crate) struct CheckArgs {
     /// files' order.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
     jobs: Option<u64>,
+    /// Follow directory links that lead outside the given directories (by default they are
+    /// reported and not followed).
+    #[arg(long)]
+    follow_links: bool,
 }
 
 /// Runs `agentsim check` with its flags.
@@ -53,6 +58,7 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
         filter,
         fail_fast,
         jobs,
+        follow_links,
     } = args;
     check(
         &paths,
@@ -63,6 +69,7 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
             html,
             filter,
             fail_fast,
+            follow_links,
             jobs: jobs.map_or_else(
                 || std::thread::available_parallelism().map_or(1, |n| n.get()),
                 |j| j as usize,
@@ -71,14 +78,42 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
     )
 }
 
-/// What a walk of the given paths found: scenario files, sorted, and entries that could not be
-/// walked or read, each with what was wrong.
+/// What a walk of the given paths found, in walk order (each directory's entries sorted): scenario
+/// files, files with a scenario's name that are not run (and why), and entries that could not be
+/// walked or read (and why).
 #[derive(Default)]
 struct Found {
-    files: Vec<PathBuf>,
-    problems: Vec<(PathBuf, String)>,
+    entries: Vec<CheckEntry>,
+    /// The given directories (canonical): a directory link that leads outside them is not
+    /// followed unless `follow_links`.
+    roots: Vec<PathBuf>,
+    follow_links: bool,
     /// Directories entered (canonical), so that a symbolic link loop is walked once.
     seen: std::collections::BTreeSet<PathBuf>,
+    /// Directory links not followed: (the link, where it leads).
+    outside: Vec<(PathBuf, PathBuf)>,
+}
+
+/// The keys only a scenario file has at its top level (`description` is a JSON Schema's keyword
+/// too): a JSON file with `$schema` and none of these is a JSON Schema, not a scenario.
+const SCENARIO_KEYS: [&str; 8] = [
+    "name",
+    "seed",
+    "expect_violation",
+    "settings",
+    "agents",
+    "llm",
+    "tools",
+    "steps",
+];
+
+/// Whether a file's name is a scenario's: `.yaml`, `.yml` or `.json`, in any case.
+fn scenario_name(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["yaml", "yml", "json"]
+            .iter()
+            .any(|x| e.eq_ignore_ascii_case(x))
+    })
 }
 
 /// Collects the scenario files under `path` (given on the command line: it must exist).
@@ -91,39 +126,59 @@ fn collect_root(path: &Path, found: &mut Found) -> std::io::Result<()> {
     }
     if path.is_file() {
         // A file named on the command line is a scenario, whatever its extension.
-        found.files.push(path.to_owned());
+        found.entries.push(CheckEntry::File(path.to_owned()));
         return Ok(());
     }
+    found
+        .roots
+        .push(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
     collect(path, found);
     Ok(())
 }
 
-/// Walks `path`: scenario files (`.yaml`, `.yml`, `.json`) are collected; hidden entries (a name
-/// starting with `.`, such as `.git/` or an editor's lock file) are skipped; a JSON Schema (a JSON
-/// object with `$schema`) is not a scenario; every entry that cannot be walked or read is recorded
-/// as a problem by path, and the walk goes on.
+/// Walks `path`. The rules, in order:
+/// - a name that is not a scenario's (`.yaml`, `.yml`, `.json` in any case) is none of check's
+///   business, and a hidden directory (`.git/`) is not entered;
+/// - a hidden file with a scenario's name (`.draft.yaml`, an editor's lock file) is skipped, and
+///   reported;
+/// - a JSON file whose top level has `$schema` and none of a scenario's keys is a JSON Schema
+///   (such as `agentsim schema` prints): skipped, and reported. A scenario may carry `$schema`
+///   beside its keys (for an editor), and runs;
+/// - a directory link that leads outside the given directories is not followed (reported on
+///   stderr) unless `--follow-links`; a link loop is walked once;
+/// - an entry with a scenario's name that cannot be read (a link to nothing) is an error of that
+///   file alone, and the walk goes on.
 fn collect(path: &Path, found: &mut Found) {
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) => {
-            let what = if std::fs::symlink_metadata(path).is_ok() {
-                format!("a symbolic link to nothing ({e})")
-            } else {
-                format!("cannot be read: {e}")
-            };
-            found.problems.push((path.to_owned(), what));
+            if scenario_name(path) {
+                let what = if std::fs::symlink_metadata(path).is_ok() {
+                    format!("a symbolic link to nothing ({e})")
+                } else {
+                    format!("cannot be read: {e}")
+                };
+                found
+                    .entries
+                    .push(CheckEntry::Problem(path.to_owned(), what));
+            }
             return;
         }
     };
     if meta.is_dir() {
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        if link && !found.follow_links && !found.roots.iter().any(|r| canonical.starts_with(r)) {
+            found.outside.push((path.to_owned(), canonical));
+            return;
+        }
         if !found.seen.insert(canonical) {
             return; // Entered already: a symbolic link loop, or two links to one directory.
         }
         let entries = match std::fs::read_dir(path) {
             Ok(entries) => entries,
             Err(e) => {
-                found.problems.push((
+                found.entries.push(CheckEntry::Problem(
                     path.to_owned(),
                     format!("the directory cannot be read: {e}"),
                 ));
@@ -134,9 +189,10 @@ fn collect(path: &Path, found: &mut Found) {
         for entry in entries {
             match entry {
                 Ok(entry) => paths.push(entry.path()),
-                Err(e) => found
-                    .problems
-                    .push((path.to_owned(), format!("an entry cannot be read: {e}"))),
+                Err(e) => found.entries.push(CheckEntry::Problem(
+                    path.to_owned(),
+                    format!("an entry cannot be read: {e}"),
+                )),
             }
         }
         paths.sort();
@@ -147,27 +203,43 @@ fn collect(path: &Path, found: &mut Found) {
                 .is_some_and(|n| n.starts_with('.'));
             if !hidden {
                 collect(&entry, found);
+            } else if scenario_name(&entry) && !entry.is_dir() {
+                found.entries.push(CheckEntry::Skipped(
+                    entry,
+                    "hidden: its name starts with `.` (name it on the command line to run it)"
+                        .to_owned(),
+                ));
             }
         }
         return;
     }
-    let extension = path.extension().and_then(|e| e.to_str());
-    if !matches!(extension, Some("yaml" | "yml" | "json")) {
+    if !scenario_name(path) {
         return;
     }
-    if extension == Some("json") && is_json_schema(path) {
+    let json = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if json && is_json_schema(path) {
+        found.entries.push(CheckEntry::Skipped(
+            path.to_owned(),
+            "a JSON Schema, not a scenario: it has `$schema` and no `name`, `steps`, `llm`, `agents`, `tools`, `settings`, `seed` or `expect_violation`"
+                .to_owned(),
+        ));
         return;
     }
-    found.files.push(path.to_owned());
+    found.entries.push(CheckEntry::File(path.to_owned()));
 }
 
-/// Whether a `.json` file is a JSON Schema (such as the one `agentsim schema` prints), not a
-/// scenario.
+/// Whether a `.json` file is a JSON Schema (such as the one `agentsim schema` prints): an object
+/// with `$schema` and none of a scenario's top-level keys.
 fn is_json_schema(path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return false; // The loader reports why it cannot be read.
     };
-    serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("$schema").is_some())
+    serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| {
+        v.get("$schema").is_some() && !SCENARIO_KEYS.iter().any(|k| v.get(k).is_some())
+    })
 }
 
 struct CheckOptions {
@@ -177,13 +249,24 @@ struct CheckOptions {
     html: Option<PathBuf>,
     filter: Vec<String>,
     fail_fast: bool,
+    follow_links: bool,
     jobs: usize,
 }
 
-/// One entry `check` goes through: a scenario file, or a path the walk could not take.
+/// One entry `check` goes through: a scenario file, a file with a scenario's name it does not run
+/// (and why), or a path the walk could not take.
 enum CheckEntry {
     File(PathBuf),
+    Skipped(PathBuf, String),
     Problem(PathBuf, String),
+}
+
+impl CheckEntry {
+    fn path(&self) -> &Path {
+        match self {
+            CheckEntry::File(p) | CheckEntry::Skipped(p, _) | CheckEntry::Problem(p, _) => p,
+        }
+    }
 }
 
 /// Loads and runs one entry (never panics on bad input: a file that cannot be loaded is a
@@ -205,7 +288,14 @@ fn check_one(
                 location: None,
             },
         ),
-        CheckEntry::File(file) => match scenario::load(file) {
+        CheckEntry::Skipped(path, reason) => (
+            path.display().to_string(),
+            CaseResult::Skipped {
+                reason: reason.clone(),
+            },
+        ),
+        CheckEntry::File(file) => match scenario::load(file).and_then(|s| s.runnable().map(|()| s))
+        {
             Err(e) => (
                 file.display().to_string(),
                 CaseResult::Broken {
@@ -223,7 +313,7 @@ fn check_one(
                 );
                 if let Some(dir) = html {
                     let page = dir.join(page_name(&outcome.path));
-                    if let Err(e) = std::fs::write(&page, report::html::page(&outcome)) {
+                    if let Err(e) = write_atomic(&page, report::html::page(&outcome).as_bytes()) {
                         eprintln!("warning: cannot write {}: {e}", page.display());
                     }
                 }
@@ -258,17 +348,23 @@ fn check_one(
     (case, shown)
 }
 
-/// The file name of a scenario's page in `check --html DIR`: its path with `/` as `__`.
+/// The file name of a scenario's page in `check --html DIR`, unique by construction: its path
+/// with letters, digits, `-` and `.` kept, `/` written `__`, `_` written `_u`, and any other
+/// character `_x<hex>_` (so `a/x.yaml` is `a__x.yaml.html` and `a_x.yaml` is `a_ux.yaml.html`),
+/// and a leading `.` written `_d` (a page is never hidden).
 fn page_name(path: &str) -> String {
-    let flat: String = path
-        .chars()
-        .map(|c| match c {
-            '/' | '\\' => '_',
-            c if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') => c,
-            _ => '-',
-        })
-        .collect();
-    format!("{}.html", flat.trim_start_matches(['.', '_']))
+    let mut name = String::with_capacity(path.len() + 5);
+    for (i, c) in path.chars().enumerate() {
+        match c {
+            '.' if i == 0 => name.push_str("_d"),
+            c if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') => name.push(c),
+            '/' => name.push_str("__"),
+            '_' => name.push_str("_u"),
+            c => name.push_str(&format!("_x{:x}_", c as u32)),
+        }
+    }
+    name.push_str(".html");
+    name
 }
 
 /// `check`'s line(s) for one case, as text (`shown`: the failure's text to print instead of its
@@ -289,27 +385,42 @@ fn case_text(case: &report::check::Case, shown: Option<&str>) -> String {
             ..
         } => format!(
             "FAIL {path} (seed {seed})\n  {}\n  rerun: {}\n",
-            shown.unwrap_or_else(|| failure["message"].as_str().unwrap_or("failed")),
+            shown.map_or_else(
+                || report::terminal(failure["message"].as_str().unwrap_or("failed")),
+                std::borrow::Cow::Borrowed
+            ),
             report::printable(rerun)
         ),
-        CaseResult::Broken { message, .. } => format!("FAIL {path}\n  {message}\n"),
+        CaseResult::Broken { message, .. } => {
+            format!("FAIL {path}\n  {}\n", report::terminal(message))
+        }
+        CaseResult::Skipped { reason } => {
+            format!("skip {path} ({})\n", report::terminal(reason))
+        }
     }
 }
 
 fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let started = Instant::now();
-    let mut found = Found::default();
+    let mut found = Found {
+        follow_links: options.follow_links,
+        ..Found::default()
+    };
     for path in paths {
         if let Err(e) = collect_root(path, &mut found) {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", report::terminal(&e.to_string()));
             return ExitCode::from(2);
         }
     }
-    let Found {
-        files, problems, ..
-    } = found;
-    if files.is_empty() && problems.is_empty() {
+    for (link, target) in &found.outside {
+        eprintln!(
+            "note: not following {} (a link to {}, outside the given paths; --follow-links follows it)",
+            report::printable(&link.display().to_string()),
+            report::printable(&target.display().to_string())
+        );
+    }
+    if found.entries.is_empty() {
         eprintln!("error: no scenario files (.yaml, .yml, .json) found");
         return ExitCode::from(2);
     }
@@ -319,24 +430,74 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
             options.filter.iter().any(|f| text.contains(f.as_str()))
         }
     };
-    let mut entries: Vec<CheckEntry> = problems
+    let entries: Vec<CheckEntry> = found
+        .entries
         .into_iter()
-        .filter(|(p, _)| keep(p))
-        .map(|(p, m)| CheckEntry::Problem(p, m))
+        .filter(|e| keep(e.path()))
         .collect();
-    entries.extend(files.into_iter().filter(|f| keep(f)).map(CheckEntry::File));
     if entries.is_empty() {
         eprintln!(
             "error: no scenario file matches --filter {}",
-            options.filter.join(", ")
+            report::printable(&options.filter.join(", "))
         );
         return ExitCode::from(2);
+    }
+    // No report may be written over a file the check reads.
+    let inputs: Vec<&Path> = entries.iter().map(CheckEntry::path).collect();
+    let mut outputs: Vec<(&str, PathBuf)> = Vec::new();
+    if let Some(junit) = &options.junit {
+        outputs.push(("--junit", junit.clone()));
+    }
+    if let Some(dir) = &options.html {
+        outputs.push(("--html", dir.join("index.html")));
+        for input in &inputs {
+            outputs.push(("--html", dir.join(page_name(&input.display().to_string()))));
+        }
+    }
+    let outputs: Vec<(&str, &Path)> = outputs.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    if let Err(e) = refuse_outputs_over_inputs(&inputs, &outputs) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    if let Some(junit) = &options.junit {
+        // The previous run's report goes before this one starts: a CI job that reads it after a
+        // crash must not find an old green report.
+        if let Err(e) = std::fs::remove_file(junit) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!(
+                    "error: --junit {}: cannot remove the previous report: {e}",
+                    report::printable(&junit.display().to_string())
+                );
+                return ExitCode::from(2);
+            }
+        }
     }
     let text = matches!(options.format, Format::Text);
     if let Some(dir) = &options.html {
         if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("error: --html {}: {e}", dir.display());
+            eprintln!(
+                "error: --html {}: {e}",
+                report::printable(&dir.display().to_string())
+            );
             return ExitCode::from(2);
+        }
+    }
+    // Ctrl-C stops starting scenarios; those running finish, and the total and the reports cover
+    // what ran, with the rest marked as not run. A second Ctrl-C quits at once.
+    let interrupted = std::sync::Arc::new(AtomicBool::new(false));
+    {
+        let interrupted = std::sync::Arc::clone(&interrupted);
+        let handler = move || {
+            if interrupted.swap(true, Ordering::SeqCst) {
+                eprintln!("\ninterrupted again: quitting");
+                std::process::exit(130);
+            }
+            eprintln!(
+                "\ninterrupted: finishing the scenarios in flight; the total and the reports cover what ran (Ctrl-C again quits at once)"
+            );
+        };
+        if let Err(e) = ctrlc::set_handler(handler) {
+            eprintln!("warning: cannot catch Ctrl-C ({e}); it will quit without a total");
         }
     }
     // Results land in their slot; the text report prints them in the files' order as soon as
@@ -370,13 +531,13 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         }
     };
     let work = || loop {
-        if stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed) {
             return;
         }
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(entry) = entries.get(i) else { return };
         let case = check_one(entry, options.seed, color, options.html.as_deref());
-        if options.fail_fast && !case.0.passed() {
+        if options.fail_fast && case.0.failed() {
             stop.store(true, Ordering::Relaxed);
         }
         *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(case);
@@ -402,76 +563,125 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
             }
         }
     });
-    // With --fail-fast some slots stay empty: the cases are those that ran, in order.
-    let ran: Vec<(report::check::Case, Option<String>)> = slots
-        .into_iter()
-        .filter_map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .collect();
-    let not_run = entries.len() - ran.len();
+    let interrupted = interrupted.load(Ordering::SeqCst);
+    // With --fail-fast some slots stay empty: the cases are those that ran, in order. Once
+    // interrupted, those never started are cases too, marked as not run.
+    let mut ran: Vec<(report::check::Case, Option<String>)> = Vec::new();
+    let mut not_run = 0;
+    for (slot, entry) in slots.into_iter().zip(&entries) {
+        match slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(case) => ran.push(case),
+            None if interrupted => ran.push((
+                report::check::Case {
+                    path: entry.path().display().to_string(),
+                    seconds: 0.0,
+                    result: report::check::CaseResult::Skipped {
+                        reason: "not run: the check was interrupted (Ctrl-C)".to_owned(),
+                    },
+                },
+                None,
+            )),
+            None => not_run += 1,
+        }
+    }
     if text {
-        // Whatever the ordered printing held back (a gap left by --fail-fast) comes out now.
+        // Whatever the ordered printing held back (a gap left by --fail-fast or Ctrl-C) comes out
+        // now; those never started are counted in the total, not listed.
         let printed = *printed.lock().unwrap_or_else(|e| e.into_inner());
         let mut rest = String::new();
         for (case, shown) in ran.iter().skip(printed) {
-            rest.push_str(&case_text(case, shown.as_deref()));
+            if !(interrupted && case.seconds == 0.0 && case.skipped()) {
+                rest.push_str(&case_text(case, shown.as_deref()));
+            }
         }
         print!("{rest}");
     }
     let cases: Vec<report::check::Case> = ran.into_iter().map(|(case, _)| case).collect();
     let seconds = started.elapsed().as_secs_f64();
     let passed = cases.iter().filter(|c| c.passed()).count();
-    let failed = cases.len() - passed;
+    let skipped = cases.iter().filter(|c| c.skipped()).count();
+    let failed = cases.len() - passed - skipped;
     if let Some(dir) = &options.html {
         let mut index = String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>agentsim check</title></head>\n<body>\n<h1>agentsim check</h1>\n<ul>\n");
         for case in &cases {
-            let status = if case.passed() { "ok" } else { "FAIL" };
-            let link = match &case.result {
-                report::check::CaseResult::Broken { .. } => report::check::markup(&case.path),
-                _ => format!(
+            let (status, linked) = match &case.result {
+                report::check::CaseResult::Passed { .. } => ("ok", true),
+                report::check::CaseResult::Failed { .. } => ("FAIL", true),
+                report::check::CaseResult::Broken { .. } => ("FAIL", false),
+                report::check::CaseResult::Skipped { .. } => ("skip", false),
+            };
+            let link = if linked {
+                format!(
                     "<a href=\"{}\">{}</a>",
                     report::check::markup(&page_name(&case.path)),
                     report::check::markup(&case.path)
-                ),
+                )
+            } else {
+                report::check::markup(&case.path)
             };
             index.push_str(&format!("<li>{status} {link}</li>\n"));
         }
         index.push_str("</ul>\n</body>\n</html>\n");
-        if let Err(e) = std::fs::write(dir.join("index.html"), index) {
+        let path = dir.join("index.html");
+        if let Err(e) = write_atomic(&path, index.as_bytes()) {
             eprintln!(
                 "error: cannot write {}: {e}",
-                dir.join("index.html").display()
+                report::printable(&path.display().to_string())
             );
             return ExitCode::from(2);
         }
     }
     if let Some(path) = &options.junit {
-        if let Err(e) = std::fs::write(path, report::check::junit(&cases, seconds)) {
+        if let Err(e) = write_atomic(path, report::check::junit(&cases, seconds).as_bytes()) {
             eprintln!(
                 "error: cannot write the JUnit report {}: {e}",
-                path.display()
+                report::printable(&path.display().to_string())
             );
             return ExitCode::from(2);
         }
     }
     match options.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&report::check::json_report(&cases, seconds, not_run))
-                .expect("a report is JSON")
-        ),
-        Format::Text => {
-            let skipped = if not_run > 0 {
-                format!(", {not_run} not run (--fail-fast)")
-            } else {
-                String::new()
-            };
+        Format::Json => {
+            let mut json = report::check::json_report(&cases, seconds, not_run);
+            json["interrupted"] = interrupted.into();
             println!(
-                "{} scenarios: {passed} passed, {failed} failed{skipped} ({seconds:.2}s)",
+                "{}",
+                report::escape::json(
+                    &serde_json::to_string_pretty(&json).expect("a report is JSON")
+                )
+            )
+        }
+        Format::Text => {
+            let mut tail = String::new();
+            let shown_skips = if interrupted {
+                cases
+                    .iter()
+                    .filter(|c| c.skipped() && c.seconds != 0.0)
+                    .count()
+            } else {
+                skipped
+            };
+            if shown_skips > 0 {
+                tail.push_str(&format!(", {shown_skips} skipped"));
+            }
+            if not_run > 0 {
+                tail.push_str(&format!(", {not_run} not run (--fail-fast)"));
+            }
+            if interrupted {
+                tail.push_str(&format!(
+                    ", {} not run (interrupted)",
+                    skipped - shown_skips
+                ));
+            }
+            println!(
+                "{} scenarios: {passed} passed, {failed} failed{tail} ({seconds:.2}s)",
                 entries.len()
             );
         }
     }
-    if failed == 0 {
+    if interrupted {
+        ExitCode::from(130)
+    } else if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -13,7 +13,7 @@ use agentsim::observe::coverage::Coverage;
 use agentsim::report;
 use agentsim::scenario;
 
-use super::shared::write_new;
+use super::shared::{write_new, Written};
 
 #[derive(clap::Args)]
 pub(crate) struct ExploreArgs {
@@ -170,10 +170,10 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         explore::Source::Generated(GenConfig::default())
     } else {
         let file = file.expect("clap requires FILE without --generated");
-        match scenario::load(&file) {
+        match scenario::load(&file).and_then(|s| s.runnable().map(|()| s)) {
             Ok(s) => explore::Source::Scenario(Box::new(s)),
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", report::terminal(&e.to_string()));
                 return ExitCode::from(2);
             }
         }
@@ -578,7 +578,10 @@ fn explore_cmd(
         println!("    {invariant}: {count} runs (first at seed {seed})");
     }
     for (invariant, (_, seed, message, replay, swarm)) in found {
-        println!("FAIL seed {seed}: invariant {invariant} broken: {message}");
+        println!(
+            "FAIL seed {seed}: invariant {invariant} broken: {}",
+            report::terminal(&message)
+        );
         println!(
             "  replay: {}",
             replay_command(source, seed, settings, swarm)
@@ -589,7 +592,16 @@ fn explore_cmd(
         let shrunk = agentsim::explore::shrink::shrink(replay, invariant, budget);
         let yaml = agentsim::scenario::write::to_yaml(&shrunk.scenario);
         match write_new(dir, &format!("{invariant}-{seed}"), &yaml) {
-            Ok((path, taken)) => {
+            Ok(Written::Known(path)) => {
+                println!(
+                    "  shrunk to {} steps ({} candidate runs): known, {} holds exactly this file (not written again)",
+                    shrunk.scenario.steps.len(),
+                    shrunk.attempts,
+                    path.display()
+                );
+                println!("  run it: agentsim run {}", path.display());
+            }
+            Ok(Written::New(path, taken)) => {
                 if let Some(taken) = taken {
                     println!(
                         "  {} exists and is kept (it may be a regression you edited); writing a new file",

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use agentsim::mock_llm::server;
 use agentsim::scenario;
 
-use super::shared::{async_runtime, stop_signal};
+use super::shared::{async_runtime, refuse_outputs_over_inputs, stop_signal, write_atomic};
 
 #[derive(clap::Args)]
 pub(crate) struct MockLlmArgs {
@@ -52,6 +52,20 @@ pub(crate) fn command(args: MockLlmArgs) -> ExitCode {
         faults,
         seed,
     } = args;
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    for (flag, path) in [
+        ("--journal", &journal),
+        ("--report", &report),
+        ("--transcript", &transcript),
+    ] {
+        if let Some(path) = path {
+            outputs.push((flag, path));
+        }
+    }
+    if let Err(e) = refuse_outputs_over_inputs(&[&scenario], &outputs) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let faults = faults.map(|rate| agentsim::mock_llm::server::RandomFaults { rate, seed });
     let options = server::Options {
         addr,
@@ -80,7 +94,7 @@ fn mock_llm(
     let scenario = match scenario::load(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", agentsim::report::terminal(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -115,16 +129,17 @@ fn mock_llm(
             return ExitCode::from(2);
         }
     };
-    print!("{}", report.text());
+    print!("{}", agentsim::report::terminal(&report.text()));
     if let Some(path) = transcript_path {
-        if let Err(e) = std::fs::write(path, transcript) {
+        if let Err(e) = write_atomic(path, transcript.as_bytes()) {
             eprintln!("error: cannot write the transcript {}: {e}", path.display());
             return ExitCode::from(2);
         }
     }
     if let Some(path) = report_path {
         let json = serde_json::to_string_pretty(&report).expect("a report serialises");
-        if let Err(e) = std::fs::write(path, json + "\n") {
+        let json = agentsim::report::escape::json(&json).into_owned();
+        if let Err(e) = write_atomic(path, (json + "\n").as_bytes()) {
             eprintln!("error: cannot write the report {}: {e}", path.display());
             return ExitCode::from(2);
         }

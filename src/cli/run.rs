@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use agentsim::report;
 use agentsim::scenario::{self, RunOptions};
 
+use super::shared::{refuse_outputs_over_inputs, write_atomic};
 use super::Format;
 
 #[derive(clap::Args)]
@@ -72,7 +73,13 @@ fn run(
         Output::Format(f) => f,
         Output::Mermaid => Format::Text,
     };
-    let scenario = match scenario::load(file) {
+    if let Some(page) = html {
+        if let Err(e) = refuse_outputs_over_inputs(&[file], &[("--html", page)]) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let scenario = match scenario::load(file).and_then(|s| s.runnable().map(|()| s)) {
         Ok(s) => s,
         Err(e) => {
             if matches!(format, Format::Json) {
@@ -85,10 +92,12 @@ fn run(
                                              "passed": false, "failure": failure});
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&out).expect("a report is JSON")
+                    report::escape::json(
+                        &serde_json::to_string_pretty(&out).expect("a report is JSON")
+                    )
                 );
             }
-            eprintln!("error: {e}");
+            eprintln!("error: {}", report::terminal(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -110,7 +119,7 @@ fn run(
         Output::Format(Format::Json) => println!("{}", report::json(&outcome)),
     }
     if let Some(path) = html {
-        if let Err(e) = std::fs::write(path, report::html::page(&outcome)) {
+        if let Err(e) = write_atomic(path, report::html::page(&outcome).as_bytes()) {
             eprintln!("error: cannot write the page {}: {e}", path.display());
             return ExitCode::from(2);
         }

@@ -105,9 +105,19 @@ fn serve(
         eprintln!("error: {message}");
         ExitCode::from(2)
     };
+    if let Some(file) = file {
+        let stores = [("--db", db), ("--state", state_dir.as_deref())];
+        let stores: Vec<(&str, &Path)> = stores
+            .into_iter()
+            .filter_map(|(flag, path)| Some((flag, path?)))
+            .collect();
+        if let Err(e) = super::shared::refuse_outputs_over_inputs(&[file], &stores) {
+            return usage(e);
+        }
+    }
     let scenario = match file.map(scenario::load).transpose() {
         Ok(s) => s,
-        Err(e) => return usage(e.to_string()),
+        Err(e) => return usage(agentsim::report::terminal(&e.to_string()).into_owned()),
     };
     let mut setup = match &scenario {
         Some(s) => s.driver_setup(),

@@ -56,12 +56,28 @@ pub enum CaseResult {
         /// `(line, column)`, when the loader located it.
         location: Option<(u32, u32)>,
     },
+    /// It was not run: a file with a scenario's name that is not a scenario (a JSON Schema), or
+    /// one the check never reached (interrupted).
+    Skipped {
+        /// Why it was not run.
+        reason: String,
+    },
 }
 
 impl Case {
     /// Whether it passed.
     pub fn passed(&self) -> bool {
         matches!(self.result, CaseResult::Passed { .. })
+    }
+
+    /// Whether it was not run.
+    pub fn skipped(&self) -> bool {
+        matches!(self.result, CaseResult::Skipped { .. })
+    }
+
+    /// Whether it failed (ran and failed, or could not be loaded).
+    pub fn failed(&self) -> bool {
+        !self.passed() && !self.skipped()
     }
 
     /// The case as JSON.
@@ -97,6 +113,9 @@ impl Case {
                 }
                 v["failure"] = e;
             }
+            CaseResult::Skipped { reason } => {
+                v["skipped"] = reason.as_str().into();
+            }
         }
         v
     }
@@ -105,10 +124,12 @@ impl Case {
 /// The whole check as JSON: every case in order, the counts and the time.
 pub fn json_report(cases: &[Case], seconds: f64, not_run: usize) -> Value {
     let passed = cases.iter().filter(|c| c.passed()).count();
+    let skipped = cases.iter().filter(|c| c.skipped()).count();
     json!({
         "scenarios": cases.iter().map(Case::to_json).collect::<Vec<_>>(),
         "passed": passed,
-        "failed": cases.len() - passed,
+        "failed": cases.len() - passed - skipped,
+        "skipped": skipped,
         "not_run": not_run,
         "seconds": seconds,
     })
@@ -153,6 +174,7 @@ pub fn junit(cases: &[Case], seconds: f64) -> String {
         |list: &[&Case], f: fn(&CaseResult) -> bool| list.iter().filter(|c| f(&c.result)).count();
     let failed = |r: &CaseResult| matches!(r, CaseResult::Failed { .. });
     let broken = |r: &CaseResult| matches!(r, CaseResult::Broken { .. });
+    let skipped = |r: &CaseResult| matches!(r, CaseResult::Skipped { .. });
     let all: Vec<&Case> = cases.iter().collect();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -166,11 +188,12 @@ pub fn junit(cases: &[Case], seconds: f64) -> String {
         let time: f64 = list.iter().map(|c| c.seconds).sum();
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"{time:.3}\">",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{time:.3}\">",
             markup(class),
             list.len(),
             count(list, failed),
             count(list, broken),
+            count(list, skipped),
         );
         for case in list {
             let (_, name) = class_and_name(&case.path);
@@ -205,6 +228,13 @@ pub fn junit(cases: &[Case], seconds: f64) -> String {
                         markup(message),
                         markup(&at),
                         markup(rerun)
+                    );
+                }
+                CaseResult::Skipped { reason } => {
+                    let _ = write!(
+                        out,
+                        ">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                        markup(reason)
                     );
                 }
                 CaseResult::Broken { message, .. } => {

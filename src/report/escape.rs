@@ -46,6 +46,25 @@ pub fn terminal(s: &str) -> Cow<'_, str> {
     escape_where(s, |c| c != '\n' && c != '\t' && is_unsafe(c))
 }
 
+/// A JSON document (as serde_json writes it) with every unsafe character that serde_json leaves
+/// raw (DEL, the C1 controls, the bidirectional controls) written as a `\uXXXX` escape: the same
+/// JSON value, safe to print. Such characters only occur inside strings, where the escape is
+/// valid.
+pub fn json(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_unsafe(c) && !matches!(c, '\n' | '\t' | '\r') {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
 /// Text fit for an XML or HTML attribute or element: the five special characters escaped, and
 /// every other unsafe character (except tab, newline and carriage return, which XML holds) written
 /// as `\u{..}`, as are U+FFFE and U+FFFF, which XML 1.0 cannot hold at all.

@@ -441,7 +441,7 @@ pub fn text_colored(outcome: &Outcome, color: bool) -> String {
             let _ = writeln!(out, "FAILED: {}", super::diff::failure_text(f, true));
         }
         _ => {
-            let _ = writeln!(out, "{}", verdict(outcome));
+            let _ = writeln!(out, "{}", super::escape::terminal(&verdict(outcome)));
         }
     }
     out
@@ -471,10 +471,10 @@ struct JsonTranscript<'a> {
     records: &'a [Record],
 }
 
-/// The transcript as JSON.
+/// The transcript as JSON (safe to print: see [`super::escape::json`]).
 pub fn json(outcome: &Outcome) -> String {
     let failure = outcome.failure.as_ref().map(Failure::to_json);
-    serde_json::to_string_pretty(&JsonTranscript {
+    let text = serde_json::to_string_pretty(&JsonTranscript {
         scenario: &outcome.name,
         path: &outcome.path,
         seed: outcome.seed,
@@ -484,5 +484,6 @@ pub fn json(outcome: &Outcome) -> String {
         reproduced: outcome.reproduced.as_deref(),
         records: &outcome.records,
     })
-    .expect("records serialise: their maps have string keys")
+    .expect("records serialise: their maps have string keys");
+    super::escape::json(&text).into_owned()
 }

@@ -130,6 +130,10 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D:
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioFile {
+    /// The JSON Schema the file is written against (`agentsim schema`), for editors: read by
+    /// nothing else.
+    #[serde(default, rename = "$schema")]
+    pub schema: Option<String>,
     /// What the scenario shows.
     pub name: String,
     /// Longer explanation.

@@ -409,6 +409,7 @@ impl Builder<'_> {
 
     fn scenario(&self, file: ScenarioFile) -> Result<Scenario, ScenarioError> {
         let ScenarioFile {
+            schema: _,
             name,
             description,
             seed,
