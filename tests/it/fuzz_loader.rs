@@ -8,8 +8,8 @@
 //! runtime and the invariant observer: that must not panic either.
 //!
 //! CI runs a few thousand cases. A soak runs millions:
-//! `AGENTSIM_FUZZ_CASES=5000000 cargo test --release --test fuzz_loader` (per property; the README
-//! gives the figures of the last soak).
+//! `AGENTSIM_FUZZ_CASES=5000000 cargo test --release --test it fuzz_loader::` (per property; the
+//! README gives the figures of the last soak).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -13,8 +13,8 @@
 //!   no violation.
 //!
 //! CI runs a few thousand sequences. A soak runs millions:
-//! `AGENTSIM_FUZZ_CASES=500000 cargo test --release --test fuzz_runtime` (per property; the README
-//! gives the figures of the last soak).
+//! `AGENTSIM_FUZZ_CASES=500000 cargo test --release --test it fuzz_runtime::` (per property; the
+//! README gives the figures of the last soak).
 
 use std::path::Path;
 use std::sync::Arc;

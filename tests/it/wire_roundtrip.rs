@@ -6,6 +6,7 @@ use agentsim::model::transcript::{Block, Message, Role};
 use agentsim::wire::encode::{request, Outgoing, ToolSpec};
 use agentsim::wire::{validate, Provider};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use serde_json::json;
 
 /// A valid conversation: user turns and assistant turns alternating, every tool use answered in
@@ -98,9 +99,15 @@ fn without_error_flags(messages: &[Message]) -> Vec<Message> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("AGENTSIM_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
-    ))]
+    // The saved failures sit beside this file (`wire_roundtrip.proptest-regressions`). Proptest's
+    // default would look for them under `tests/proptest-regressions/`, because `tests/it/` holds
+    // the test crate's `main.rs`.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::with_cases(
+            std::env::var("AGENTSIM_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
+        )
+    })]
 
     #[test]
     fn encoded_requests_are_valid_and_decode_back(messages in conversation(), stream in any::<bool>()) {

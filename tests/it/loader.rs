@@ -5,7 +5,7 @@ use std::path::Path;
 
 use agentsim::scenario;
 
-const VALID: &str = include_str!("../scenarios/examples/stack-diagram.yaml");
+const VALID: &str = include_str!("../../scenarios/examples/stack-diagram.yaml");
 
 #[test]
 fn every_truncation_and_byte_edit_of_a_valid_file_is_handled_without_panic() {

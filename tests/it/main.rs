@@ -1,0 +1,24 @@
+//! The integration tests, gathered into one test binary so that the crate is linked once rather
+//! than once per file (matklad, "Delete Cargo Integration Tests"). Each file of `tests/it/` is a
+//! module here: a new test file goes beside the others and gets its `mod` line below (kept in
+//! alphabetical order). Run one file's tests with `cargo test --test it <module>::`, e.g.
+//! `cargo test --test it cli::`. The data-driven scenario harness stays its own binary
+//! (`tests/scenarios.rs`, `harness = false`).
+
+mod architecture;
+mod cli;
+mod explore;
+mod fuzz_loader;
+mod fuzz_runtime;
+mod harness;
+mod http_model;
+mod loader;
+mod mock_llm;
+mod props;
+mod question_store;
+mod restart;
+mod serve;
+mod stream_shapes;
+mod tokio_driver;
+mod tree;
+mod wire_roundtrip;
