@@ -1,6 +1,7 @@
 //! Architecture invariants that the compiler does not check, read off the source (in the manner of
-//! rust-analyzer's tidy tests): the top-level modules import each other without a circle, and the
-//! pure core imports nothing from drivers, scenarios, IO or the CLI.
+//! rust-analyzer's tidy tests): the top-level modules import each other without a circle, the
+//! pure core imports nothing from drivers, scenarios, IO or the CLI, and no source file grows past
+//! 900 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -188,4 +189,101 @@ fn the_checker_sees_grouped_imports() {
     );
     let want: BTreeSet<String> = ["model", "protocol", "runtime"].map(String::from).into();
     assert_eq!(refs, want);
+}
+
+/// The most lines a `.rs` file under `src/` or `tests/` may have: past it, a file holds more than
+/// one concept and is split along them.
+const MAX_LINES: usize = 900;
+
+/// The files that were over [`MAX_LINES`] when the rule came in, each to be split. A file leaves
+/// this list when it is split, and none joins it: the test fails for a listed file that is no
+/// longer over the limit, so the list only shrinks.
+const OVER_900_TO_SPLIT: &[&str] = &[
+    "src/main.rs",
+    "src/mock_llm/book.rs",
+    "src/mock_llm/server.rs",
+    "src/observe/mod.rs",
+    "src/observe/semantic.rs",
+    "src/observe/tree.rs",
+    "src/report/html.rs",
+    "src/scenario/format.rs",
+    "src/scenario/load.rs",
+    "src/serve/mod.rs",
+    "src/sim/mod.rs",
+    "src/wire/reply.rs",
+    "tests/it/cli.rs",
+    "tests/it/serve.rs",
+];
+
+/// Every `.rs` file under `src/` and `tests/`, as a `/`-separated path from the crate root, with
+/// its line count.
+fn line_counts() -> BTreeMap<String, usize> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("tests"), &mut files);
+    files
+        .into_iter()
+        .map(|file| {
+            let rel = file.strip_prefix(root).unwrap();
+            let name = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/");
+            let lines = fs::read_to_string(&file).unwrap().lines().count();
+            (name, lines)
+        })
+        .collect()
+}
+
+/// What breaks the rule: a file over the limit that is not listed, and a listed file that is not
+/// over it (split already: take it off the list) or no longer exists.
+fn over_the_limit(counts: &BTreeMap<String, usize>, listed: &[&str]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (file, &lines) in counts {
+        if lines > MAX_LINES && !listed.contains(&file.as_str()) {
+            wrong.push(format!(
+                "{file} has {lines} lines, over {MAX_LINES}: split it along its concepts"
+            ));
+        }
+    }
+    for &file in listed {
+        match counts.get(file) {
+            Some(&lines) if lines > MAX_LINES => {}
+            Some(&lines) => wrong.push(format!(
+                "{file} has {lines} lines, no longer over {MAX_LINES}: take it off \
+                 OVER_900_TO_SPLIT"
+            )),
+            None => wrong.push(format!(
+                "{file} is listed in OVER_900_TO_SPLIT but does not exist: take it off the list"
+            )),
+        }
+    }
+    wrong
+}
+
+#[test]
+fn no_source_file_is_over_900_lines_except_the_listed_ones_still_to_split() {
+    let wrong = over_the_limit(&line_counts(), OVER_900_TO_SPLIT);
+    assert!(wrong.is_empty(), "the 900-line rule: {wrong:#?}");
+}
+
+#[test]
+fn the_line_rule_names_a_new_long_file_and_a_listed_file_that_shrank() {
+    let counts: BTreeMap<String, usize> = [
+        ("src/a.rs".to_owned(), 901),
+        ("src/b.rs".to_owned(), 900),
+        ("src/c.rs".to_owned(), 1200),
+    ]
+    .into();
+    assert_eq!(
+        over_the_limit(&counts, &["src/b.rs", "src/c.rs", "src/gone.rs"]),
+        [
+            "src/a.rs has 901 lines, over 900: split it along its concepts",
+            "src/b.rs has 900 lines, no longer over 900: take it off OVER_900_TO_SPLIT",
+            "src/gone.rs is listed in OVER_900_TO_SPLIT but does not exist: take it off the list",
+        ]
+    );
+    assert!(over_the_limit(&counts, &["src/a.rs", "src/c.rs"]).is_empty());
 }
