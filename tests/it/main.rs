@@ -7,10 +7,13 @@
 
 mod architecture;
 mod cli;
+mod cli_honest;
+mod docs;
 mod explore;
 mod fuzz_loader;
 mod fuzz_runtime;
 mod harness;
+mod honest;
 mod http_model;
 mod loader;
 mod mock_llm;
