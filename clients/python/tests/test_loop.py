@@ -275,6 +275,11 @@ class Resettable(Runtime):
     def on_hello(self, hello: Hello) -> None:
         self.events.append(f"hello {hello.run} awaiting {hello.awaiting_idle}")
 
+    def on_ready(self, io: IO) -> None:
+        self.events.append("ready")
+        if io.hello.restarts:
+            io.stack([{"name": "main", "iterations": 1}], conversation="default")
+
     def on_resume(self, seq: int, io: IO) -> None:
         self.events.append(f"resume {seq}")
         io.send("resumed", conversation="default")
@@ -293,7 +298,8 @@ def test_reset_starts_a_new_run_in_the_same_process_and_call_ids_start_over() ->
         hello(run="a#0"), user(1, "x"), result("c1", "ok"), {"type": "reset"},
         hello(run="b#0"), user(1, "y"), result("c1", "ok"), SHUTDOWN))
     assert status == 0
-    assert runtime.events == ["hello a#0 awaiting None", "user x", "reset", "hello b#0 awaiting None", "user y"]
+    assert runtime.events == ["hello a#0 awaiting None", "ready", "user x", "reset",
+                              "hello b#0 awaiting None", "ready", "user y"]
     assert [m["type"] for m in out].count("ready") == 2
 
 
@@ -301,8 +307,12 @@ def test_after_a_restart_the_runtime_resumes_the_turn_and_says_idle_for_it() -> 
     runtime = Resettable()
     status, out = play(runtime, lines(hello(restarts=1, awaiting_idle=3), user(4, "z"), result("c1", "ok"), SHUTDOWN))
     assert status == 0
-    assert runtime.events == ["hello test#0 awaiting 3", "resume 3", "user z"]
-    assert out[1:3] == [{"type": "send", "conversation": "default", "text": "resumed"}, {"type": "idle", "seq": 3}]
+    assert runtime.events == ["hello test#0 awaiting 3", "ready", "resume 3", "user z"]
+    assert out[1:4] == [
+        {"type": "stack", "conversation": "default", "frames": [{"name": "main", "iterations": 1}]},
+        {"type": "send", "conversation": "default", "text": "resumed"},
+        {"type": "idle", "seq": 3},
+    ]
     assert out[-1] == {"type": "idle", "seq": 4}
 
 

@@ -111,6 +111,9 @@ class Runtime:
         """Whether ``text``, arriving while a turn of ``conversation`` runs, interrupts it."""
         return False
 
+    def on_ready(self, io: IO) -> None:
+        """``ready`` is written: report what you restored (``io.stack(..., conversation=...)``)."""
+
     def on_resume(self, seq: int, io: IO) -> None:
         """After a restart in the middle of a turn: finish it from your persisted state."""
 
@@ -392,6 +395,10 @@ def _handshake(runtime: Runtime, caps: list[str], ch: _Channel) -> Hello | None:
     if runtime.name:
         ready["name"] = runtime.name
     ch.write(ready)
+    try:
+        _call(runtime.on_ready, IO(runtime, ch, message, None, ch.last_seq))
+    except ShutdownRequested:
+        return None
     if message.awaiting_idle is not None:
         io = IO(runtime, ch, message, None, message.awaiting_idle)
         ch.last_seq = max(ch.last_seq, message.awaiting_idle)
