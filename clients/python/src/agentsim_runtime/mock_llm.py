@@ -201,7 +201,8 @@ class MockLlm:
                                          data=b"" if method == "POST" else None)
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
-                return response.read().decode("utf-8")
+                body: bytes = response.read()
+                return body.decode("utf-8")
         except urllib.error.HTTPError as e:
             raise MockLlmError(f"{method} {path}: HTTP {e.code}: {e.read().decode('utf-8', 'replace')}") from None
 

@@ -212,10 +212,10 @@ class _Fields:
         return tuple(values)
 
     def objects(self, name: str) -> list[Mapping[str, Any]]:
-        values = self.get(name, list)
+        values: list[Any] = self.get(name, list)
         if not all(isinstance(v, dict) for v in values):
             raise self._fail(name, "an array of objects")
-        return values
+        return [v for v in values]
 
 
 def _is(value: Any, kind: type) -> bool:
