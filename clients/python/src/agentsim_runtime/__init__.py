@@ -1,0 +1,47 @@
+"""Test your agent runtime with agentsim.
+
+- :func:`run` speaks agentsim's runtime protocol (docs/runtime-protocol.md) on stdin/stdout, so
+  that a runtime is one function ``on_user(conversation, text, io)``.
+- :class:`MockLlm` starts ``agentsim mock-llm`` on a free port; the pytest plugin
+  (``agentsim_runtime.pytest_plugin``, loaded by pytest itself) wraps it as the ``mock_llm``
+  fixture, which fails the test when the server's report fails.
+"""
+
+from .loop import IO, Interrupted, Runtime, ShutdownRequested, ToolCall, ToolResult, run
+from .mock_llm import MockLlm, MockLlmError, Report, find_agentsim
+from .protocol import (
+    CAPABILITIES,
+    MAX_LINE,
+    PROTOCOL,
+    AgentInfo,
+    Hello,
+    ProtocolError,
+    Settings,
+    ToolInfo,
+    UserMessage,
+)
+
+__all__ = [
+    "CAPABILITIES",
+    "IO",
+    "MAX_LINE",
+    "PROTOCOL",
+    "AgentInfo",
+    "Hello",
+    "Interrupted",
+    "MockLlm",
+    "MockLlmError",
+    "ProtocolError",
+    "Report",
+    "Runtime",
+    "Settings",
+    "ShutdownRequested",
+    "ToolCall",
+    "ToolInfo",
+    "ToolResult",
+    "UserMessage",
+    "find_agentsim",
+    "run",
+]
+
+__version__ = "0.1.0"
