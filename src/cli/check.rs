@@ -400,6 +400,9 @@ fn case_text(case: &report::check::Case, shown: Option<&str>) -> String {
     }
 }
 
+/// The reason of a case that an interrupted check never started.
+const NOT_STARTED: &str = "not run: the check was interrupted";
+
 fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let started = Instant::now();
@@ -568,19 +571,23 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
     // interrupted, those never started are cases too, marked as not run.
     let mut ran: Vec<(report::check::Case, Option<String>)> = Vec::new();
     let mut not_run = 0;
+    let mut never_started = 0;
     for (slot, entry) in slots.into_iter().zip(&entries) {
         match slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(case) => ran.push(case),
-            None if interrupted => ran.push((
-                report::check::Case {
-                    path: entry.path().display().to_string(),
-                    seconds: 0.0,
-                    result: report::check::CaseResult::Skipped {
-                        reason: "not run: the check was interrupted (Ctrl-C)".to_owned(),
+            None if interrupted => {
+                never_started += 1;
+                ran.push((
+                    report::check::Case {
+                        path: entry.path().display().to_string(),
+                        seconds: 0.0,
+                        result: report::check::CaseResult::Skipped {
+                            reason: format!("{NOT_STARTED} (Ctrl-C)"),
+                        },
                     },
-                },
-                None,
-            )),
+                    None,
+                ))
+            }
             None => not_run += 1,
         }
     }
@@ -590,7 +597,9 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         let printed = *printed.lock().unwrap_or_else(|e| e.into_inner());
         let mut rest = String::new();
         for (case, shown) in ran.iter().skip(printed) {
-            if !(interrupted && case.seconds == 0.0 && case.skipped()) {
+            // A case never started has no text of its own: `shown` is only ever set by a run.
+            let started = !matches!(&case.result, report::check::CaseResult::Skipped { reason } if reason.starts_with(NOT_STARTED));
+            if started {
                 rest.push_str(&case_text(case, shown.as_deref()));
             }
         }
@@ -653,14 +662,7 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         }
         Format::Text => {
             let mut tail = String::new();
-            let shown_skips = if interrupted {
-                cases
-                    .iter()
-                    .filter(|c| c.skipped() && c.seconds != 0.0)
-                    .count()
-            } else {
-                skipped
-            };
+            let shown_skips = skipped - never_started;
             if shown_skips > 0 {
                 tail.push_str(&format!(", {shown_skips} skipped"));
             }
@@ -668,10 +670,7 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
                 tail.push_str(&format!(", {not_run} not run (--fail-fast)"));
             }
             if interrupted {
-                tail.push_str(&format!(
-                    ", {} not run (interrupted)",
-                    skipped - shown_skips
-                ));
+                tail.push_str(&format!(", {never_started} not run (interrupted)"));
             }
             println!(
                 "{} scenarios: {passed} passed, {failed} failed{tail} ({seconds:.2}s)",
