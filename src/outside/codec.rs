@@ -18,8 +18,11 @@
 //!   value", may be `null`.
 //! - `stack.ended[].iterations` is optional, as `frames[].iterations` is ("as for `frames`").
 //! - `stack.ended[].reason` is one of the five names of the spec; another is `bad-field`.
+//! - The judged `event` kinds (`text`, `tool_start`, `tool_finish`, `tool_error`, `tool_result`)
+//!   must carry their fields, whatever capabilities the runtime offered; other kinds carry anything.
+//! - Of a key written twice in one object, the last is taken (serde_json's reading).
 //! - `ready` with a `protocol` other than 1 is `protocol-mismatch`, found by the decoder (a line
-//!   alone shows it). An `error` line decodes without error; [`super::Session`] turns it into
+//!   alone shows it) before `ready`'s other fields are looked at. An `error` line decodes without error; [`super::Session`] turns it into
 //!   `runtime-error`.
 
 use std::fmt;
@@ -814,9 +817,9 @@ fn decode_object(o: &Map<String, Value>) -> Result<FromRuntime, Fault> {
     };
     Ok(match kind {
         "ready" => {
+            // The protocol first: another protocol's `ready` may shape its other fields
+            // differently, and the mismatch is the error that explains it.
             let protocol = f.integer("protocol")?;
-            let capabilities = f.strings("capabilities")?;
-            let name = f.opt_string("name")?;
             if protocol != PROTOCOL_VERSION {
                 return Err(Fault::Protocol(format!(
                     "the runtime speaks protocol {protocol}; agentsim speaks protocol {PROTOCOL_VERSION}"
@@ -824,8 +827,8 @@ fn decode_object(o: &Map<String, Value>) -> Result<FromRuntime, Fault> {
             }
             FromRuntime::Ready(Ready {
                 protocol,
-                capabilities,
-                name,
+                capabilities: f.strings("capabilities")?,
+                name: f.opt_string("name")?,
             })
         }
         "send" => FromRuntime::Send(SendText {

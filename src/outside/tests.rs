@@ -342,6 +342,11 @@ fn unknown_fields_are_ignored_at_every_level() {
     };
     assert_eq!(ready.capabilities, ["stack", "teleport"]);
     assert_eq!(ready.name, None);
+    // Of a key written twice, the last counts.
+    assert_eq!(
+        decoded(r#"{"type":"idle","seq":"x","seq":2}"#),
+        FromRuntime::Idle(super::codec::Idle { seq: 2 })
+    );
 }
 
 #[test]
@@ -552,6 +557,10 @@ fn protocol_mismatch_is_a_ready_for_another_protocol() {
         let e = decode_err(line.as_bytes());
         assert_eq!(e.kind, K::ProtocolMismatch, "{line}");
     }
+    // Another protocol's `ready` is a mismatch even if its other fields differ from protocol 1's.
+    let e = decode_err(br#"{"type":"ready","protocol":2,"capabilities":{"stack":true}}"#);
+    assert_eq!(e.kind, K::ProtocolMismatch);
+    assert!(e.message.contains("protocol 2"), "{e}");
     // A mistyped protocol is a bad field, not another protocol.
     let e = decode_err(br#"{"type":"ready","protocol":"1","capabilities":[]}"#);
     assert_eq!(e.kind, K::BadField);
