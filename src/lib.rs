@@ -47,6 +47,8 @@
 //! - [`observe`]: the observer that checks the named invariants after every step.
 //! - [`wire`]: provider request formats and the public `tool-pairing` validator; provider replies,
 //!   streams and error envelopes.
+//! - [`outside`]: agentsim's side of the runtime protocol for a user's runtime run as a child
+//!   process: the JSON-lines codec and the order of an exchange (pure).
 //! - [`mock_llm`]: `agentsim mock-llm`, a scenario's scripts served over the providers' wire
 //!   formats (the HTTP server behind the `mock-server` feature).
 //! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
@@ -69,6 +71,7 @@ pub mod harness;
 pub mod mock_llm;
 pub mod model;
 pub mod observe;
+pub mod outside;
 pub mod persist;
 pub mod protocol;
 pub mod report;
