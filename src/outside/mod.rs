@@ -3,12 +3,17 @@
 //!
 //! This first part is pure (no IO, no async runtime, no clock):
 //! - [`codec`]: the messages of protocol 1, encoding agentsim's lines and strictly decoding the
-//!   runtime's, with located [`ProtocolError`]s.
+//!   runtime's, with located [`ProtocolError`]s. Its items live in private modules, one per
+//!   concept (agentsim's lines, the runtime's lines, decoding, errors), and are re-exported there.
 //! - [`session`]: the order of an exchange, the sequence errors a line commits given what agentsim
 //!   wrote before it.
 
 pub mod codec;
+mod decode;
+mod error;
+mod from_runtime;
 pub mod session;
+mod to_runtime;
 
 pub use codec::{
     decode_line, encode_line, quote_line, EncodeError, FromRuntime, Hello, ProtocolError,

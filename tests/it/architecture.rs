@@ -8,8 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Modules that must stay pure: no drivers, no scenario layer, no IO, no CLI.
-const PURE: [&str; 7] = [
-    "model", "agents", "protocol", "runtime", "observe", "persist", "wire",
+const PURE: [&str; 8] = [
+    "model", "agents", "protocol", "runtime", "observe", "persist", "wire", "outside",
 ];
 
 /// What the pure modules may import from the crate: each other only.
