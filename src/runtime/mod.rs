@@ -27,6 +27,8 @@ mod routing;
 mod sessions;
 mod tree;
 mod turn;
+mod turn_context;
+mod turn_loop;
 mod workflow;
 
 #[cfg(test)]
@@ -47,7 +49,7 @@ use crate::protocol::{Effect, Event, Input, StreamEvent, ToolRun};
 
 pub use config::{QueryUser, RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
 pub use fork::fork_name;
-use turn::TurnInput;
+use turn_context::TurnInput;
 
 /// The reference runtime.
 #[derive(Clone, Debug)]
