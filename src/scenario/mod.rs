@@ -6,6 +6,7 @@ pub mod expect;
 pub mod format;
 pub mod free;
 pub mod load;
+mod mismatch;
 pub mod play;
 pub mod run;
 pub mod tree;
