@@ -8,17 +8,17 @@
 //! This file holds the [`Observer`], which reads each event once and hands it to the family of
 //! invariants it concerns; each family is a file:
 //!
-//! - [`stack`]: the model of each stack; `main-at-bottom`, `stack-linkage`, `routing`, `cleanup`.
-//! - [`delivery`]: results entering a session; `single-delivery`, `no-display-leak`.
-//! - [`calls`]: a frame's model calls; `tool-pairing`, `iteration-bound`.
-//! - [`input`], [`step`], [`semantic`], [`journal`], [`batch`]: the semantic invariants, which
+//! - `stack.rs`: the model of each stack; `main-at-bottom`, `stack-linkage`, `routing`, `cleanup`.
+//! - `delivery.rs`: results entering a session; `single-delivery`, `no-display-leak`.
+//! - `calls.rs`: a frame's model calls; `tool-pairing`, `iteration-bound`.
+//! - `input.rs`, `step.rs`, `semantic.rs`, `journal.rs`, `batch.rs`: the semantic invariants, which
 //!   hold when every structure is valid but the runtime still says something false
 //!   (`error-propagation`, `tool-execution`, `message-delivery`, `iteration-accounting`,
 //!   `journal-before-state`, `batch-answer`).
-//! - [`tree`] and [`forks`]: the agent tree; `status-transitions`, `tree-consistency`,
+//! - `tree.rs` and `forks.rs`: the agent tree; `status-transitions`, `tree-consistency`,
 //!   `fork-wait`.
-//! - [`sessions`]: seed 003's async sessions; `session-lifecycle`.
-//! - [`tools`]: external tool runs; `tool-runs`.
+//! - `sessions.rs`: seed 003's async sessions; `session-lifecycle`.
+//! - `tools.rs`: external tool runs; `tool-runs`.
 //!
 //! A driver tells the observer what it feeds with [`Observer::before_input`] and shows it each
 //! step with [`Observer::after_step`], before it takes the step's effects.

@@ -20,8 +20,8 @@
 //!
 //! This file holds what the providers share (the [`Reply`] to encode, its blocks, [`Sse`]) and
 //! chooses a provider's encoding; each provider's bodies and events are a file of their own
-//! ([`anthropic`], [`openai_chat`], [`openai_responses`]), and so are the error envelopes
-//! ([`errors`]). The bodies and events are typed, in each API's own field order, and serialized
+//! (`anthropic.rs`, `openai_chat.rs`, `openai_responses.rs`), and so are the error envelopes
+//! (`errors.rs`). The bodies and events are typed, in each API's own field order, and serialized
 //! straight to text: building `Value` trees and printing them cost a third of the mock server's
 //! time per request. `()` is JSON `null`.
 
