@@ -125,11 +125,11 @@ impl Observer {
         }
         let k = self.key_index(key);
         let seen = ResultSeen {
-            frame_id: frame_id,
+            frame_id,
             session: session_id,
             tool_use_id,
             content,
-            is_error: is_error,
+            is_error,
         };
         self.on_tool_result(k, seen, delivery);
         Ok(())
