@@ -104,7 +104,7 @@ impl Observer {
         };
         if what == "answer" {
             self.step
-                .mark(super::semantic::fact::DELEGATED)
+                .mark(super::step::fact::DELEGATED)
                 .delegated
                 .push(f.info.frame_id);
         }

@@ -32,7 +32,7 @@ use crate::model::messages;
 use crate::protocol::Effect;
 use crate::runtime::Runtime;
 
-use super::{names, same_text, semantic, violation, Violation};
+use super::{is_skip, names, same_text, violation, Violation};
 
 /// One external tool run not answered yet.
 #[derive(Clone, Debug)]
@@ -274,7 +274,7 @@ impl ToolRuns {
         is_error: bool,
         now: u64,
     ) -> Result<(), Violation> {
-        if semantic::is_skip(content) || **content == *messages::FORK_CANCELLED {
+        if is_skip(content) || **content == *messages::FORK_CANCELLED {
             return Ok(());
         }
         let Run { name, output, .. } = run;

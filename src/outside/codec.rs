@@ -25,29 +25,13 @@
 //!   alone shows it) before `ready`'s other fields are looked at. An `error` line decodes without error; [`super::Session`] turns it into
 //!   `runtime-error`.
 
-/// The protocol version this module speaks.
-pub const PROTOCOL_VERSION: u64 = 1;
-
-/// The most bytes a line may hold, not counting its line ending (1 MiB).
-pub const MAX_LINE: usize = 1 << 20;
-
-/// The largest integer a line may carry: 2^53 − 1, the largest that every JSON reader holds
-/// exactly.
-pub const MAX_INTEGER: u64 = (1 << 53) - 1;
-
-/// The most lines a runtime may write in one run before it is a `flood` (counted by the driver,
-/// across the run's processes).
-pub const MAX_LINES_PER_RUN: u64 = 100_000;
-
-/// How many characters of an offending line a [`ProtocolError`] quotes.
-pub const QUOTE_CHARS: usize = 200;
-
 pub use super::decode::decode_line;
 pub use super::error::{quote_line, ProtocolError, ProtocolErrorKind};
 pub use super::from_runtime::{
     EndReason, EndedFrame, Event, EventBody, FromRuntime, Idle, Ready, RuntimeError, SendText,
     Stack, StackFrame, ToolCall,
 };
+pub use super::limits::{MAX_INTEGER, MAX_LINE, MAX_LINES_PER_RUN, PROTOCOL_VERSION, QUOTE_CHARS};
 pub use super::to_runtime::{
     encode_line, AgentKind, BatchPolicy, EncodeError, Hello, HelloAgent, HelloSettings, HelloTool,
     QueryUser, ToRuntime, ToolResult, User,

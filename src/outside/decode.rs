@@ -7,12 +7,12 @@
 
 use serde_json::{Map, Value};
 
-use super::codec::{MAX_INTEGER, MAX_LINE, PROTOCOL_VERSION};
 use super::error::{strip_line_ending, ProtocolError, ProtocolErrorKind};
 use super::from_runtime::{
     EndReason, EndedFrame, Event, EventBody, FromRuntime, Idle, Ready, RuntimeError, SendText,
     Stack, StackFrame, ToolCall,
 };
+use super::limits::{MAX_INTEGER, MAX_LINE, PROTOCOL_VERSION};
 
 /// Decodes one line of the runtime's stdout, number `line_no` (from 1).
 ///

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::codec::QUOTE_CHARS;
+use super::limits::QUOTE_CHARS;
 
 /// The named protocol errors of section 9 that a line of the runtime can commit. The others
 /// (`unexpected-exit`, `timeout`) are not about a line and belong to the driver.

@@ -12,6 +12,7 @@ pub mod codec;
 mod decode;
 mod error;
 mod from_runtime;
+mod limits;
 pub mod session;
 mod to_runtime;
 

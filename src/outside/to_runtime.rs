@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::codec::{MAX_INTEGER, MAX_LINE};
+use super::limits::{MAX_INTEGER, MAX_LINE};
 
 /// A message agentsim writes to the runtime's stdin.
 ///

@@ -7,19 +7,17 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::agents::frame::{BatchItem, Phase, StackFrame};
-use crate::agents::tools::{
-    builtin, complete_result, SpawnRequest, Tool, ToolContext, ToolOutcome,
-};
+use crate::agents::tools::{builtin, complete_result, Tool, ToolContext, ToolOutcome};
 use crate::agents::tools::{UseAgent, UseSkill};
-use crate::model::ids::{CallId, IdSource};
+use crate::model::ids::CallId;
 use crate::model::messages;
-use crate::model::transcript::{BlockAt, Session};
+use crate::model::transcript::BlockAt;
 use crate::persist::ContextEntry;
 use crate::protocol::{Effect, Event, StreamEvent};
 use crate::runtime::planted::PlantedBug;
 use crate::runtime::RuntimeConfig;
 
-use super::turn::{TurnAction, TurnCx, TurnResult};
+use super::turn_context::{ChildSpec, TurnAction, TurnCx, TurnResult};
 
 /// How the runtime treats one `tool_use`.
 enum Dispatch {
@@ -64,51 +62,6 @@ fn classify(frame: &StackFrame, name: &str, config: &RuntimeConfig) -> Dispatch 
             }
             Some(spec) => Dispatch::External(spec.timeout_ms),
         },
-    }
-}
-
-/// A child a spawn asks for (seed 000's `UseSkillTool.execute`, minus the exception), with its
-/// ids drawn. The orchestration loop builds its frame in its place in the arena when it pushes
-/// it: a frame built here and carried there would be copied at every step.
-#[derive(Clone, Debug)]
-pub(super) struct ChildSpec {
-    /// What the spawn asked for.
-    pub(super) req: SpawnRequest,
-    /// The parent's `tool_use` the child answers.
-    pub(super) parent_tool_use_id: Arc<str>,
-    /// Its session's id.
-    pub(super) agent_session_id: uuid::Uuid,
-    /// Its agent id.
-    pub(super) frame_id: uuid::Uuid,
-}
-
-impl ChildSpec {
-    fn new(req: SpawnRequest, parent_tool_use_id: Arc<str>, ids: &mut IdSource) -> ChildSpec {
-        let agent_session_id = ids.next_uuid();
-        let frame_id = ids.next_uuid();
-        ChildSpec {
-            req,
-            parent_tool_use_id,
-            agent_session_id,
-            frame_id,
-        }
-    }
-
-    /// The child's frame: its session holds the task as its first user message.
-    #[inline(always)]
-    pub(super) fn frame(self) -> StackFrame {
-        let mut session = Session::with_id(self.agent_session_id);
-        session.add_user_message(self.req.message.clone());
-        let batch_sends = u32::from(self.req.agent.batch.is_some());
-        StackFrame::with_task(
-            self.frame_id,
-            self.req.agent,
-            session,
-            self.agent_session_id,
-            Some(self.parent_tool_use_id),
-            batch_sends,
-            self.req.message,
-        )
     }
 }
 

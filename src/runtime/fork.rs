@@ -18,7 +18,7 @@ use crate::persist::ContextEntry;
 use crate::protocol::{Event, FrameInfo};
 use crate::runtime::planted::PlantedBug;
 
-use super::turn::{TurnAction, TurnCx, TurnInput, TurnResult};
+use super::turn_context::{TurnAction, TurnCx, TurnInput, TurnResult};
 use super::Runtime;
 
 /// The script name of a fork: `<caller>#<handle>` (`main#1`, `research#2`, `main#1#1`).

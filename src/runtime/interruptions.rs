@@ -17,7 +17,7 @@ use crate::model::ids::{call_id, CallId, FrameId};
 use crate::model::messages;
 use crate::protocol::{Effect, Event, PopReason};
 
-use super::turn::{TurnAction, TurnInput, TurnResult};
+use super::turn_context::{TurnAction, TurnInput, TurnResult};
 use super::Runtime;
 
 impl Runtime {

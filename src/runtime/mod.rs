@@ -8,7 +8,8 @@
 //! between inputs.
 //!
 //! The orchestration loop is seed 000's provider loop: it runs a frame's turn (`turn.rs`, seed
-//! 000's `execute_turn` as a resumable state machine, with tool dispatch in `dispatch.rs`) and
+//! 000's `execute_turn` as a resumable state machine, its loop in `turn_loop.rs`, what it takes
+//! and gives in `turn_context.rs`, with tool dispatch in `dispatch.rs`) and
 //! acts on how it ended (`orchestrate.rs`), following the cascade from frame to frame by
 //! [`FrameId`] until the conversation waits for the driver or for the user. Every iteration either
 //! returns or cascades; there is no recursion. Routing, the inbox and cancellation are in
@@ -27,6 +28,8 @@ mod routing;
 mod sessions;
 mod tree;
 mod turn;
+mod turn_context;
+mod turn_loop;
 mod workflow;
 
 #[cfg(test)]
@@ -47,7 +50,7 @@ use crate::protocol::{Effect, Event, Input, StreamEvent, ToolRun};
 
 pub use config::{QueryUser, RuntimeConfig, ToolSpec, DEFAULT_CANCEL_WORDS};
 pub use fork::fork_name;
-use turn::TurnInput;
+use turn_context::TurnInput;
 
 /// The reference runtime.
 #[derive(Clone, Debug)]

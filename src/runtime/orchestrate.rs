@@ -13,7 +13,8 @@ use crate::model::transcript::{Block, Session};
 use crate::protocol::{Effect, Event, PopReason};
 use crate::runtime::planted::PlantedBug;
 
-use super::turn::{execute_turn, TurnAction, TurnCx, TurnInput, TurnResult};
+use super::turn::execute_turn;
+use super::turn_context::{TurnAction, TurnCx, TurnInput, TurnResult};
 use super::Runtime;
 
 impl Runtime {

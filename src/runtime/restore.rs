@@ -308,7 +308,7 @@ impl Runtime {
             {
                 rt.set_status(id, Status::Running);
             }
-            rt.drive(id, super::turn::TurnInput::Answered);
+            rt.drive(id, super::turn_context::TurnInput::Answered);
         }
         if rt.config.interruptions.is_some() {
             rt.sync_watchdogs();

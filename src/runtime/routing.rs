@@ -11,7 +11,7 @@ use crate::model::messages;
 use crate::protocol::{Effect, Event, FrameInfo, PopReason};
 use crate::runtime::planted::PlantedBug;
 
-use super::turn::TurnInput;
+use super::turn_context::TurnInput;
 use super::Runtime;
 
 impl Runtime {

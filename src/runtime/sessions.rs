@@ -14,7 +14,7 @@ use crate::model::agent::OnTimeout;
 use crate::model::ids::CallId;
 use crate::protocol::{Effect, Event, SessionOp};
 
-use super::turn::{TurnCx, TurnInput, TurnResult};
+use super::turn_context::{TurnCx, TurnInput, TurnResult};
 use super::Runtime;
 
 impl Runtime {

@@ -18,7 +18,7 @@ use crate::persist::ContextEntry;
 use crate::protocol::{Effect, Event, PopReason, StreamEvent};
 use crate::runtime::planted::PlantedBug;
 
-use super::turn::{TurnCx, TurnInput};
+use super::turn_context::{TurnCx, TurnInput};
 use super::Runtime;
 
 impl TurnCx<'_> {

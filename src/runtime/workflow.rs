@@ -20,7 +20,8 @@ use crate::persist::ContextEntry;
 use crate::protocol::Event;
 use crate::runtime::config::QueryUser;
 
-use super::turn::{run, TurnAction, TurnCx, TurnResult};
+use super::turn_context::{TurnAction, TurnCx, TurnResult};
+use super::turn_loop::run;
 
 /// Whether `frame` runs a workflow that has begun (its text replies are decisions).
 #[inline]

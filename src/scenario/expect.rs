@@ -2,36 +2,14 @@
 //! sent, results received, the main agent's response, stream events) and the state now (stack,
 //! iterations, time, usage).
 
-use std::fmt;
-
 use crate::agents::frame::StackFrame;
 use crate::protocol::Event;
 use crate::protocol::StreamEvent;
 use crate::sim::{Entry, Record, Sim};
 
 use super::format::ExpectSpec;
+pub use super::mismatch::Mismatch;
 use super::DEFAULT_KEY;
-
-/// One expectation that did not hold.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mismatch {
-    /// Which key of the `expect` (e.g. `sent`, `tool_result.content`).
-    pub what: String,
-    /// What the scenario expected.
-    pub expected: String,
-    /// What the run did.
-    pub actual: String,
-}
-
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:\n      expected: {}\n      actual:   {}",
-            self.what, self.expected, self.actual
-        )
-    }
-}
 
 fn events<'a>(records: &'a [Record]) -> impl DoubleEndedIterator<Item = &'a Event> + 'a {
     records.iter().filter_map(|r| match &r.entry {

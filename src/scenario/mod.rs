@@ -2,12 +2,17 @@
 //! [`load`](mod@load) reads and checks a file with located errors, [`run`](mod@run) plays its steps
 //! against a [`Sim`] and [`expect`] checks its expectations.
 
+mod build;
+mod error;
 pub mod expect;
 pub mod format;
 pub mod free;
 pub mod load;
+mod mismatch;
 pub mod play;
 pub mod run;
+mod scripts;
+mod steps;
 pub mod tree;
 pub mod write;
 

@@ -11,8 +11,8 @@ use crate::agents::tree::{InterventionOutcome, Node};
 use crate::protocol::Event;
 use crate::runtime::Runtime;
 
-use super::expect::Mismatch;
 use super::format::NodeExpect;
+use super::mismatch::Mismatch;
 
 /// The agent `name` names, live or ended.
 pub fn find(rt: &Runtime, name: &str) -> Option<Node> {

@@ -6,16 +6,20 @@
 //! over [`Sim::step`], so a test can stop between any two steps and look. Limits on steps, stack
 //! depth and model calls turn a runaway run into an error that shows the current stack; a run
 //! never hangs.
+//!
+//! This file holds the [`Sim`] and its step; its settings are `builder.rs`, seed 003's sessions
+//! and callbacks `sessions.rs`, restarts `restart.rs`, the virtual clock [`clock`].
 
+mod builder;
 pub mod clock;
+mod restart;
+mod sessions;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::agents::session::CallbackReply;
 use crate::drive::backend::{
     BackendError, Delivery, Model, ModelAnswer, OwnedModel, OwnedTools, ToolBehavior, ToolStep,
     Tools,
@@ -24,7 +28,6 @@ use crate::drive::faults::{FaultPlan, WithFaults};
 use crate::drive::record::{Materialized, Recording};
 use crate::drive::scripted::{MockLlm, MockTools};
 use crate::drive::{Core, Memory, Work};
-use crate::model::agent::Catalog;
 use crate::model::ids::CallId;
 use crate::model::llm::{Chunk, LlmError, LlmReply, LlmRequest};
 use crate::model::rng::SimRng;
@@ -32,11 +35,15 @@ use crate::model::transcript::Block;
 use crate::observe::coverage::RunCoverage;
 use crate::observe::{Observer, Violation};
 use crate::protocol::{Effect, Event, Input, ToolRun};
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::Runtime;
 
 use clock::Clock;
+use restart::{in_flight_key, InFlight, Pending};
+use sessions::{apply_session, Callbacks};
 
 pub use crate::drive::{Limits, Note, RunError};
+pub use builder::SimBuilder;
+pub use sessions::{SentCallback, SIM_PUBLIC_URL};
 
 /// One entry of the recorded run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -57,138 +64,6 @@ pub struct Record {
     pub step: u64,
     /// What happened.
     pub entry: Entry,
-}
-
-/// Builds a [`Sim`].
-#[must_use]
-#[derive(Debug)]
-pub struct SimBuilder {
-    catalog: Catalog,
-    config: RuntimeConfig,
-    model: Box<dyn OwnedModel>,
-    tools: Box<dyn OwnedTools>,
-    seed: u64,
-    limits: Limits,
-    observe: bool,
-    record: bool,
-    faults: Option<FaultPlan>,
-    materialize: bool,
-    coverage: bool,
-    callback_replies: Vec<CallbackReply>,
-}
-
-impl SimBuilder {
-    /// What the simulated callback endpoint replies to each attempt, in order (past the end:
-    /// 200).
-    pub fn callback_replies(mut self, replies: Vec<CallbackReply>) -> SimBuilder {
-        self.callback_replies = replies;
-        self
-    }
-
-    /// Record which behaviours the run reached (see [`Sim::coverage`]).
-    pub fn coverage(mut self, on: bool) -> SimBuilder {
-        self.coverage = on;
-        self
-    }
-
-    /// Inject faults from this plan.
-    pub fn faults(mut self, plan: FaultPlan) -> SimBuilder {
-        self.faults = Some(plan);
-        self
-    }
-
-    /// Record what was delivered (see [`Sim::materialized`]).
-    pub fn materialize(mut self, on: bool) -> SimBuilder {
-        self.materialize = on;
-        self
-    }
-
-    /// The runtime's settings (tools, cancel words).
-    pub fn config(mut self, config: RuntimeConfig) -> SimBuilder {
-        self.config = config;
-        self
-    }
-
-    /// The scripted model.
-    pub fn llm(self, llm: MockLlm) -> SimBuilder {
-        self.model(llm)
-    }
-
-    /// Any model backend (the scripted one by default).
-    pub fn model(mut self, model: impl Model + Clone + Send + 'static) -> SimBuilder {
-        self.model = Box::new(model);
-        self
-    }
-
-    /// The scripted tools, or any tools backend.
-    pub fn tools(mut self, tools: impl Tools + Clone + Send + 'static) -> SimBuilder {
-        self.tools = Box::new(tools);
-        self
-    }
-
-    /// The seed (ids, tie-breaks, every random choice).
-    pub fn seed(mut self, seed: u64) -> SimBuilder {
-        self.seed = seed;
-        self
-    }
-
-    /// Run limits.
-    pub fn limits(mut self, limits: Limits) -> SimBuilder {
-        self.limits = limits;
-        self
-    }
-
-    /// Check invariants after every step (on by default).
-    pub fn observe(mut self, on: bool) -> SimBuilder {
-        self.observe = on;
-        self
-    }
-
-    /// Keep the transcript (on by default).
-    pub fn record(mut self, on: bool) -> SimBuilder {
-        self.record = on;
-        self
-    }
-
-    /// The simulation.
-    pub fn build(self) -> Sim {
-        let mut config = self.config;
-        config.seed = self.seed;
-        config.record_events = self.observe || self.record;
-        config.detailed_events = self.record;
-        // The simulator reads the recorded `agent-state` events; nobody watches the stream.
-        config.stream_agent_states = false;
-        let coverage = self.coverage.then(|| RunCoverage::new(config.persist));
-        let rt = Runtime::new(Arc::new(self.catalog), config);
-        let observer = self.observe.then(|| Observer::for_runtime(&rt));
-        Sim {
-            coverage,
-            stalls: 0,
-            rt,
-            clock: Clock::default(),
-            rng: SimRng::new(self.seed),
-            core: Core::new(self.limits, Memory::default()),
-            model: self.model,
-            tools: self.tools,
-            observer,
-            record: self.record,
-            records: Vec::new(),
-            notes: Vec::new(),
-            steps: 0,
-            seed: self.seed,
-            faults: self.faults,
-            materialized: self.materialize.then(Materialized::default),
-            in_flight: BTreeMap::new(),
-            lost: BTreeMap::new(),
-            store: crate::store::MemoryQuestions::new(),
-            sessions: Vec::new(),
-            callbacks: Callbacks {
-                replies: self.callback_replies.into(),
-                sent: Vec::new(),
-            },
-            rearm: BTreeMap::new(),
-        }
-    }
 }
 
 /// The simulation.
@@ -230,90 +105,6 @@ pub struct Sim {
     rearm: BTreeMap<CallId, u64>,
 }
 
-/// The simulated endpoint of questions' callbacks (seed 003's B20): what it replies, and the
-/// callbacks sent so far.
-#[derive(Clone, Debug, Default)]
-struct Callbacks {
-    replies: std::collections::VecDeque<CallbackReply>,
-    sent: Vec<SentCallback>,
-}
-
-/// A question's callback as the simulator played it: every attempt in virtual time. Nothing in
-/// the runtime waits for a callback, so its attempts are played out when the question opens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SentCallback {
-    /// The session.
-    pub session: uuid::Uuid,
-    /// The question.
-    pub question: uuid::Uuid,
-    /// The agent that asked.
-    pub agent: Arc<str>,
-    /// Where it went.
-    pub url: Arc<str>,
-    /// The body posted (the same on every attempt).
-    pub body: serde_json::Value,
-    /// Each attempt's start (ms after the question opened) and what it got.
-    pub attempts: Vec<(u64, CallbackReply)>,
-}
-
-impl SentCallback {
-    /// `agent → url: refused at +0ms, delivered at +1000ms` (each attempt's start after the
-    /// question opened).
-    pub fn timeline(&self) -> String {
-        let attempts: Vec<String> = self
-            .attempts
-            .iter()
-            .map(|(at, reply)| format!("{reply} at +{at}ms"))
-            .collect();
-        let end = if self.delivered() { "" } else { ", gave up" };
-        format!(
-            "{} → {}: {}{end}",
-            self.agent,
-            self.url,
-            attempts.join(", ")
-        )
-    }
-
-    /// Whether an attempt delivered it.
-    pub fn delivered(&self) -> bool {
-        self.attempts.last().is_some_and(|a| a.1.delivered())
-    }
-}
-
-impl fmt::Display for SentCallback {
-    /// `agent → url: refused, 500, delivered` (`…, gave up` when no attempt delivered it).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} → {}: ", self.agent, self.url)?;
-        for (n, (_, reply)) in self.attempts.iter().enumerate() {
-            if n > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{reply}")?;
-        }
-        if !self.delivered() {
-            f.write_str(", gave up")?;
-        }
-        Ok(())
-    }
-}
-
-/// The answer URL's base in callbacks the simulator sends.
-pub const SIM_PUBLIC_URL: &str = "http://agentsim.sim";
-
-/// What an answer in flight answers: a frame's model call, or its run of one tool use.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum InFlight {
-    Model(uuid::Uuid),
-    Tool(uuid::Uuid, Arc<str>),
-}
-
-/// An answer in flight.
-#[derive(Clone, Debug)]
-enum Pending {
-    Model(ModelAnswer),
-    Tool(ToolStep),
-}
-
 impl fmt::Debug for Sim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sim")
@@ -325,24 +116,6 @@ impl fmt::Debug for Sim {
 }
 
 impl Sim {
-    /// A builder for these agents.
-    pub fn builder(catalog: Catalog) -> SimBuilder {
-        SimBuilder {
-            catalog,
-            config: RuntimeConfig::default(),
-            model: Box::new(MockLlm::default()),
-            tools: Box::new(MockTools::default()),
-            seed: 0,
-            limits: Limits::default(),
-            observe: true,
-            record: true,
-            faults: None,
-            materialize: false,
-            coverage: false,
-            callback_replies: Vec::new(),
-        }
-    }
-
     /// What the run delivered so far, if the builder asked to record it.
     pub fn materialized(&self) -> Option<&Materialized> {
         self.materialized.as_ref()
@@ -438,65 +211,6 @@ impl Sim {
         })
     }
 
-    /// A webhook triggers a session of `agent` with `payload` (seed 003).
-    pub fn trigger(&mut self, agent: &str, payload: serde_json::Value) -> Result<(), RunError> {
-        self.feed(Input::Trigger {
-            agent: agent.into(),
-            payload,
-        })
-    }
-
-    /// Someone answers question `question` of session `session` through the store (seed 003's
-    /// `POST /agent/answer/{session}`): the first answer is stored and resumes the agent; a
-    /// duplicate, or an answer to an unknown, completed or failed session, changes nothing and
-    /// is noted.
-    pub fn answer_async(
-        &mut self,
-        session: uuid::Uuid,
-        question: uuid::Uuid,
-        text: &str,
-    ) -> Result<(), RunError> {
-        use crate::store::questions::{Answered, QuestionStore, StoreError};
-        let now = self.clock.now();
-        let outcome = self
-            .store
-            .answer(&session.to_string(), &question.to_string(), text, now);
-        let refused = match outcome {
-            Ok(Answered::Resumed) => None,
-            Ok(Answered::DuplicateIgnored) => Some("duplicate_ignored"),
-            Err(StoreError::NotFound(_)) => Some("not_found"),
-            Err(e) => return Err(RunError::Store(e.to_string())),
-        };
-        match refused {
-            None => self.answer(question, text),
-            Some(outcome) => {
-                if self.record || self.observer.is_some() {
-                    self.records.push(Record {
-                        t_ms: now,
-                        step: self.steps,
-                        entry: Entry::Sim(Note::AsyncAnswer { question, outcome }),
-                    });
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// The store of async sessions.
-    pub fn store(&self) -> &crate::store::MemoryQuestions {
-        &self.store
-    }
-
-    /// The async sessions in the order they started, each with its questions in the order asked.
-    pub fn sessions(&self) -> &[(uuid::Uuid, Vec<uuid::Uuid>)] {
-        &self.sessions
-    }
-
-    /// The questions' callbacks sent so far, in order (seed 003's B20).
-    pub fn callbacks(&self) -> &[SentCallback] {
-        &self.callbacks.sent
-    }
-
     /// Feeds the next item due on the clock. `Ok(false)` when nothing is scheduled.
     pub fn step(&mut self) -> Result<bool, RunError> {
         match self.clock.pop_due(u64::MAX) {
@@ -560,70 +274,6 @@ impl Sim {
             step: self.steps,
             at_ms: self.clock.now(),
         }
-    }
-
-    /// What the runtime persisted so far: `state.json` (if written) and `context.jsonl`.
-    pub fn persisted(&self) -> (Option<&str>, &str) {
-        let memory = self.core.persistence();
-        (memory.state.as_deref(), &memory.context)
-    }
-
-    /// Restarts the runtime: drops it and restores a new one from what it persisted (the bytes the
-    /// file store would have written). The scripted model, tools and clock continue. Meaningful at
-    /// a quiescent point, which is when `state.json` is written.
-    pub fn restart(&mut self) -> Result<(), RunError> {
-        let config = self.rt.config().clone();
-        if !config.persist {
-            return Err(RunError::Restore(
-                "persistence is off (settings: { persist: true })".into(),
-            ));
-        }
-        let catalog = self.rt.catalog_arc();
-        let (state, context) = self.persisted();
-        let (state_bytes, context_bytes) = (state.map_or(0, str::len), context.len());
-        let broken = |message: String| RunError::Violation {
-            violation: Violation {
-                invariant: crate::observe::names::RESTART_EQUIVALENCE,
-                message,
-            },
-            step: self.steps,
-            at_ms: self.clock.now(),
-        };
-        let rt = match state {
-            Some(state) => Runtime::restore(catalog, config, state, context, self.clock.now())
-                .map_err(|e| broken(format!("the persisted state does not restore: {e}")))?,
-            None => Runtime::new(catalog, config),
-        };
-        if let Err(difference) = same_conversations(&self.rt, &rt) {
-            return Err(broken(format!(
-                "the restored runtime differs from the one that stopped: {difference}"
-            )));
-        }
-        // What the old runtime had in flight is lost with it; the restored runtime issues those
-        // calls again and gets the same answers.
-        let in_flight = std::mem::take(&mut self.in_flight);
-        self.lost = in_flight
-            .into_iter()
-            .filter_map(|(call, answer)| Some((in_flight_key(&self.rt, call)?, answer)))
-            .collect();
-        if let Some(c) = &mut self.coverage {
-            c.restart(
-                self.rt
-                    .stacks()
-                    .entries()
-                    .iter()
-                    .any(|e| !e.stack.is_empty()),
-            );
-        }
-        self.rt = rt;
-        // The old process's timers died with it; the restored runtime set its own (one set again
-        // under the same id keeps the tie-break it was drawn, and draws nothing).
-        self.rearm = self.clock.drop_timers().into_iter().collect();
-        self.note(Note::Restart {
-            state_bytes,
-            context_bytes,
-        });
-        self.settle()
     }
 
     /// Takes up to `n` steps (stops early when nothing is scheduled).
@@ -851,63 +501,6 @@ impl Sim {
     }
 }
 
-/// Records what the runtime told the store of async sessions, and the order of sessions and
-/// their questions (which `async_answer` steps count by).
-fn apply_session(
-    store: &mut crate::store::MemoryQuestions,
-    sessions: &mut Vec<(uuid::Uuid, Vec<uuid::Uuid>)>,
-    callbacks: &mut Callbacks,
-    policy: &crate::agents::session::CallbackPolicy,
-    notes: &mut Vec<Note>,
-    op: crate::protocol::SessionOp,
-    now: u64,
-) -> Result<(), crate::store::questions::StoreError> {
-    use crate::protocol::SessionOp;
-    crate::store::questions::record(store, &op, now)?;
-    match op {
-        SessionOp::Started { session, .. } => sessions.push((session, Vec::new())),
-        SessionOp::Asked {
-            session,
-            question,
-            text,
-            context,
-            agent,
-            callback,
-        } => {
-            if let Some((_, asked)) = sessions.iter_mut().find(|(s, _)| *s == session) {
-                asked.push(question);
-            }
-            if let Some(url) = callback {
-                let replies = &mut callbacks.replies;
-                let attempts = crate::agents::session::callback_attempts(policy, || {
-                    replies.pop_front().unwrap_or(CallbackReply::Status(200))
-                });
-                let sent = SentCallback {
-                    session,
-                    question,
-                    body: crate::agents::session::callback_body(
-                        session,
-                        &agent,
-                        question,
-                        &text,
-                        context.as_deref(),
-                        SIM_PUBLIC_URL,
-                    ),
-                    agent,
-                    url,
-                    attempts,
-                };
-                notes.push(Note::Callback {
-                    summary: sent.timeline(),
-                });
-                callbacks.sent.push(sent);
-            }
-        }
-        SessionOp::TimedOut { .. } | SessionOp::Withdrawn { .. } | SessionOp::Ended { .. } => {}
-    }
-    Ok(())
-}
-
 /// Moves the notes a backend left into the transcript.
 fn flush_notes(
     notes: &mut Vec<Note>,
@@ -1044,92 +637,4 @@ fn describe(rt: &Runtime) -> String {
         .map(|v| format!("{}: {}", v.key(), v.describe()))
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// Whether `restored` holds the conversations `crashed` held: the same stacks of frames (ids,
-/// sessions, iterations), main sessions and queued messages. `Err` says the first difference.
-fn same_conversations(crashed: &Runtime, restored: &Runtime) -> Result<(), String> {
-    for (slot, old) in crashed.stacks().views().enumerate() {
-        let key = old.key();
-        let Some(new) = restored.stack(key) else {
-            return Err(format!("conversation {key} is gone"));
-        };
-        if old.entry().inbox != new.entry().inbox {
-            return Err(format!("conversation {key}: its queued messages differ"));
-        }
-        // Between turns the main session waits in the conversation; during one, in the main frame.
-        if old.is_empty() && old.entry().main_session != new.entry().main_session {
-            return Err(format!("conversation {key}: the main session differs"));
-        }
-        if old.depth() != new.depth() {
-            return Err(format!(
-                "conversation {key}: {} became {}",
-                old.describe(),
-                new.describe()
-            ));
-        }
-        for (a, b) in old.frames().zip(new.frames()) {
-            let name = a.agent_name();
-            if a.frame_id() != b.frame_id() {
-                return Err(format!("conversation {key}: frame {name} has another id"));
-            }
-            same_frame(key, a, b)?;
-        }
-        let (forks, restored_forks) = (crashed.stacks().forks(slot), restored.stacks().forks(slot));
-        if forks.len() != restored_forks.len() {
-            return Err(format!(
-                "conversation {key}: {} forks ran, {} restored",
-                forks.len(),
-                restored_forks.len()
-            ));
-        }
-        for (a, b) in forks.into_iter().zip(restored_forks) {
-            if a.frame_id() != b.frame_id() {
-                return Err(format!(
-                    "conversation {key}: fork {} has another id",
-                    a.agent_name()
-                ));
-            }
-            same_frame(key, a, b)?;
-        }
-    }
-    Ok(())
-}
-
-/// The same frame before a crash and after its restore: its session and its count.
-fn same_frame(
-    key: &str,
-    a: &crate::agents::frame::StackFrame,
-    b: &crate::agents::frame::StackFrame,
-) -> Result<(), String> {
-    let name = a.agent_name();
-    if a.session() != b.session() {
-        return Err(format!(
-            "conversation {key}: the session of {name} differs ({} messages became {})",
-            a.session().messages.len(),
-            b.session().messages.len()
-        ));
-    }
-    if a.iteration() != b.iteration() {
-        return Err(format!(
-            "conversation {key}: {name} used {} iterations, restored {}",
-            a.iteration(),
-            b.iteration()
-        ));
-    }
-    Ok(())
-}
-
-/// What `call` of `rt` answers, if its frame still waits for it: the frame's model call, or its
-/// run of one tool use (a restored frame issues the same call again under a new id).
-fn in_flight_key(rt: &Runtime, call: CallId) -> Option<InFlight> {
-    let frame = rt
-        .stacks()
-        .frame_at(crate::model::ids::call_frame(call))?
-        .frame_id();
-    if rt.request(call).is_some() {
-        return Some(InFlight::Model(frame));
-    }
-    let run = rt.tool_run(call)?;
-    Some(InFlight::Tool(frame, run.tool_use_id.clone()))
 }

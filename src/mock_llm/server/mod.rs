@@ -6,6 +6,12 @@
 //! Endpoints: `POST /v1/messages` (Anthropic Messages), `POST /v1/chat/completions` (OpenAI Chat
 //! Completions), `POST /v1/responses` (OpenAI Responses), `GET /v1/models`, and the server's own
 //! `GET /_agentsim/report`, `GET /_agentsim/transcript` and `POST /_agentsim/shutdown`.
+//!
+//! This file holds the server, its endpoints and the exchange; the faults injected in place of
+//! replies are `faults.rs`, the findings and the report `report.rs`.
+
+mod faults;
+mod report;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -21,17 +27,19 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::book::{Address, Answer, Book};
-use crate::model::ids::splitmix64;
+use super::book::{Answer, Book};
 use crate::model::llm::LlmErrorKind;
 use crate::observe::names;
 use crate::scenario::Scenario;
 use crate::wire::reply::{self, ErrorKind, ErrorReply, Sse};
 use crate::wire::{self, Provider};
+
+use faults::{dropped_connection, inject};
+pub use faults::{InjectedFault, RandomFaults};
+pub use report::{FaultSummary, Finding, Report, UnusedReplies};
 
 /// The largest request body taken, in bytes (larger ones get the provider's 413).
 pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
@@ -61,213 +69,6 @@ impl Default for Options {
             faults: None,
             transcript: false,
         }
-    }
-}
-
-/// Faults injected at a rate, each decision a function of the seed and of where the request was
-/// routed (agent, conversation, turn, and how many times that turn was asked for), never of the
-/// order in which concurrent requests arrive: the same seed and the same runtime give the same
-/// faults. An injected fault takes the place of a reply, which the retry then gets.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RandomFaults {
-    /// The share of replies replaced by a fault, from 0 to 1.
-    pub rate: f64,
-    /// The seed.
-    pub seed: u64,
-}
-
-/// A fault injected in place of a reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InjectedFault {
-    /// 429 with `retry-after`.
-    RateLimit,
-    /// Anthropic 529, OpenAI 503.
-    Overloaded,
-    /// 500.
-    Server,
-    /// The connection drops before a complete answer.
-    Dropped,
-    /// A stream that sends part of the reply, then the provider's error event.
-    StreamError,
-    /// A stream that stops part-way, without its closing events.
-    StreamCut,
-}
-
-impl InjectedFault {
-    /// The fault's name in the journal.
-    pub fn name(self) -> &'static str {
-        match self {
-            InjectedFault::RateLimit => "rate_limit",
-            InjectedFault::Overloaded => "overloaded",
-            InjectedFault::Server => "server_error",
-            InjectedFault::Dropped => "connection_dropped",
-            InjectedFault::StreamError => "stream_error",
-            InjectedFault::StreamCut => "stream_cut",
-        }
-    }
-}
-
-impl RandomFaults {
-    /// The fault for attempt `attempt` (from 1) of the turn at `address`, if one is injected.
-    pub fn decide(&self, address: &Address, attempt: u32, stream: bool) -> Option<InjectedFault> {
-        let mut h = self.seed ^ 0x9e37_79b9_7f4a_7c15;
-        for b in address.agent.bytes() {
-            h = splitmix64(h ^ u64::from(b));
-        }
-        h = splitmix64(h ^ address.conversation as u64);
-        h = splitmix64(h ^ address.turn as u64);
-        h = splitmix64(h ^ u64::from(attempt));
-        let roll = (h >> 11) as f64 / (1u64 << 53) as f64;
-        if roll >= self.rate {
-            return None;
-        }
-        const PLAIN: [InjectedFault; 4] = [
-            InjectedFault::RateLimit,
-            InjectedFault::Overloaded,
-            InjectedFault::Server,
-            InjectedFault::Dropped,
-        ];
-        const STREAMED: [InjectedFault; 6] = [
-            InjectedFault::RateLimit,
-            InjectedFault::Overloaded,
-            InjectedFault::Server,
-            InjectedFault::Dropped,
-            InjectedFault::StreamError,
-            InjectedFault::StreamCut,
-        ];
-        let pick = splitmix64(h) as usize;
-        Some(if stream {
-            STREAMED[pick % STREAMED.len()]
-        } else {
-            PLAIN[pick % PLAIN.len()]
-        })
-    }
-}
-
-/// A broken rule or a request the script could not answer, as the report lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// The exchange's number, from 1.
-    pub exchange: u64,
-    /// The invariant broken (`tool-pairing`, `replayed-history`, `request-format`), or `None`
-    /// for a request the scenario has no reply for.
-    pub invariant: Option<&'static str>,
-    /// What was seen.
-    pub message: String,
-    /// Where it was routed, as far as it got.
-    pub address: Option<Address>,
-}
-
-/// What the server saw, at shutdown or on `GET /_agentsim/report`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Report {
-    /// The scenario's name.
-    pub scenario: String,
-    /// Exchanges served.
-    pub exchanges: u64,
-    /// Conversations seen.
-    pub conversations: usize,
-    /// Broken rules (the runtime under test misbehaved).
-    pub violations: Vec<Finding>,
-    /// Requests the scenario had no reply for.
-    pub misses: Vec<Finding>,
-    /// Script entries never served, per agent (1-based).
-    pub unused: Vec<UnusedReplies>,
-    /// The invariant the scenario expects to break, if it reproduces a bug.
-    pub expect_violation: Option<String>,
-    /// The random faults' settings, if any, and how many were injected.
-    pub faults: Option<FaultSummary>,
-    /// Whether the run passed: nothing broken, missed or left unused; or, with
-    /// `expect_violation`, that invariant broken.
-    pub passed: bool,
-}
-
-/// The random faults of a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct FaultSummary {
-    /// The share of replies replaced.
-    pub rate: f64,
-    /// The seed: the same seed and runtime give the same faults.
-    pub seed: u64,
-    /// How many were injected.
-    pub injected: u64,
-}
-
-/// One agent's script entries that were never served.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct UnusedReplies {
-    /// The agent.
-    pub agent: String,
-    /// The entries, 1-based.
-    pub entries: Vec<usize>,
-}
-
-impl Report {
-    /// The report as text, one finding a line.
-    pub fn text(&self) -> String {
-        let mut out = format!(
-            "mock-llm: {}: {} exchanges, {} conversations\n",
-            self.scenario, self.exchanges, self.conversations
-        );
-        for f in &self.violations {
-            out.push_str(&format!(
-                "  violation [{}] at exchange {}{}: {}\n",
-                f.invariant.unwrap_or("?"),
-                f.exchange,
-                at(&f.address),
-                f.message
-            ));
-        }
-        for f in &self.misses {
-            out.push_str(&format!(
-                "  no reply at exchange {}{}: {}\n",
-                f.exchange,
-                at(&f.address),
-                f.message
-            ));
-        }
-        for u in &self.unused {
-            let list = u
-                .entries
-                .iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            out.push_str(&format!(
-                "  never served: agent `{}`, {} {list}\n",
-                u.agent,
-                if u.entries.len() == 1 {
-                    "entry"
-                } else {
-                    "entries"
-                }
-            ));
-        }
-        if let Some(f) = &self.faults {
-            out.push_str(&format!(
-                "  faults: {} injected at rate {} with seed {} (replay: --faults {} --seed {})\n",
-                f.injected, f.rate, f.seed, f.rate, f.seed
-            ));
-        }
-        match (&self.expect_violation, self.passed) {
-            (Some(inv), true) => out.push_str(&format!("PASS: {inv} broken, as expected\n")),
-            (Some(inv), false) => {
-                out.push_str(&format!("FAIL: expected {inv} to break, and it did not\n"))
-            }
-            (None, true) => out.push_str("PASS\n"),
-            (None, false) => out.push_str("FAIL\n"),
-        }
-        out
-    }
-}
-
-fn at(address: &Option<Address>) -> String {
-    match address {
-        Some(a) => format!(
-            " (agent `{}`, conversation {}, turn {})",
-            a.agent, a.conversation, a.turn
-        ),
-        None => String::new(),
     }
 }
 
@@ -302,35 +103,6 @@ impl Shared {
         let mut exchanges = lock(t).clone();
         exchanges.sort_by_key(|(n, _)| *n);
         exchanges.into_iter().map(|(_, text)| text).collect()
-    }
-
-    fn report(&self) -> Report {
-        let book = lock(&self.book);
-        let (violations, misses) = lock(&self.findings).clone();
-        let unused: Vec<UnusedReplies> = book
-            .unused()
-            .into_iter()
-            .map(|(agent, entries)| UnusedReplies { agent, entries })
-            .collect();
-        let passed = match &self.expect_violation {
-            Some(inv) => violations.iter().any(|v| v.invariant == Some(inv.as_str())),
-            None => violations.is_empty() && misses.is_empty() && unused.is_empty(),
-        };
-        Report {
-            scenario: self.name.clone(),
-            exchanges: self.exchanges.load(Ordering::SeqCst),
-            conversations: book.conversations(),
-            violations,
-            misses,
-            unused,
-            expect_violation: self.expect_violation.clone(),
-            faults: self.faults.map(|f| FaultSummary {
-                rate: f.rate,
-                seed: f.seed,
-                injected: self.injected.load(Ordering::SeqCst),
-            }),
-            passed,
-        }
     }
 
     fn record(&self, line: &Value, finding: Option<Finding>) {
@@ -621,88 +393,10 @@ fn error_response(error: &ErrorReply, request_id: &str) -> Response {
     response
 }
 
-/// What a refused request broke, for the report: the invariant (none for a request the scenario
-/// has no reply for), the message, and where it was routed.
-type Broken = (Option<&'static str>, String, Option<Address>);
-
 impl Shared {
     /// Whether exchanges are journaled or transcribed (what only those show is built only then).
     fn journaling(&self) -> bool {
         self.transcript.is_some() || lock(&self.journal).is_some()
-    }
-
-    /// Answers with `error`, journals the exchange as `outcome`, and reports what it broke.
-    fn refuse(
-        &self,
-        mut line: Value,
-        n: u64,
-        error: ErrorReply,
-        outcome: &str,
-        broken: Option<Broken>,
-        request_id: &str,
-    ) -> Response {
-        line["status"] = error.status.into();
-        line["outcome"] = outcome.into();
-        line["response"] = error.body.clone();
-        let finding = broken.map(|(invariant, message, address)| {
-            if let Some(inv) = invariant {
-                line["violation"] = inv.into();
-            }
-            if address.is_some() {
-                line["address"] = serde_json::to_value(&address).expect("serialises");
-            }
-            Finding {
-                exchange: n,
-                invariant,
-                message,
-                address,
-            }
-        });
-        self.record(&line, finding);
-        error_response(&error, request_id)
-    }
-
-    /// Answers with a scripted or injected `error`, journaled as a fault.
-    fn fault(&self, mut line: Value, error: &ErrorReply, request_id: &str) -> Response {
-        line["outcome"] = "fault".into();
-        line["status"] = error.status.into();
-        line["response"] = error.body.clone();
-        self.record(&line, None);
-        error_response(error, request_id)
-    }
-
-    /// Drops the connection before a complete answer, journaling it as a fault.
-    /// A stream that breaks half-way: the first half of `reply`'s events, then `error` as an
-    /// error event, or nothing (the stream ends there).
-    #[allow(clippy::too_many_arguments)]
-    fn broken_stream(
-        &self,
-        provider: Provider,
-        reply: &reply::Reply,
-        include_usage: bool,
-        error: Option<(ErrorKind, Option<&str>)>,
-        name: &str,
-        request_id: &str,
-        mut line: Value,
-    ) -> Response {
-        let mut events = reply::events(provider, reply, include_usage);
-        events.truncate(events.len() / 2);
-        if let Some((kind, message)) = error {
-            events.push(reply::stream_error(provider, kind, message));
-        }
-        line["outcome"] = "fault".into();
-        line["status"] = 200.into();
-        line["response"] = json!({"events": events.len(), "fault": name});
-        self.record(&line, None);
-        sse_response(events, request_id)
-    }
-
-    fn drop_connection(&self, mut line: Value) -> Response {
-        line["outcome"] = "fault".into();
-        line["status"] = 200.into();
-        line["response"] = json!({"fault": "connection dropped"});
-        self.record(&line, None);
-        dropped_connection()
     }
 }
 
@@ -933,62 +627,10 @@ async fn exchange(
     }
 }
 
-/// Answers with an injected fault in place of `reply`.
-fn inject(
-    s: &Shared,
-    provider: Provider,
-    fault: InjectedFault,
-    reply: &reply::Reply,
-    include_usage: bool,
-    request_id: &str,
-    line: Value,
-) -> Response {
-    let kind = match fault {
-        InjectedFault::RateLimit => ErrorKind::RateLimit,
-        InjectedFault::Overloaded => ErrorKind::Overloaded,
-        InjectedFault::Server => ErrorKind::Server,
-        InjectedFault::Dropped => return s.drop_connection(line),
-        InjectedFault::StreamError | InjectedFault::StreamCut => {
-            let error =
-                (fault == InjectedFault::StreamError).then_some((ErrorKind::Overloaded, None));
-            return s.broken_stream(
-                provider,
-                reply,
-                include_usage,
-                error,
-                fault.name(),
-                request_id,
-                line,
-            );
-        }
-    };
-    s.fault(
-        line,
-        &reply::error(provider, kind, None, request_id),
-        request_id,
-    )
-}
-
 async fn sleep(ms: u64) {
     if ms > 0 {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-}
-
-/// A response whose body fails at once: the client sees the connection end before a complete
-/// answer.
-fn dropped_connection() -> Response {
-    let stream = futures_util::stream::once(async {
-        Err::<Bytes, std::io::Error>(std::io::Error::other(
-            "agentsim mock-llm: connection dropped",
-        ))
-    });
-    let mut response = Response::new(Body::from_stream(stream));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 fn sse_response(events: Vec<Sse>, request_id: &str) -> Response {

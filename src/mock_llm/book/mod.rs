@@ -1,0 +1,444 @@
+//! The mock server's book of conversations, pure: which agent a request is for, which of that
+//! agent's conversations, which turn, and so which script entry answers it. No IO, no clock; the
+//! HTTP server holds one `Book` behind a lock and asks it about each request.
+//!
+//! **Addressing, never guessing.**
+//!
+//! 1. *Agent.* Each agent with a script has a rule: its `match:` conditions when the scenario
+//!    gives them (all must hold: the system prompt contains a text, the model name, a header's
+//!    value, the tool set), otherwise the request's model name equals the agent's `model` (or its
+//!    name) or the request's system prompt equals the agent's `system`. Exactly one agent must
+//!    match; none or several is a miss that lists every agent's rule, except that among agents
+//!    matched by these default rules the one whose model name is the request's wins (a fork of
+//!    seed 001 sends its script name, `main#1`, as its model, with its caller's system prompt).
+//! 2. *Conversation.* A conversation is named by its agent and its first user message. Among the
+//!    conversations of that name (several when a runtime starts alike conversations, in parallel
+//!    or one after another), the request belongs to the first, in order of first appearance, whose
+//!    replies the request replays exactly (no reply yet counts too: a retry after a fault); a
+//!    request with no assistant turn that fits none starts a new conversation.
+//! 3. *Turn.* The turn is the number of assistant turns the request replays (an empty reply the
+//!    server sent is never replayed, as no provider takes an empty assistant message: a request
+//!    that replays the turns before it and says more than the request that got it is past it).
+//!    A turn takes the
+//!    agent's next script entries when it is first asked for: the scripted errors before a reply,
+//!    served one per request (so the client's retry meets the next), then the reply. A script is
+//!    shared by all conversations of its agent, handed out in the order turns are first asked for,
+//!    as the simulator does; so that concurrent conversations of one agent get the same replies in
+//!    every run, give them different agents (`match: { first_user_contains }`), or give the agent
+//!    `script: per_conversation` (each conversation gets the whole script from its first entry).
+//!
+//! A request that replays assistant turns the server never sent in that conversation (rewritten or
+//! dropped history) breaks `replayed-history`; a request no conversation fits, or a turn the script
+//! has no entry for, is a miss: an error that names what was looked for and what the script holds.
+//!
+//! This file holds the [`Book`] and its answers (the turn's script entries, the reply encoded);
+//! the first step of addressing is `route.rs` ([`Route`]), the second `conversation.rs`.
+
+mod conversation;
+mod route;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::model::llm::{LlmErrorKind, Usage};
+use crate::model::transcript::{Block, Message, Role};
+pub use crate::scenario::MatchRule;
+use crate::wire::reply::{OutBlock, Reply, Stop};
+use crate::wire::{Provider, Request};
+
+use conversation::{sent_of, sent_of_out, Conversation, Sent};
+pub use route::Route;
+
+/// One agent's script and how requests find it.
+#[derive(Clone, Debug)]
+pub struct AgentScript {
+    /// The agent's name.
+    pub name: String,
+    /// How it is recognised.
+    pub route: Route,
+    /// Its replies, in order.
+    pub entries: Vec<ScriptedReply>,
+    /// Each conversation of this agent gets the whole script from its first entry (instead of
+    /// the conversations sharing one script, handed out turn by turn).
+    pub per_conversation: bool,
+}
+
+/// Where a request was routed.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Address {
+    /// The agent.
+    pub agent: String,
+    /// The conversation's number, from 1, in order of first appearance (all agents).
+    pub conversation: usize,
+    /// The turn: the assistant turns the request replays.
+    pub turn: usize,
+    /// The script entry that answers it, from 1, if there is one.
+    pub entry: Option<usize>,
+}
+
+/// What answers a request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// A reply.
+    Reply {
+        /// The reply to encode.
+        reply: Reply,
+        /// Latency before the reply (or its first event), in ms.
+        after_ms: u64,
+    },
+    /// A scripted error.
+    Error {
+        /// Its kind.
+        kind: LlmErrorKind,
+        /// Its message.
+        message: Arc<str>,
+        /// Latency before it, in ms.
+        after_ms: u64,
+        /// For an error in the middle of a stream: the reply whose first half a streamed answer
+        /// sends before the error (the turn's reply, which the retry gets whole).
+        partial: Option<Box<Reply>>,
+    },
+    /// No answer, ever (until the server stops).
+    Stall,
+}
+
+/// A request the book could not answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Miss {
+    /// The invariant it breaks, when the runtime under test is at fault (`replayed-history`);
+    /// `None` for a request the scenario has no reply for.
+    pub violation: Option<&'static str>,
+    /// What was looked for and what the script holds.
+    pub message: String,
+    /// Where it was routed, as far as it got.
+    pub address: Option<Address>,
+}
+
+/// The book.
+#[derive(Clone, Debug)]
+pub struct Book {
+    agents: Vec<AgentScript>,
+    /// Per agent: the next unassigned entry.
+    cursors: Vec<usize>,
+    conversations: Vec<Conversation>,
+    /// The conversations by first user message (lookups only, never iterated).
+    by_first: HashMap<String, Vec<usize>>,
+}
+
+impl Book {
+    /// A book over these agents' scripts.
+    pub fn new(agents: Vec<AgentScript>) -> Book {
+        Book {
+            cursors: vec![0; agents.len()],
+            agents,
+            conversations: Vec::new(),
+            by_first: HashMap::new(),
+        }
+    }
+
+    /// The agents.
+    pub fn agents(&self) -> &[AgentScript] {
+        &self.agents
+    }
+
+    /// How many conversations have been seen.
+    pub fn conversations(&self) -> usize {
+        self.conversations.len()
+    }
+
+    /// Takes back the reply just given at `address` (a fault was injected in its place): the
+    /// conversation did not receive it, and the next request for that turn gets it again.
+    pub fn retract(&mut self, address: &Address) {
+        let Some(c) = self
+            .conversations
+            .get_mut(address.conversation.wrapping_sub(1))
+        else {
+            return;
+        };
+        if c.sent.len() == address.turn + 1 {
+            c.sent.pop();
+            c.asked.pop();
+        }
+        if let Some((_, done)) = c.plans.get_mut(address.turn) {
+            *done = done.saturating_sub(1);
+        }
+    }
+
+    /// The entries never served, per agent (1-based), agents in the book's order: those no
+    /// conversation's turn has served (a reply taken back for a fault counts as not served).
+    pub fn unused(&self) -> Vec<(String, Vec<usize>)> {
+        let mut served: Vec<Vec<bool>> = self
+            .agents
+            .iter()
+            .map(|a| vec![false; a.entries.len()])
+            .collect();
+        for c in &self.conversations {
+            for (plan, done) in &c.plans {
+                for &entry in &plan[..*done] {
+                    served[c.agent][entry] = true;
+                }
+            }
+        }
+        self.agents
+            .iter()
+            .zip(served)
+            .filter_map(|(a, served)| {
+                let left: Vec<usize> = served
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| !**s)
+                    .map(|(i, _)| i + 1)
+                    .collect();
+                (!left.is_empty()).then(|| (a.name.clone(), left))
+            })
+            .collect()
+    }
+
+    /// Routes `request` (with its HTTP `headers`) and takes what answers it.
+    pub fn answer(
+        &mut self,
+        provider: Provider,
+        request: &Request,
+        headers: &[(&str, &str)],
+    ) -> Result<(Address, Answer), Miss> {
+        let first = request
+            .messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(Message::text)
+            .unwrap_or_default();
+        let agent = self.route(request, &first, headers)?;
+        let replayed: Vec<Vec<Sent>> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .map(sent_of)
+            .collect();
+        // How much the request says: its blocks, all messages counted (a turn past an empty
+        // reply has more of them than the request that got it).
+        let asked: usize = request.messages.iter().map(|m| m.content.len()).sum();
+        let (conversation, turn) = self.conversation(agent, &first, &replayed, asked)?;
+        let mut address = Address {
+            agent: self.agents[agent].name.clone(),
+            conversation: conversation + 1,
+            turn,
+            entry: None,
+        };
+        if self.conversations[conversation].plans.len() <= turn {
+            let plan = self.plan(agent, conversation);
+            self.conversations[conversation].plans.push((plan, 0));
+        }
+        let (plan, done) = &mut self.conversations[conversation].plans[turn];
+        let Some(&entry) = plan.get(*done) else {
+            let script = &self.agents[agent];
+            return Err(Miss {
+                violation: None,
+                message: format!(
+                    "no scripted reply for agent `{}`, conversation {} (first user message {:?}), turn {}: the script holds {} {}, all taken by earlier turns",
+                    script.name,
+                    conversation + 1,
+                    clip(&first, 60),
+                    turn,
+                    script.entries.len(),
+                    if script.entries.len() == 1 { "reply" } else { "replies" },
+                ),
+                address: Some(address),
+            });
+        };
+        *done += 1;
+        let last = plan.last().copied();
+        address.entry = Some(entry + 1);
+        let scripted = &self.agents[agent].entries[entry];
+        let answer = match &scripted.kind {
+            ReplyKind::Error {
+                kind,
+                message,
+                mid_stream,
+            } => {
+                let partial = mid_stream.then(|| {
+                    // The turn's reply, the last entry of its plan (none if the script ends in
+                    // errors: then an empty reply's first events).
+                    let last = last.map(|e| &self.agents[agent].entries[e]);
+                    let (blocks, of) = match last.map(|l| (&l.kind, l)) {
+                        Some((ReplyKind::Content(blocks), l)) => {
+                            (blocks.iter().map(|b| (0, b)).collect(), l)
+                        }
+                        Some((ReplyKind::Stream(chunks), l)) => {
+                            (chunks.iter().map(|c| (c.after_ms, &c.block)).collect(), l)
+                        }
+                        _ => (Vec::new(), scripted),
+                    };
+                    Box::new(self.reply(provider, conversation, turn, &blocks, of, request))
+                });
+                Answer::Error {
+                    kind: *kind,
+                    message: message.clone(),
+                    after_ms: scripted.after_ms,
+                    partial,
+                }
+            }
+            ReplyKind::Stall => Answer::Stall,
+            ReplyKind::Content(blocks) => {
+                let blocks: Vec<_> = blocks.iter().map(|b| (0, b)).collect();
+                Answer::Reply {
+                    reply: self.reply(provider, conversation, turn, &blocks, scripted, request),
+                    after_ms: scripted.after_ms,
+                }
+            }
+            ReplyKind::Stream(chunks) => {
+                let blocks: Vec<_> = chunks.iter().map(|c| (c.after_ms, &c.block)).collect();
+                Answer::Reply {
+                    reply: self.reply(provider, conversation, turn, &blocks, scripted, request),
+                    after_ms: scripted.after_ms,
+                }
+            }
+        };
+        if let Answer::Reply { reply, .. } = &answer {
+            let sent = reply.blocks.iter().map(sent_of_out).collect();
+            let conv = &mut self.conversations[conversation];
+            if conv.sent.len() == turn {
+                conv.sent.push(sent);
+                conv.asked.push(asked);
+            }
+        }
+        Ok((address, answer))
+    }
+
+    /// The next entries of `agent`'s script for a new turn: its errors, then one reply.
+    fn plan(&mut self, agent: usize, conversation: usize) -> Vec<usize> {
+        let entries = &self.agents[agent].entries;
+        let cursor = if self.agents[agent].per_conversation {
+            &mut self.conversations[conversation].cursor
+        } else {
+            &mut self.cursors[agent]
+        };
+        let mut plan = Vec::new();
+        while *cursor < entries.len() {
+            plan.push(*cursor);
+            let is_error = matches!(entries[*cursor].kind, ReplyKind::Error { .. });
+            *cursor += 1;
+            if !is_error {
+                break;
+            }
+        }
+        plan
+    }
+
+    /// The scripted reply `blocks` (each with its delay when streamed), encoded.
+    fn reply(
+        &self,
+        provider: Provider,
+        conversation: usize,
+        turn: usize,
+        blocks: &[(u64, &ScriptBlock)],
+        scripted: &ScriptedReply,
+        request: &Request,
+    ) -> Reply {
+        let tag = format!("{}_{}", letters(conversation), letters(turn));
+        let tool_prefix = match provider {
+            Provider::Anthropic => "toolu",
+            _ => "call",
+        };
+        let mut out: Vec<OutBlock> = Vec::new();
+        let mut tool_uses = 0usize;
+        for (after, block) in blocks {
+            match block {
+                ScriptBlock::Text(t) => match out.last_mut() {
+                    Some(OutBlock::Text(pieces)) => pieces.push((*after, t.to_string())),
+                    _ => out.push(OutBlock::Text(vec![(*after, t.to_string())])),
+                },
+                ScriptBlock::ToolUse { id, name, input } => {
+                    let id = match id {
+                        Some(id) => id.to_string(),
+                        None => format!("{tool_prefix}_as_{tag}_{}", letters(tool_uses)),
+                    };
+                    tool_uses += 1;
+                    out.push(OutBlock::ToolUse {
+                        after_ms: *after,
+                        id,
+                        name: name.to_string(),
+                        input: (**input).clone(),
+                    });
+                }
+            }
+        }
+        let usage = if scripted.usage == Usage::default() {
+            Usage {
+                input_tokens: estimate_tokens(request),
+                output_tokens: out
+                    .iter()
+                    .map(|b| match b {
+                        OutBlock::Text(p) => p.iter().map(|(_, t)| t.len()).sum::<usize>(),
+                        OutBlock::ToolUse { input, .. } => input.to_string().len(),
+                    })
+                    .sum::<usize>()
+                    .div_ceil(4)
+                    .max(1) as u64,
+            }
+        } else {
+            scripted.usage
+        };
+        let id = match provider {
+            Provider::Anthropic => format!("msg_as_{tag}"),
+            Provider::OpenAiChat => format!("chatcmpl-as_{tag}"),
+            Provider::OpenAiResponses => format!("resp_as_{tag}"),
+        };
+        Reply {
+            id,
+            model: request.model.clone().unwrap_or_default(),
+            stop: if tool_uses > 0 {
+                Stop::ToolUse
+            } else {
+                Stop::EndTurn
+            },
+            blocks: out,
+            usage,
+        }
+    }
+}
+
+/// The invariant a runtime breaks by replaying history the server did not send.
+pub const REPLAYED_HISTORY: &str = crate::observe::names::REPLAYED_HISTORY;
+
+fn estimate_tokens(request: &Request) -> u64 {
+    let chars: usize = request.system.as_deref().map_or(0, str::len)
+        + request
+            .messages
+            .iter()
+            .flat_map(|m| m.content.iter())
+            .map(|b| match b {
+                Block::Text { text } => text.len(),
+                Block::ToolUse { input, .. } => input.to_string().len(),
+                Block::ToolResult { content, .. } => content.len(),
+            })
+            .sum::<usize>();
+    (chars.div_ceil(4)).max(1) as u64
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// `n` in base 26 with the digits `a` to `z` (`a`, `b`, … `z`, `ba`, …): ids free of digits, so
+/// no id looks like a status code to a runtime that retries on one in an error's text.
+pub fn letters(n: usize) -> String {
+    let mut digits = Vec::new();
+    let mut n = n;
+    loop {
+        digits.push(b'a' + (n % 26) as u8);
+        n /= 26;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).expect("ascii")
+}
+
+#[cfg(test)]
+mod tests;

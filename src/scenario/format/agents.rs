@@ -1,0 +1,148 @@
+//! The `agents` of a scenario file: each agent's kind, tools and limits, its workflow, and how
+//! `agentsim mock-llm` recognises its requests.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+use super::duration::Millis;
+use super::tools::ToolDef;
+
+/// Kind of a declared agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KindSpec {
+    /// The main agent (only for the entry named `main`).
+    Main,
+    /// A skill (`use_skill`).
+    Skill,
+    /// An agent (`use_agent`).
+    Agent,
+}
+
+/// A declared agent.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// `skill` or `agent`; required except for `main`.
+    #[serde(default)]
+    pub kind: Option<KindSpec>,
+    /// One-line description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// System prompt (default: "You are `<frame name>`.").
+    #[serde(default)]
+    pub system: Option<String>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Iteration limit (default 10 for main, 25 for skills and agents).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// Whitelist of external tools (default: all declared tools).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Publish stream events.
+    #[serde(default)]
+    pub stream: bool,
+    /// Run the external tools of one reply concurrently.
+    #[serde(default)]
+    pub parallel_tools: bool,
+    /// A passthrough skill: no frame, one external execution with this scripted outcome.
+    #[serde(default)]
+    pub passthrough: Option<ToolDef>,
+    /// Batch delegation (DESIGN §3 item 12): the child runs to completion inside the tool call and
+    /// its final text is the result; the value says what an empty final answer becomes:
+    /// `accept_empty`, `extract_from_conversation` or `ask_for_summary`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub batch: Option<crate::model::agent::EmptyAnswer>,
+    /// For `agentsim mock-llm`: the conditions that route a request to this agent's script (all
+    /// that are given must hold). Default: the request's model name equals `model` (or the
+    /// agent's name), or its system prompt equals `system`.
+    #[serde(default, rename = "match")]
+    #[schemars(with = "Option<MatchSpec>")]
+    pub route: Option<Spanned<MatchSpec>>,
+    /// Offer seed 001's `fork({prompt})` and `wait({handle})`: a fork runs beside its caller with
+    /// the caller's definition; its script is `<agent>#<handle>` (`main#1`, `research#2`).
+    #[serde(default)]
+    pub fork: bool,
+    /// Run seed 001's six-step workflow (`six_step`): clarify, blocking questions, subquestions
+    /// run by concurrent children, the main execution, a summary. Each decision is a reply of the
+    /// agent's script; children's scripts are `<agent>#<n>`.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkflowSpec>")]
+    pub workflow: Option<Spanned<WorkflowSpec>>,
+    /// The workflow's depth bound (default 2): an agent at this depth spawns no children (the
+    /// agent a user or a tool starts is at depth 0).
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub max_depth: Option<Spanned<u32>>,
+    /// In a triggered session (seed 003), `ask_user` persists a question and waits for its
+    /// answer through the store; without it, `ask_user` is refused there.
+    #[serde(default)]
+    pub async_questions: bool,
+    /// How long this agent's async questions wait (default: the settings' `question_timeout`).
+    #[serde(default)]
+    pub question_timeout: Option<Millis>,
+    /// Where this agent's questions' callbacks are posted (default: the settings'
+    /// `question_callback_url`).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub question_callback: Option<Spanned<String>>,
+    /// What a question that timed out does: `fail` (default: the session fails) or
+    /// `{default_answer: <text>}` (the text is its answer).
+    #[serde(default)]
+    #[schemars(with = "Option<Value>")]
+    pub on_timeout: Option<Spanned<Value>>,
+    /// For `agentsim mock-llm`: `shared` (default: the agent's conversations share one script,
+    /// handed out turn by turn) or `per_conversation` (each conversation gets the whole script
+    /// from its first entry; for load tests and runtimes that start many alike conversations).
+    #[serde(default)]
+    #[schemars(with = "Option<ScriptMode>")]
+    pub script: Option<Spanned<ScriptMode>>,
+}
+
+/// A workflow an agent runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowSpec {
+    /// Seed 001's six steps.
+    SixStep,
+}
+
+/// How an agent's script is shared by its conversations (`agentsim mock-llm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptMode {
+    /// One script for all conversations, turn by turn (as the simulator does).
+    Shared,
+    /// The whole script for each conversation.
+    PerConversation,
+}
+
+/// The conditions of an agent's `match:` rule.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MatchSpec {
+    /// The system prompt contains this text.
+    #[serde(default)]
+    pub system_contains: Option<String>,
+    /// The model name is this.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// These HTTP headers have these values (names in any case).
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// The tools offered are exactly these, in any order.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// The conversation's first user message contains this text: concurrent conversations of
+    /// one agent (subagents run in parallel) each get a script of their own, whatever the order
+    /// in which their requests arrive.
+    #[serde(default)]
+    pub first_user_contains: Option<String>,
+}

@@ -1,0 +1,449 @@
+//! The HTTP API: one handler per endpoint (see the module's list), each authorized, its body
+//! read, and its question put to the engine's task or the store; every error JSON.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, oneshot};
+use uuid::Uuid;
+
+use crate::agents::tree::{Intervention, InterventionOutcome, Status};
+use crate::store::questions::{timestamp, Answered, SessionStatus, StoreError};
+
+use super::{lock, wall_ms, Command, Shared};
+
+/// A JSON error: `{"ok": false, "error": ...}` with its status.
+pub(super) struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, axum::Json(json!({ "ok": false, "error": self.1 }))).into_response()
+    }
+}
+
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> ApiError {
+    ApiError(status, message.into())
+}
+
+/// `Err` with a 401 unless the request carries the configured bearer token.
+pub(super) fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = &shared.token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(token.as_str()) {
+        Ok(())
+    } else {
+        Err(error(StatusCode::UNAUTHORIZED, "unauthorized"))
+    }
+}
+
+/// A request's JSON body as `T`: 413 over the limit, 400 for what is not JSON or not a `T`.
+pub(super) fn body<T: serde::de::DeserializeOwned>(
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let bytes = bytes.map_err(|r| {
+        let status = r.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "the request body is larger than the server's limit".to_owned()
+        } else {
+            r.body_text()
+        };
+        error(status, message)
+    })?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not JSON: {e}"),
+        )
+    })?;
+    serde_json::from_value(value).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not what this endpoint takes: {e}"),
+        )
+    })
+}
+
+pub(super) fn agent_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("'{text}' is not an agent id (a uuid)"),
+        )
+    })
+}
+
+/// Asks the engine's task; a 503 if it stopped.
+pub(super) async fn ask<T>(
+    shared: &Shared,
+    make: impl FnOnce(oneshot::Sender<T>) -> Command,
+) -> Result<T, ApiError> {
+    let (tx, rx) = oneshot::channel();
+    let gone = || error(StatusCode::SERVICE_UNAVAILABLE, "the runtime has stopped");
+    shared.commands.send(make(tx)).map_err(|_| gone())?;
+    rx.await.map_err(|_| gone())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MessageBody {
+    text: String,
+}
+
+pub(super) async fn message(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let MessageBody { text } = body(bytes)?;
+        if key.trim().is_empty() {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "a conversation key cannot be empty",
+            ));
+        }
+        let command = Command::Message {
+            key: key.as_str().into(),
+            text: text.into(),
+        };
+        shared
+            .commands
+            .send(command)
+            .map_err(|_| error(StatusCode::SERVICE_UNAVAILABLE, "the runtime has stopped"))?;
+        let reply = json!({ "ok": true, "status": "queued", "key": key });
+        Ok((StatusCode::ACCEPTED, axum::Json(reply)).into_response())
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
+}
+
+pub(super) async fn conversation(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> Response {
+    if let Err(e) = authorize(&shared, &headers) {
+        return e.into_response();
+    }
+    let Some(sent) = lock(&shared.sent).get(&key).cloned() else {
+        let message = format!("conversation not found: {key}");
+        return error(StatusCode::NOT_FOUND, message).into_response();
+    };
+    let idle = match ask(&shared, |tx| Command::Idle(key.as_str().into(), tx)).await {
+        Ok(idle) => idle,
+        Err(e) => return e.into_response(),
+    };
+    axum::Json(json!({ "key": key, "sent": sent, "idle": idle })).into_response()
+}
+
+pub(super) async fn tree(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&shared, &headers) {
+        return e.into_response();
+    }
+    match ask(&shared, Command::Tree).await {
+        Ok(nodes) => axum::Json(nodes).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub(super) async fn agent(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let run = async {
+        authorize(&shared, &headers)?;
+        let id = agent_id(&id)?;
+        match ask(&shared, |tx| Command::Agent(id, tx)).await? {
+            Some(node) => Ok(axum::Json(node).into_response()),
+            None => Err(error(
+                StatusCode::NOT_FOUND,
+                format!("agent not found: {id}"),
+            )),
+        }
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct InterventionBody {
+    #[serde(default)]
+    user_comment: Option<String>,
+    #[serde(default)]
+    user_content: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+pub(super) async fn intervene(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = async {
+        authorize(&shared, &headers)?;
+        let id = agent_id(&id)?;
+        let b: InterventionBody = body(bytes)?;
+        let status = match b.status.as_deref() {
+            None => None,
+            Some(s) => Some(Status::parse(s).ok_or_else(|| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!("'{s}' is not a status (running, awaiting_user, completed, error, deleted, modified)"),
+                )
+            })?),
+        };
+        let intervention = Intervention {
+            user_comment: b.user_comment.map(Into::into),
+            user_content: b.user_content.map(Into::into),
+            status,
+        };
+        let outcome = ask(&shared, |reply| Command::Intervene {
+            agent: id,
+            intervention,
+            reply,
+        })
+        .await?;
+        Ok(match outcome {
+            InterventionOutcome::Accepted => {
+                axum::Json(json!({ "ok": true, "outcome": "accepted" })).into_response()
+            }
+            InterventionOutcome::NotFound => {
+                let body = json!({ "ok": false, "outcome": "not_found", "error": format!("agent not found: {id}") });
+                (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+            }
+            InterventionOutcome::Refused { reason } => {
+                let body = json!({ "ok": false, "outcome": "refused", "error": reason });
+                (StatusCode::CONFLICT, axum::Json(body)).into_response()
+            }
+        })
+    };
+    run.await.unwrap_or_else(|e: ApiError| e.into_response())
+}
+
+pub(super) async fn stream(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&shared, &headers) {
+        return e.into_response();
+    }
+    let events = shared.events.subscribe();
+    // The stream ends when the server stops, so that a graceful shutdown does not wait on it.
+    let stop = shared.stop.subscribe();
+    let items = futures_util::stream::unfold(events, move |mut events| {
+        let mut stop = stop.clone();
+        async move {
+            let event = tokio::select! {
+                got = events.recv() => match got {
+                    Ok((kind, data)) => SseEvent::default().event(kind).data(data.to_string()),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        // A slow reader missed events: it is told how many.
+                        let data = json!({ "missed": n }).to_string();
+                        SseEvent::default().event("lagged").data(data)
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = stop.wait_for(|s| *s) => return None,
+            };
+            Some((Ok::<_, std::convert::Infallible>(event), events))
+        }
+    });
+    Sse::new(items)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+pub(super) async fn webhook(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(agent): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = async {
+        authorize(&shared, &headers)?;
+        if bytes.as_ref().is_ok_and(|b| b.is_empty()) {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "the webhook's body is empty",
+            ));
+        }
+        let payload: Value = body(bytes)?;
+        let id = ask(&shared, |reply| Command::Trigger {
+            agent: agent.clone(),
+            payload,
+            reply,
+        })
+        .await?
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("agent not found: {agent}")))?;
+        let reply = json!({ "ok": true, "status": "accepted", "agent": agent, "session_id": id.to_string() });
+        Ok(axum::Json(reply).into_response())
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(Deserialize)]
+pub(super) struct QuestionsQuery {
+    #[serde(default)]
+    status: Option<String>,
+}
+
+pub(super) async fn pending_questions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<axum::extract::Query<QuestionsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let query = query.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+        if let Some(status) = query.status.as_deref().filter(|s| *s != "pending") {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("status={status}: only pending questions are listed"),
+            ));
+        }
+        let pending = lock(&shared.store)
+            .pending()
+            .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let questions: Vec<Value> = pending
+            .into_iter()
+            .map(|p| {
+                let context = p
+                    .question
+                    .context
+                    .as_deref()
+                    .and_then(|c| serde_json::from_str::<Value>(c).ok())
+                    .unwrap_or(Value::Null);
+                json!({
+                    "id": p.question.id,
+                    "session_id": p.question.session_id,
+                    "agent_name": p.agent_name,
+                    "question": p.question.question,
+                    "context": context,
+                    "asked_at": timestamp(p.question.created_at),
+                })
+            })
+            .collect();
+        Ok(axum::Json(json!({ "questions": questions })).into_response())
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(Deserialize)]
+pub(super) struct AnswerBody {
+    question_id: String,
+    answer: String,
+}
+
+pub(super) async fn answer(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let b: AnswerBody = body(bytes)?;
+        let not_found = |what: String| error(StatusCode::NOT_FOUND, what);
+        let question = Uuid::parse_str(&b.question_id)
+            .map_err(|_| not_found(format!("question {} of session {session}", b.question_id)))?;
+        // The first answer is committed before anyone hears of it; the runtime is told after.
+        let outcome = lock(&shared.store).answer(&session, &b.question_id, &b.answer, wall_ms());
+        match outcome {
+            Ok(Answered::Resumed) => {
+                let command = Command::Answer {
+                    question,
+                    text: b.answer.as_str().into(),
+                };
+                shared.commands.send(command).map_err(|_| {
+                    error(StatusCode::SERVICE_UNAVAILABLE, "the runtime has stopped")
+                })?;
+                let reply = json!({ "ok": true, "status": "resumed", "session_id": session });
+                Ok(axum::Json(reply).into_response())
+            }
+            Ok(Answered::DuplicateIgnored) => {
+                let reply = json!({ "ok": true, "status": "duplicate_ignored" });
+                Ok(axum::Json(reply).into_response())
+            }
+            Err(StoreError::NotFound(what)) => Err(not_found(format!("not found: {what}"))),
+            Err(e @ StoreError::Illegal { .. }) => Err(error(StatusCode::CONFLICT, e.to_string())),
+            Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        }
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A session's result as seed 003 reads it (B10): none is `{"error":"no_result"}`; a JSON object
+/// text is that object; other JSON is `{"result": v}`; other text is `{"raw_result": s}`.
+pub(super) fn coerce_result(result: Option<&str>) -> Value {
+    let Some(text) = result else {
+        return json!({ "error": "no_result" });
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Value::Object(map),
+        Ok(other) => json!({ "result": other }),
+        Err(_) => json!({ "raw_result": text }),
+    }
+}
+
+pub(super) async fn session(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+) -> Response {
+    let run = || -> Result<Response, ApiError> {
+        authorize(&shared, &headers)?;
+        let internal = |e: StoreError| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+        let store = lock(&shared.store);
+        let row = store.session(&session).map_err(internal)?.ok_or_else(|| {
+            error(
+                StatusCode::NOT_FOUND,
+                format!("session not found: {session}"),
+            )
+        })?;
+        let asked = store.questions(&session).map_err(internal)?.len();
+        let ended = row.status.is_terminal();
+        let text = row.result();
+        let result = match (row.status, text) {
+            (SessionStatus::Completed, text) => coerce_result(text.as_deref()),
+            _ => Value::Null,
+        };
+        Ok(axum::Json(json!({
+            "id": row.id,
+            "agent_name": row.agent_name,
+            "status": row.status.as_str(),
+            "result": result,
+            "questions_asked": asked,
+            "created_at": timestamp(row.created_at),
+            "completed_at": ended.then(|| timestamp(row.updated_at)),
+        }))
+        .into_response())
+    };
+    run().unwrap_or_else(IntoResponse::into_response)
+}
+
+pub(super) async fn unknown(method: Method, uri: Uri) -> ApiError {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no such endpoint: {method} {}", uri.path()),
+    )
+}
+
+pub(super) async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} does not take {method}", uri.path()),
+    )
+}

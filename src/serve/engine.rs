@@ -1,0 +1,254 @@
+//! The engine's task: the one owner of the [`Engine`] (and so of the runtime). It takes the
+//! handlers' commands and its own tasks' outcomes, applies the effects each leads to, publishes
+//! what the conversations were sent and the stream events, tells the store of async sessions what
+//! the runtime did, and at a start reconciles the store with a restored runtime.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::drive::tokio_driver::{Backend, Engine};
+use crate::protocol::{Effect, Input};
+use crate::store::questions::{NewQuestion, QuestionStore, SessionStatus, StoreError};
+
+use super::{lock, wall_ms, Command, Shared};
+
+/// The engine's task: commands from the handlers and outcomes of its own tasks, each followed by
+/// the effects it leads to, until the server stops.
+pub(super) async fn run_engine(
+    mut engine: Engine,
+    mut backend: Backend,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    shared: Arc<Shared>,
+) {
+    let mut stop = shared.stop.subscribe();
+    // A restored runtime issues again the calls it waited for.
+    if let Err(e) = engine.pump(&mut backend, |effect| publish(&shared, effect)) {
+        fail(&shared, &e.to_string());
+        return;
+    }
+    loop {
+        tokio::select! {
+            command = commands.recv() => match command {
+                Some(Command::Trigger { agent, payload, reply }) => {
+                    // The session is in the store before the caller hears of it.
+                    let id = engine.runtime_mut().trigger(&agent, payload);
+                    let published = engine.pump(&mut backend, |effect| publish(&shared, effect));
+                    let _ = reply.send(id);
+                    if let Err(e) = published {
+                        fail(&shared, &e.to_string());
+                        return;
+                    }
+                    continue;
+                }
+                Some(command) => apply(&mut engine, command, &shared),
+                None => return,
+            },
+            input = engine.next_input() => match input {
+                Some(input) => engine.handle(input),
+                None => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let published = engine.pump(&mut backend, |effect| publish(&shared, effect));
+        if let Err(e) = published {
+            fail(&shared, &e.to_string());
+            return;
+        }
+    }
+}
+
+/// After a restart, the runtime's persisted state and the store are made to agree on every open
+/// question: one the store acknowledged an answer to (the service stopped before the runtime
+/// persisted it) is answered again, so that nothing acknowledged is lost; one the store never
+/// heard of (the service stopped in between) is asked in the store again.
+pub(super) fn reconcile(engine: &mut Engine, shared: &Shared) {
+    reconcile_sessions(engine, &mut **lock(&shared.store));
+    let mut answers = Vec::new();
+    {
+        let mut store = lock(&shared.store);
+        for q in engine.runtime().questions() {
+            let Ok(rows) = store.questions(&q.key) else {
+                continue;
+            };
+            let id = q.id.to_string();
+            match rows.into_iter().find(|r| r.id == id) {
+                Some(row) => {
+                    if let Some(answer) = row.answer {
+                        answers.push((q.id, answer));
+                    }
+                }
+                None => {
+                    let question = NewQuestion {
+                        id,
+                        session_id: q.key.to_string(),
+                        question: q.text.to_string(),
+                        context: None,
+                    };
+                    if let Err(e) = store.ask(&question, wall_ms()) {
+                        tracing::error!(error = %e, "a question could not be stored again");
+                    }
+                }
+            }
+        }
+    }
+    for (question, answer) in answers {
+        tracing::info!(%question, "an acknowledged answer is given again after a restart");
+        engine.runtime_mut().answer(question, answer);
+    }
+}
+
+/// After a restart, the store is made to agree with the runtime's persisted state on every
+/// session: one the runtime started before the service stopped but the store never heard of is
+/// stored (running), and one whose agent ended it, or whose question failed it, is ended in the
+/// store with the same outcome. The runtime persists before the store is told, so the store can
+/// only be behind it.
+pub(super) fn reconcile_sessions(engine: &Engine, store: &mut (dyn QuestionStore + Send)) {
+    let now = wall_ms();
+    for s in engine.runtime().async_sessions() {
+        let id = s.id.to_string();
+        let status = match store.session(&id) {
+            Ok(Some(row)) => row.status,
+            Ok(None) => {
+                if let Err(e) = store.create_session(&id, &s.agent.name, &s.payload, now) {
+                    tracing::error!(session = %id, error = %e, "a session could not be stored again");
+                    continue;
+                }
+                tracing::info!(session = %id, "a session the store never heard of is stored after a restart");
+                SessionStatus::Running
+            }
+            Err(e) => {
+                tracing::error!(session = %id, error = %e, "a session could not be read");
+                continue;
+            }
+        };
+        if status.is_terminal() {
+            continue;
+        }
+        let outcome = match (&s.outcome, s.failed) {
+            (_, true) => Some(SessionStatus::Failed),
+            (Some((true, _)), false) => Some(SessionStatus::Completed),
+            (Some((false, _)), false) => Some(SessionStatus::Failed),
+            (None, false) => None,
+        };
+        let Some(to) = outcome else {
+            continue;
+        };
+        let mut ended = || -> Result<(), StoreError> {
+            if let Some((_, result)) = &s.outcome {
+                let state = json!({ "result": &**result }).to_string();
+                store.save_state(&id, &state, now)?;
+            }
+            if to == SessionStatus::Completed && status == SessionStatus::PendingInput {
+                store.transition(&id, SessionStatus::Running, now)?;
+            }
+            store.transition(&id, to, now)
+        };
+        match ended() {
+            Ok(()) => {
+                tracing::info!(session = %id, status = %to, "a session's end is stored after a restart")
+            }
+            Err(e) => {
+                tracing::error!(session = %id, error = %e, "a session's end could not be stored")
+            }
+        }
+    }
+}
+
+pub(super) fn fail(shared: &Shared, e: &str) {
+    tracing::error!(error = %e, "the engine stopped");
+    *lock(&shared.failure) = Some(e.to_owned());
+    let _ = shared.stop.send(true);
+}
+
+pub(super) fn apply(engine: &mut Engine, command: Command, shared: &Shared) {
+    match command {
+        Command::Message { key, text } => {
+            lock(&shared.sent).entry(key.to_string()).or_default();
+            engine.handle(Input::User { key, text });
+        }
+        Command::Intervene {
+            agent,
+            intervention,
+            reply,
+        } => {
+            let outcome = engine.runtime_mut().intervene(agent, intervention);
+            let _ = reply.send(outcome);
+        }
+        Command::Answer { question, text } => {
+            engine.runtime_mut().answer(question, text);
+        }
+        Command::Trigger { .. } => unreachable!("the engine's task runs triggers itself"),
+        Command::Tree(reply) => {
+            let _ = reply.send(engine.runtime().tree());
+        }
+        Command::Agent(id, reply) => {
+            let _ = reply.send(engine.runtime().agent(id));
+        }
+        Command::Idle(key, reply) => {
+            let stacks = engine.runtime().stacks();
+            let idle = stacks
+                .slot(&key)
+                .is_none_or(|slot| !stacks.busy(slot) && stacks.entry(slot).inbox.is_empty());
+            let _ = reply.send(idle);
+        }
+    }
+}
+
+/// Publishes what the runtime sends out: text for a user is kept with its conversation and
+/// broadcast as a `message`; a stream event is broadcast under its type.
+pub(super) fn publish(shared: &Shared, effect: &Effect) {
+    match effect {
+        Effect::Send { key, text, .. } => {
+            lock(&shared.sent)
+                .entry(key.to_string())
+                .or_default()
+                .push(text.to_string());
+            let data = json!({ "key": &**key, "text": &**text });
+            let _ = shared.events.send(("message".to_owned(), data));
+        }
+        Effect::Session(op) => {
+            if let Err(e) =
+                crate::store::questions::record(&mut **lock(&shared.store), op, wall_ms())
+            {
+                // The runtime told the store something its lifecycle refuses: a runtime bug,
+                // reported, never applied.
+                tracing::error!(error = %e, "the session store refused an operation");
+                return;
+            }
+            if let crate::protocol::SessionOp::Asked {
+                session,
+                question,
+                text,
+                context,
+                agent,
+                callback: Some(url),
+            } = &**op
+            {
+                let body = crate::agents::session::callback_body(
+                    *session,
+                    agent,
+                    *question,
+                    text,
+                    context.as_deref(),
+                    &shared.callbacks.public_url,
+                );
+                shared.callbacks.send(url, *session, body);
+            }
+        }
+        Effect::Stream { key, event } => {
+            let mut data = serde_json::to_value(event).unwrap_or(Value::Null);
+            let kind = data
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("stream")
+                .replace('_', "-");
+            if let Value::Object(map) = &mut data {
+                map.insert("key".to_owned(), json!(&**key));
+            }
+            let _ = shared.events.send((kind, data));
+        }
+        _ => {}
+    }
+}
