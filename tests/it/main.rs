@@ -7,6 +7,7 @@
 
 mod architecture;
 mod cli;
+mod cli_explore;
 mod cli_honest;
 mod docs;
 mod explore;
@@ -21,6 +22,8 @@ mod props;
 mod question_store;
 mod restart;
 mod serve;
+mod serve_callbacks;
+mod serve_stores;
 mod stream_shapes;
 mod tokio_driver;
 mod tree;
