@@ -487,6 +487,40 @@ fn openai_responses_function_call_matches_the_agents_sdk_order() {
     assert!(delta["item_id"].as_str().unwrap().starts_with("fc_"));
 }
 
+/// A Responses stream cut by an error event (mock-llm's mid-stream faults): the error event is
+/// numbered in sequence with the events before it, as the SDKs' `ResponseErrorEvent` requires
+/// (without it the AI SDK raised a type-validation error instead of the API error).
+#[test]
+fn a_responses_stream_cut_by_an_error_numbers_the_error_event_too() {
+    let mut ours = events(
+        Provider::OpenAiResponses,
+        &reply(vec![pieces(&["Hel", "lo"])], Stop::EndTurn),
+        false,
+    );
+    ours.truncate(ours.len() / 2);
+    let at = ours.len();
+    ours.push(agentsim::wire::reply::stream_error(
+        Provider::OpenAiResponses,
+        agentsim::wire::reply::ErrorKind::Overloaded,
+        None,
+        at,
+    ));
+    let last: Value = serde_json::from_str(&ours[at].data).unwrap();
+    assert_eq!(ours[at].event.as_deref(), Some("error"));
+    for key in ["code", "message", "param", "sequence_number"] {
+        assert!(last.get(key).is_some(), "{key} missing from {last}");
+    }
+    let numbers: Vec<u64> = ours
+        .iter()
+        .map(|e| {
+            serde_json::from_str::<Value>(&e.data).unwrap()["sequence_number"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(numbers, (0..ours.len() as u64).collect::<Vec<_>>());
+}
+
 #[test]
 fn the_checker_catches_a_stream_that_differs_from_the_recording() {
     // A stream without the ping, and one whose message_delta forgets the stop reason, both fail.

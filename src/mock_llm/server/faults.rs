@@ -119,7 +119,8 @@ impl Shared {
         let mut events = reply::events(provider, reply, include_usage);
         events.truncate(events.len() / 2);
         if let Some((kind, message)) = error {
-            events.push(reply::stream_error(provider, kind, message));
+            let sequence = events.len();
+            events.push(reply::stream_error(provider, kind, message, sequence));
         }
         line["outcome"] = "fault".into();
         line["status"] = 200.into();

@@ -126,8 +126,15 @@ pub fn error(
     }
 }
 
-/// The event a provider sends for an error in the middle of a stream.
-pub fn stream_error(provider: Provider, kind: ErrorKind, message: Option<&str>) -> Sse {
+/// The event a provider sends for an error in the middle of a stream, as the stream's event number
+/// `sequence` (counted from 0): a Responses stream numbers every event, its `error` event too
+/// (`sequence_number`, which the SDKs' event types require).
+pub fn stream_error(
+    provider: Provider,
+    kind: ErrorKind,
+    message: Option<&str>,
+    sequence: usize,
+) -> Sse {
     let message = message.unwrap_or_else(|| kind.default_message(provider));
     match provider {
         Provider::Anthropic => Sse::named("error", &anthropic_error(kind, message)),
@@ -137,7 +144,7 @@ pub fn stream_error(provider: Provider, kind: ErrorKind, message: Option<&str>) 
             Sse::named(
                 "error",
                 &json!({"type": "error", "code": code.unwrap_or("server_error"),
-                        "message": message, "param": null}),
+                        "message": message, "param": null, "sequence_number": sequence}),
             )
         }
     }
@@ -177,7 +184,12 @@ mod tests {
             error(Provider::OpenAiResponses, ErrorKind::Overloaded, None, "").status,
             503
         );
-        let e = stream_error(Provider::Anthropic, ErrorKind::Overloaded, None);
+        let r = stream_error(Provider::OpenAiResponses, ErrorKind::Overloaded, None, 7);
+        let data: Value = serde_json::from_str(&r.data).unwrap();
+        assert_eq!(data["type"], "error");
+        assert_eq!(data["sequence_number"], 7, "{data}");
+        let e = stream_error(Provider::Anthropic, ErrorKind::Overloaded, None, 3);
+        assert!(!e.data.contains("sequence_number"));
         assert_eq!(e.event.as_deref(), Some("error"));
         let mut wire = String::new();
         e.write(&mut wire);
