@@ -330,7 +330,7 @@ async fn unknown(State(s): State<Arc<Shared>>, method: Method, uri: Uri) -> Resp
             | "/_agentsim/shutdown"
     );
     let provider = provider_of_path(&path);
-    let (kind, status, message) = if known {
+    let (kind, status, mut message) = if known {
         (
             ErrorKind::InvalidRequest,
             StatusCode::METHOD_NOT_ALLOWED,
@@ -343,14 +343,41 @@ async fn unknown(State(s): State<Arc<Shared>>, method: Method, uri: Uri) -> Resp
             format!("agentsim mock-llm serves no {method} {path} (it serves POST /v1/messages, POST /v1/chat/completions, POST /v1/responses and GET /v1/models)"),
         )
     };
+    if let Some(served) = meant_path(&path).filter(|served| *served != path) {
+        message.push_str(&format!(
+            "; the runtime meant {served}: check its base URL (Anthropic SDKs take http://HOST:PORT, OpenAI SDKs http://HOST:PORT/v1)"
+        ));
+    }
     let error = reply::error(provider, kind, Some(&message), "req_agentsim_none");
     let n = s.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
+    // A request to a path the server does not serve is a request the runtime under test meant to
+    // make: the report lists it (a miss), and the run fails. The control routes are agentsim's own.
+    let finding = (!path.starts_with("/_agentsim/")).then(|| Finding {
+        exchange: n,
+        invariant: None,
+        message: message.clone(),
+        address: None,
+    });
     s.record(
         &json!({"exchange": n, "method": method.as_str(), "path": path,
                 "status": status.as_u16(), "outcome": "unknown-path", "response": error.body}),
-        None,
+        finding,
     );
     json_response(status, &error.body, None)
+}
+
+/// The path a request to `path` was meant for, by its last segments: `/messages` (a base URL
+/// without `/v1`) or `/v1/v1/messages` (a `/v1` too many) both mean `/v1/messages`.
+fn meant_path(path: &str) -> Option<&'static str> {
+    let path = path.trim_end_matches('/');
+    [
+        "/v1/messages",
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/models",
+    ]
+    .into_iter()
+    .find(|served| path.ends_with(served.trim_start_matches("/v1")))
 }
 
 fn provider_of_path(path: &str) -> Provider {
