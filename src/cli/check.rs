@@ -569,12 +569,13 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
     let interrupted = interrupted.load(Ordering::SeqCst);
     // With --fail-fast some slots stay empty: the cases are those that ran, in order. Once
     // interrupted, those never started are cases too, marked as not run.
-    let mut ran: Vec<(report::check::Case, Option<String>)> = Vec::new();
+    // Each case with its colored text, and whether it ran (a case never started prints nothing).
+    let mut ran: Vec<(report::check::Case, Option<String>, bool)> = Vec::new();
     let mut not_run = 0;
     let mut never_started = 0;
     for (slot, entry) in slots.into_iter().zip(&entries) {
         match slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(case) => ran.push(case),
+            Some((case, shown)) => ran.push((case, shown, true)),
             None if interrupted => {
                 never_started += 1;
                 ran.push((
@@ -586,6 +587,7 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
                         },
                     },
                     None,
+                    false,
                 ))
             }
             None => not_run += 1,
@@ -596,16 +598,12 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         // now; those never started are counted in the total, not listed.
         let printed = *printed.lock().unwrap_or_else(|e| e.into_inner());
         let mut rest = String::new();
-        for (case, shown) in ran.iter().skip(printed) {
-            // A case never started has no text of its own: `shown` is only ever set by a run.
-            let started = !matches!(&case.result, report::check::CaseResult::Skipped { reason } if reason.starts_with(NOT_STARTED));
-            if started {
-                rest.push_str(&case_text(case, shown.as_deref()));
-            }
+        for (case, shown, _) in ran.iter().skip(printed).filter(|(_, _, ran)| *ran) {
+            rest.push_str(&case_text(case, shown.as_deref()));
         }
         print!("{rest}");
     }
-    let cases: Vec<report::check::Case> = ran.into_iter().map(|(case, _)| case).collect();
+    let cases: Vec<report::check::Case> = ran.into_iter().map(|(case, ..)| case).collect();
     let seconds = started.elapsed().as_secs_f64();
     let passed = cases.iter().filter(|c| c.passed()).count();
     let skipped = cases.iter().filter(|c| c.skipped()).count();
