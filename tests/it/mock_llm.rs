@@ -9,7 +9,7 @@ use agentsim::mock_llm::server::{self, Options, Report, Running};
 use agentsim::scenario;
 use serde_json::{json, Value};
 
-const WEATHER: &str = r#"
+pub(super) const WEATHER: &str = r#"
 name: weather tool loop
 agents:
   main: { system: "You are a weather assistant." }
@@ -28,14 +28,14 @@ steps:
   - user: What is the weather in Paris?
 "#;
 
-async fn serve(yaml: &str, options: Options) -> Running {
+pub(super) async fn serve(yaml: &str, options: Options) -> Running {
     let scenario = scenario::parse(yaml, Path::new("test.yaml")).expect("the scenario loads");
     server::start(&scenario, options)
         .await
         .expect("the server starts")
 }
 
-async fn post(
+pub(super) async fn post(
     running: &Running,
     path: &str,
     body: Value,
@@ -51,7 +51,7 @@ async fn post(
     (status, headers, response.text().await.expect("a body"))
 }
 
-async fn finish(running: Running) -> Report {
+pub(super) async fn finish(running: Running) -> Report {
     running.stop();
     running
         .finish(std::future::pending())
@@ -84,7 +84,7 @@ fn sse(body: &str) -> Vec<(Option<String>, String)> {
         .collect()
 }
 
-fn anthropic_turn0() -> Value {
+pub(super) fn anthropic_turn0() -> Value {
     json!({"model": "claude-x", "max_tokens": 100, "system": "You are a weather assistant.",
            "messages": [{"role": "user", "content": "What is the weather in Paris?"}]})
 }
@@ -468,34 +468,6 @@ async fn bad_input_gets_the_providers_error_shape_and_the_server_keeps_serving()
     assert_eq!(lines[6]["address"]["turn"], 0);
     assert_eq!(lines[6]["response"]["stop_reason"], "tool_use");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A runtime given a base URL without `/v1` (or with one too many) requests paths the server does
-/// not serve: each is a 404 naming the path it meant, a miss in the report, and the run fails.
-#[tokio::test]
-async fn a_wrong_base_url_is_in_the_report_with_the_path_meant_and_fails_the_run() {
-    let running = serve(WEATHER, Options::default()).await;
-    for (path, meant) in [
-        ("/messages", "/v1/messages"),
-        ("/v1/v1/chat/completions", "/v1/chat/completions"),
-    ] {
-        let (status, _, body) = post(&running, path, anthropic_turn0()).await;
-        assert_eq!(status, 404, "{path}");
-        let text = body.to_string();
-        assert!(
-            text.contains(&format!("the runtime meant {meant}")),
-            "{text}"
-        );
-    }
-    let report = finish(running).await;
-    assert!(!report.passed, "{}", report.text());
-    assert_eq!(report.misses.len(), 2, "{}", report.text());
-    let text = report.text();
-    assert!(
-        text.contains("no reply at exchange 1: agentsim mock-llm serves no POST /messages")
-            && text.contains("the runtime meant /v1/messages"),
-        "{text}"
-    );
 }
 
 #[tokio::test]
