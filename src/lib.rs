@@ -49,6 +49,8 @@
 //!   streams and error envelopes.
 //! - [`outside`]: agentsim's side of the runtime protocol for a user's runtime run as a child
 //!   process: the JSON-lines codec and the order of an exchange (pure).
+//! - `outside_run` (feature `mock-server`): a scenario run against a user's runtime through the
+//!   runtime protocol (`agentsim run --runtime CMD`): the process, the steps, the checks.
 //! - [`mock_llm`]: `agentsim mock-llm`, a scenario's scripts served over the providers' wire
 //!   formats (the HTTP server behind the `mock-server` feature).
 //! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
@@ -72,6 +74,8 @@ pub mod mock_llm;
 pub mod model;
 pub mod observe;
 pub mod outside;
+#[cfg(feature = "mock-server")]
+pub mod outside_run;
 pub mod persist;
 pub mod protocol;
 pub mod report;

@@ -8,6 +8,7 @@ use std::time::Instant;
 use agentsim::report;
 use agentsim::scenario::{self, RunOptions};
 
+use super::runtime_args::RuntimeArgs;
 use super::shared::{refuse_outputs_over_inputs, write_atomic};
 use super::Format;
 
@@ -45,6 +46,8 @@ pub(crate) struct CheckArgs {
     /// reported and not followed).
     #[arg(long)]
     follow_links: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
 }
 
 /// Runs `agentsim check` with its flags.
@@ -59,7 +62,19 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
         fail_fast,
         jobs,
         follow_links,
+        runtime,
     } = args;
+    let runtime = match runtime.options(seed) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if runtime.is_some() && html.is_some() {
+        eprintln!("error: --html draws agentsim's own runtime's runs; it cannot be used with --runtime yet (use --format json or --junit)");
+        return ExitCode::from(2);
+    }
     check(
         &paths,
         CheckOptions {
@@ -70,6 +85,7 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
             filter,
             fail_fast,
             follow_links,
+            runtime,
             jobs: jobs.map_or_else(
                 || std::thread::available_parallelism().map_or(1, |n| n.get()),
                 |j| j as usize,
@@ -251,6 +267,8 @@ struct CheckOptions {
     fail_fast: bool,
     follow_links: bool,
     jobs: usize,
+    /// Run against this runtime instead of agentsim's own.
+    runtime: Option<agentsim::outside_run::Options>,
 }
 
 /// One entry `check` goes through: a scenario file, a file with a scenario's name it does not run
@@ -276,6 +294,7 @@ fn check_one(
     seed: Option<u64>,
     color: bool,
     html: Option<&Path>,
+    runtime: Option<&agentsim::outside_run::Options>,
 ) -> (report::check::Case, Option<String>) {
     let mut shown = None;
     use report::check::{Case, CaseResult};
@@ -303,6 +322,10 @@ fn check_one(
                     location: (e.line > 0).then_some((e.line, e.column)),
                 },
             ),
+            Ok(scenario) if runtime.is_some() => {
+                let options = runtime.expect("checked");
+                (file.display().to_string(), outside_case(&scenario, options))
+            }
             Ok(scenario) => {
                 let outcome = scenario::run(
                     &scenario,
@@ -346,6 +369,46 @@ fn check_one(
         result,
     };
     (case, shown)
+}
+
+/// The result of one scenario run against an outside runtime: a scenario the runtime cannot
+/// express is skipped with the located reason (the capability it lacks), never passed.
+fn outside_case(
+    scenario: &scenario::Scenario,
+    options: &agentsim::outside_run::Options,
+) -> report::check::CaseResult {
+    use agentsim::outside_run::{self, NotRun};
+    use report::check::CaseResult;
+    match outside_run::run_blocking(scenario, options) {
+        Err(NotRun::Unrunnable(e)) => CaseResult::Skipped {
+            reason: e.to_string(),
+        },
+        Err(NotRun::Setup(e)) => CaseResult::Broken {
+            message: e,
+            location: None,
+        },
+        Ok(outcome) => match &outcome.failure {
+            None => CaseResult::Passed {
+                name: outcome.name.clone(),
+                seed: outcome.seed,
+                reproduced: outcome.reproduced.clone(),
+            },
+            Some(f) => {
+                let mut failure = f.to_json();
+                if !outcome.stderr.is_empty() {
+                    let tail: Vec<&String> = outcome.stderr.iter().rev().take(20).rev().collect();
+                    failure["stderr"] = serde_json::json!(tail);
+                }
+                CaseResult::Failed {
+                    name: outcome.name.clone(),
+                    seed: outcome.seed,
+                    failure,
+                    location: (f.location.0 > 0).then_some(f.location),
+                    rerun: outcome.rerun_command(),
+                }
+            }
+        },
+    }
 }
 
 /// The file name of a scenario's page in `check --html DIR`, unique by construction: its path
@@ -539,7 +602,13 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         }
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(entry) = entries.get(i) else { return };
-        let case = check_one(entry, options.seed, color, options.html.as_deref());
+        let case = check_one(
+            entry,
+            options.seed,
+            color,
+            options.html.as_deref(),
+            options.runtime.as_ref(),
+        );
         if options.fail_fast && case.0.failed() {
             stop.store(true, Ordering::Relaxed);
         }

@@ -73,6 +73,7 @@ pub(crate) fn command(args: MockLlmArgs) -> ExitCode {
         body_limit,
         faults,
         transcript: transcript.is_some(),
+        time_scale: 1.0,
     };
     mock_llm(&scenario, options, report.as_deref(), transcript.as_deref())
 }

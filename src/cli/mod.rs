@@ -7,6 +7,8 @@ pub(crate) mod explore;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;
 pub(crate) mod run;
+#[cfg(feature = "mock-server")]
+pub(crate) mod runtime_args;
 #[cfg(all(feature = "mock-server", feature = "http-model"))]
 pub(crate) mod serve;
 mod shared;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use agentsim::report;
 use agentsim::scenario::{self, RunOptions};
 
+use super::runtime_args::RuntimeArgs;
 use super::shared::{refuse_outputs_over_inputs, write_atomic};
 use super::Format;
 
@@ -30,6 +31,8 @@ pub(crate) struct RunArgs {
     /// Print the run as a Mermaid sequence diagram instead of the transcript.
     #[arg(long, conflicts_with = "format")]
     mermaid: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
 }
 
 /// Runs `agentsim run` with its flags.
@@ -41,7 +44,29 @@ pub(crate) fn command(args: RunArgs) -> ExitCode {
         no_invariants,
         html,
         mermaid,
+        runtime,
     } = args;
+    if runtime.runtime.is_some() {
+        let refused = [
+            (no_invariants, "--no-invariants"),
+            (html.is_some(), "--html"),
+            (mermaid, "--mermaid"),
+        ];
+        if let Some((_, flag)) = refused.iter().find(|(on, _)| *on) {
+            eprintln!(
+                "error: {flag} is for agentsim's own runtime; it cannot be used with --runtime"
+            );
+            return ExitCode::from(2);
+        }
+        return match runtime.options(seed) {
+            Ok(Some(options)) => run_outside(&file, &options, format),
+            Ok(None) => unreachable!("--runtime was given"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     run(
         &file,
         seed,
@@ -142,6 +167,69 @@ fn run(
                     &std::io::stderr(),
                 ));
                 eprintln!("  {}", report::diff::failure_text(failure, color));
+            }
+            eprintln!("  rerun: {}", report::printable(&outcome.rerun_command()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `run --runtime CMD`: the scenario against the user's runtime.
+fn run_outside(file: &Path, options: &agentsim::outside_run::Options, format: Format) -> ExitCode {
+    use agentsim::outside_run::{self, NotRun};
+    let load_error = |message: String, line: u32, column: u32| {
+        if matches!(format, Format::Json) {
+            let mut failure = serde_json::json!({"kind": "load", "message": message});
+            if line > 0 {
+                failure["line"] = line.into();
+                failure["column"] = column.into();
+            }
+            let out = serde_json::json!({"path": file.display().to_string(),
+                                         "passed": false, "failure": failure});
+            println!(
+                "{}",
+                report::escape::json(
+                    &serde_json::to_string_pretty(&out).expect("a report is JSON")
+                )
+            );
+        }
+        eprintln!("error: {}", report::terminal(&message));
+        ExitCode::from(2)
+    };
+    let scenario = match scenario::load(file).and_then(|s| s.runnable().map(|()| s)) {
+        Ok(s) => s,
+        Err(e) => return load_error(e.to_string(), e.line, e.column),
+    };
+    let outcome = match outside_run::run_blocking(&scenario, options) {
+        Ok(o) => o,
+        Err(NotRun::Unrunnable(e)) => return load_error(e.to_string(), e.line, e.column),
+        Err(NotRun::Setup(e)) => {
+            eprintln!("error: {}", report::terminal(&e));
+            return ExitCode::from(2);
+        }
+    };
+    match format {
+        Format::Text => print!("{}", outcome.text()),
+        Format::Json => println!(
+            "{}",
+            report::escape::json(
+                &serde_json::to_string_pretty(&outcome.to_json()).expect("a report is JSON")
+            )
+        ),
+    }
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    match &outcome.failure {
+        None => ExitCode::SUCCESS,
+        Some(failure) => {
+            eprintln!(
+                "FAILED {} against `{}`",
+                report::printable(&outcome.path),
+                report::printable(&outcome.command)
+            );
+            if matches!(format, Format::Json)
+                || !std::io::IsTerminal::is_terminal(&std::io::stdout())
+            {
+                eprintln!("  {}", report::terminal(&failure.message));
             }
             eprintln!("  rerun: {}", report::printable(&outcome.rerun_command()));
             ExitCode::FAILURE

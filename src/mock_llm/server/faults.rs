@@ -126,7 +126,7 @@ impl Shared {
         line["status"] = 200.into();
         line["response"] = json!({"events": events.len(), "fault": name});
         self.record(&line, None);
-        sse_response(events, request_id)
+        sse_response(self.scaled(events), request_id)
     }
 
     /// Drops the connection before a complete answer, journaling it as a fault.

@@ -58,6 +58,9 @@ pub struct Options {
     /// Keep a transcript of the exchanges (see [`Running::transcript`] and
     /// `GET /_agentsim/transcript`).
     pub transcript: bool,
+    /// Real seconds per scripted second of the replies' latencies (`after`, and a stream's
+    /// chunk delays); 1 serves them as written.
+    pub time_scale: f64,
 }
 
 impl Default for Options {
@@ -68,6 +71,7 @@ impl Default for Options {
             body_limit: DEFAULT_BODY_LIMIT,
             faults: None,
             transcript: false,
+            time_scale: 1.0,
         }
     }
 }
@@ -88,6 +92,8 @@ struct Shared {
     injected: AtomicU64,
     /// The transcript's exchanges, rendered as they are journaled, if one is kept.
     transcript: Option<Mutex<Vec<(u64, String)>>>,
+    /// Real seconds per scripted second of latencies.
+    time_scale: f64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -96,6 +102,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// A scripted latency in real milliseconds.
+    fn latency(&self, ms: u64) -> u64 {
+        if self.time_scale == 1.0 {
+            ms
+        } else {
+            (ms as f64 * self.time_scale).round() as u64
+        }
+    }
+
+    /// A stream's events with their delays scaled.
+    fn scaled(&self, mut events: Vec<Sse>) -> Vec<Sse> {
+        for e in &mut events {
+            e.delay_ms = self.latency(e.delay_ms);
+        }
+        events
+    }
+
     fn transcript(&self) -> String {
         let Some(t) = &self.transcript else {
             return String::new();
@@ -145,6 +168,11 @@ impl Running {
     /// The report so far.
     pub fn report(&self) -> Report {
         self.shared.report()
+    }
+
+    /// How many exchanges the server has begun (each request counts when it arrives).
+    pub fn exchanges(&self) -> u64 {
+        self.shared.exchanges.load(Ordering::SeqCst)
     }
 
     /// The transcript so far, in exchange order (empty unless [`Options::transcript`]).
@@ -218,6 +246,11 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         attempts: Mutex::new(Default::default()),
         injected: AtomicU64::new(0),
         transcript: options.transcript.then(|| Mutex::new(Vec::new())),
+        time_scale: if options.time_scale.is_finite() && options.time_scale >= 0.0 {
+            options.time_scale
+        } else {
+            1.0
+        },
     });
     let app = Router::new()
         .route("/v1/messages", post(anthropic).fallback(unknown))
@@ -570,7 +603,7 @@ async fn exchange(
             after_ms,
             partial,
         } => {
-            sleep(after_ms).await;
+            sleep(s.latency(after_ms)).await;
             let message = (&*message != kind.default_message()).then_some(&*message);
             if let Some(reply) = partial.filter(|_| request.stream) {
                 let error = (kind != LlmErrorKind::Network).then(|| (ErrorKind::of(kind), message));
@@ -604,7 +637,7 @@ async fn exchange(
             dropped_connection()
         }
         Answer::Reply { reply, after_ms } => {
-            sleep(after_ms).await;
+            sleep(s.latency(after_ms)).await;
             if let Some(faults) = &s.faults {
                 let attempt = {
                     let mut attempts = lock(&s.attempts);
@@ -640,7 +673,7 @@ async fn exchange(
                         json!({"events": events.len(), "body": reply::body(provider, &reply)});
                 }
                 s.record(&line, None);
-                sse_response(events, &request_id)
+                sse_response(s.scaled(events), &request_id)
             } else {
                 let text = reply::body_text(provider, &reply);
                 let response = json_text_response(StatusCode::OK, text, Some(&request_id));

@@ -1,0 +1,783 @@
+//! One run of a scenario against a runtime under test: the mock server started in process, the
+//! runtime's process started and spoken to, the steps played, every line checked in order, the
+//! checks and expectations judged, and the process stopped.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::drive::scripted::{MockTools, ToolBehavior};
+use crate::mock_llm::server::Running;
+use crate::observe::names;
+use crate::outside::codec::{EventBody, FromRuntime, ToolResult, User, MAX_LINES_PER_RUN};
+use crate::outside::{encode_line, ProtocolError, ProtocolErrorKind, Session, ToRuntime};
+use crate::scenario::{Scenario, StepKind, DEFAULT_KEY};
+
+use super::hello::{hello, HelloFor};
+use super::judge::{judge, Conversation, Mark, SeenResult, View};
+use super::model_side;
+use super::outcome::{Entry, Failure, FailureKind};
+use super::process::{self, Out, Process, StderrTail};
+use super::Options;
+
+/// A tool result agentsim holds until its latency has passed: (due, order, call, result).
+type Timer = Reverse<(Instant, u64, String, ResultLine)>;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ResultLine {
+    content: String,
+    is_error: bool,
+    failed: bool,
+}
+
+/// Why the steps stopped early: a failure, or the expected check broke.
+pub(super) enum Stop {
+    Failed(Failure),
+    /// The runtime lacks a capability the scenario needs.
+    Unrunnable(crate::scenario::ScenarioError),
+    Reproduced {
+        check: String,
+        step: usize,
+    },
+}
+
+/// The state of one run.
+pub(super) struct Run<'a> {
+    pub scenario: &'a Scenario,
+    pub options: &'a Options,
+    pub command: String,
+    pub server: Running,
+    pub journal: PathBuf,
+    pub state_dir: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub seed: u64,
+    pub time_scale: f64,
+    session: Session,
+    proc: Option<Process>,
+    pub stderr: Arc<Mutex<StderrTail>>,
+    lines_in_run: u64,
+    line_no: u64,
+    last_line: Option<String>,
+    pub seq: u64,
+    idle_seq: u64,
+    restarts: u64,
+    tools: MockTools,
+    timers: BinaryHeap<Timer>,
+    timer_order: u64,
+    pub capabilities: Vec<String>,
+    pub conversations: BTreeMap<String, Conversation>,
+    marks: BTreeMap<String, Mark>,
+    pub entries: Vec<Entry>,
+    /// Exchanges begun when the runtime said idle for the last `seq` (the `idle` check).
+    idle_exchanges: Option<u64>,
+    pub timed_steps: Vec<usize>,
+    /// The step being played (1-based; 0 before the first).
+    step: usize,
+    deadline: Instant,
+    /// Violations of the mock server already turned into failures.
+    seen_violations: usize,
+    /// Journal lines already read.
+    journal_read: usize,
+    pub exchanges: Vec<Value>,
+}
+
+impl<'a> Run<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        scenario: &'a Scenario,
+        options: &'a Options,
+        server: Running,
+        journal: PathBuf,
+        state_dir: PathBuf,
+        env: Vec<(String, String)>,
+        seed: u64,
+        time_scale: f64,
+    ) -> Run<'a> {
+        Run {
+            scenario,
+            options,
+            command: options.display(),
+            server,
+            journal,
+            state_dir,
+            env,
+            seed,
+            time_scale,
+            session: Session::new(),
+            proc: None,
+            stderr: Arc::default(),
+            lines_in_run: 0,
+            line_no: 0,
+            last_line: None,
+            seq: 0,
+            idle_seq: 0,
+            restarts: 0,
+            tools: MockTools::new(scenario.tools.clone()),
+            timers: BinaryHeap::new(),
+            timer_order: 0,
+            capabilities: Vec::new(),
+            conversations: BTreeMap::new(),
+            marks: BTreeMap::new(),
+            entries: Vec::new(),
+            idle_exchanges: None,
+            timed_steps: Vec::new(),
+            step: 0,
+            deadline: Instant::now() + options.timeouts.run,
+            seen_violations: 0,
+            journal_read: 0,
+            exchanges: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, text: String) {
+        self.entries.push(Entry {
+            exchanges: self.server.exchanges(),
+            text,
+        });
+    }
+
+    fn location(&self) -> (u32, u32) {
+        self.step
+            .checked_sub(1)
+            .and_then(|i| self.scenario.steps.get(i))
+            .map_or((0, 0), |s| (s.line, s.column))
+    }
+
+    fn fail(&self, kind: FailureKind, message: String) -> Failure {
+        Failure {
+            kind,
+            step: (self.step > 0).then_some(self.step),
+            location: self.location(),
+            message,
+        }
+    }
+
+    /// A failure about the process, with the last line it wrote and its last stderr lines.
+    fn fail_process(&self, kind: FailureKind, what: String) -> Failure {
+        let last = match &self.last_line {
+            Some(l) => format!("; last line from the runtime (line {}): {l}", self.line_no),
+            None => "; the runtime wrote no line".to_owned(),
+        };
+        self.fail(kind, format!("runtime `{}`: {what}{last}", self.command))
+    }
+
+    pub(super) fn stderr_lines(&self) -> Vec<String> {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .lines()
+    }
+
+    // -- the process ------------------------------------------------------------------------
+
+    /// Starts the runtime, writes `hello` and waits for `ready`; after a restart, also for the
+    /// `idle` the killed process owed.
+    pub(super) async fn start(&mut self) -> Result<(), Failure> {
+        let awaiting = (self.idle_seq < self.seq).then_some(self.seq);
+        let state_dir = self.state_dir.display().to_string();
+        let hello = hello(
+            self.scenario,
+            &HelloFor {
+                seed: self.seed,
+                state_dir: &state_dir,
+                restarts: self.restarts,
+                awaiting_idle: awaiting,
+                time_scale: self.time_scale,
+            },
+        );
+        let proc = process::spawn(
+            &self.options.command,
+            self.options.cwd.as_deref(),
+            &self.env,
+            self.stderr.clone(),
+        )
+        .map_err(|e| {
+            self.fail(
+                FailureKind::UnexpectedExit,
+                format!("cannot start the runtime `{}`: {e}", self.command),
+            )
+        })?;
+        self.proc = Some(proc);
+        self.line_no = 0;
+        self.note(format!(
+            "agentsim starts `{}`{}",
+            self.command,
+            if self.restarts > 0 {
+                format!(" again (restart {})", self.restarts)
+            } else {
+                String::new()
+            }
+        ));
+        self.write(ToRuntime::Hello(hello)).await?;
+        let ready_by = Instant::now() + self.options.timeouts.ready;
+        self.pump(|r| r.session.is_ready(), Some(ready_by), "ready")
+            .await?;
+        if let Some(seq) = awaiting {
+            self.await_idle(seq).await?;
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self, message: ToRuntime) -> Result<(), Failure> {
+        let line = encode_line(&message).map_err(|e| {
+            self.fail(
+                FailureKind::UnexpectedExit,
+                format!("agentsim cannot write its line: {e}"),
+            )
+        })?;
+        self.session.sent(&message);
+        let shown = match &message {
+            ToRuntime::Hello(_) => "→ hello".to_owned(),
+            ToRuntime::User(u) => {
+                format!("user → {} (seq {}): {:?}", u.conversation, u.seq, u.text)
+            }
+            ToRuntime::ToolResult(r) => format!(
+                "→ tool_result {}: {:?}{}",
+                r.call,
+                r.content,
+                if r.is_error { " (error)" } else { "" }
+            ),
+            ToRuntime::Reset => "→ reset".to_owned(),
+            ToRuntime::Shutdown => "→ shutdown".to_owned(),
+        };
+        self.note(shown);
+        let proc = self.proc.as_mut().expect("a process runs");
+        if proc.write(&line).await.is_err() {
+            // It stopped reading: it exited, or is about to. Its exit is the failure.
+            return Err(self.exited("writing to it").await);
+        }
+        Ok(())
+    }
+
+    async fn exited(&mut self, awaited: &str) -> Failure {
+        let status = match self.proc.as_mut() {
+            Some(p) => p.exit_status(Duration::from_secs(2)).await,
+            None => None,
+        };
+        self.fail_process(
+            FailureKind::UnexpectedExit,
+            format!(
+                "the runtime exited ({}) while agentsim was {awaited}",
+                process::describe(status)
+            ),
+        )
+    }
+
+    /// Handles the runtime's lines and answers tool calls as they come due until `done` holds,
+    /// `until` passes (then `Ok`), or a failure. With `until` unset, waiting is bounded by the
+    /// idle timeout (silence of the runtime while agentsim holds nothing back) and the run
+    /// timeout.
+    async fn pump(
+        &mut self,
+        mut done: impl FnMut(&Run<'_>) -> bool,
+        until: Option<Instant>,
+        awaited: &str,
+    ) -> Result<(), Failure> {
+        let idle_timeout = self.options.timeouts.idle;
+        let mut active = Instant::now();
+        let mut exchanges = self.server.exchanges();
+        loop {
+            if done(self) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Err(self.fail_process(
+                    FailureKind::Timeout("run"),
+                    format!(
+                        "the run took longer than {} s (run timeout, --run-timeout) while agentsim was awaiting {awaited}",
+                        self.options.timeouts.run.as_secs_f64()
+                    ),
+                ));
+            }
+            if let Some(Reverse((due, ..))) = self.timers.peek() {
+                if *due <= now {
+                    let Reverse((_, _, call, r)) = self.timers.pop().expect("peeked");
+                    self.write(ToRuntime::ToolResult(ToolResult {
+                        call,
+                        content: r.content,
+                        is_error: r.is_error,
+                        failed: r.failed,
+                    }))
+                    .await?;
+                    active = Instant::now();
+                    continue;
+                }
+            }
+            if !self.timers.is_empty() {
+                // agentsim holds a result back: that time is not the runtime's silence.
+                active = now;
+            }
+            let silence_ends = active + idle_timeout;
+            if until.is_none() && now >= silence_ends {
+                let now_exchanges = self.server.exchanges();
+                if now_exchanges != exchanges {
+                    exchanges = now_exchanges;
+                    active = now;
+                    continue;
+                }
+                let what = if awaited == "ready" {
+                    format!(
+                        "no `ready` within {} s (ready timeout, --ready-timeout)",
+                        self.options.timeouts.ready.as_secs_f64()
+                    )
+                } else {
+                    format!(
+                        "no {awaited} within {} s of silence (idle timeout, --idle-timeout)",
+                        idle_timeout.as_secs_f64()
+                    )
+                };
+                let kind = if awaited == "ready" { "ready" } else { "idle" };
+                return Err(self.fail_process(FailureKind::Timeout(kind), what));
+            }
+            let mut wake = self.deadline.min(silence_ends);
+            if let Some(u) = until {
+                if now >= u {
+                    return Ok(());
+                }
+                wake = wake.min(u);
+            }
+            if let Some(Reverse((due, ..))) = self.timers.peek() {
+                wake = wake.min(*due);
+            }
+            let proc = self.proc.as_mut().expect("a process runs");
+            tokio::select! {
+                out = proc.out.recv() => match out {
+                    Some(Out::Line(raw)) => {
+                        self.line(&raw)?;
+                        active = Instant::now();
+                    }
+                    Some(Out::Eof) | None => {
+                        return Err(self.exited(&format!("awaiting {awaited}")).await);
+                    }
+                },
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// One line of the runtime.
+    fn line(&mut self, raw: &[u8]) -> Result<(), Failure> {
+        self.line_no += 1;
+        self.lines_in_run += 1;
+        let quoted = crate::outside::quote_line(raw);
+        self.last_line = Some(quoted.clone());
+        if self.lines_in_run > MAX_LINES_PER_RUN {
+            let e = ProtocolError::new(
+                ProtocolErrorKind::Flood,
+                self.line_no,
+                format!("more than {MAX_LINES_PER_RUN} lines in one run"),
+                raw,
+            );
+            return Err(self.protocol(e));
+        }
+        let message = match self.session.receive_line(raw, self.line_no) {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                self.note(format!("runtime → {quoted}"));
+                return Err(self.protocol(e));
+            }
+        };
+        self.message(message, &quoted)
+    }
+
+    fn protocol(&self, e: ProtocolError) -> Failure {
+        let message = format!("runtime `{}`: protocol error: {e}", self.command);
+        self.fail(FailureKind::Protocol(e), message)
+    }
+
+    fn after_idle(&self, what: &str) -> Option<Failure> {
+        self.idle_exchanges.map(|_| {
+            self.fail(
+                FailureKind::Check("idle".to_owned()),
+                format!(
+                    "idle: the runtime wrote `{what}` after its `idle` for seq {}, before agentsim's next line (runtime line {})",
+                    self.idle_seq, self.line_no
+                ),
+            )
+        })
+    }
+
+    fn message(&mut self, message: FromRuntime, quoted: &str) -> Result<(), Failure> {
+        match message {
+            FromRuntime::Ready(ready) => {
+                self.note(format!(
+                    "runtime → ready{}, capabilities [{}]",
+                    ready.name.map(|n| format!(" ({n})")).unwrap_or_default(),
+                    ready.capabilities.join(", ")
+                ));
+                self.capabilities = ready.capabilities;
+            }
+            FromRuntime::Send(s) => {
+                if let Some(f) = self.after_idle("send") {
+                    return Err(f);
+                }
+                self.note(format!("runtime → user {}: {:?}", s.conversation, s.text));
+                self.conversations
+                    .entry(s.conversation)
+                    .or_default()
+                    .sent
+                    .push(s.text);
+            }
+            FromRuntime::ToolCall(call) => {
+                if let Some(f) = self.after_idle("tool_call") {
+                    return Err(f);
+                }
+                self.note(format!(
+                    "runtime → tool_call {} {} by {}: {}",
+                    call.call, call.name, call.agent, call.input
+                ));
+                let step = self.tools.next(&call.name, &call.input).map_err(|e| {
+                    self.fail(
+                        FailureKind::ToolScriptExhausted,
+                        format!(
+                            "the script of tool `{}` has no entry for call {} (runtime line {})",
+                            e.tool, e.call, self.line_no
+                        ),
+                    )
+                })?;
+                let result = match step.behavior {
+                    ToolBehavior::Result { content, is_error } => Some(ResultLine {
+                        content: content.to_string(),
+                        is_error,
+                        failed: false,
+                    }),
+                    ToolBehavior::Fail(message) => Some(ResultLine {
+                        content: message.to_string(),
+                        is_error: true,
+                        failed: true,
+                    }),
+                    ToolBehavior::Hang => None,
+                };
+                if let Some(result) = result {
+                    let after =
+                        Duration::from_secs_f64(step.after_ms as f64 / 1000.0 * self.time_scale);
+                    self.timer_order += 1;
+                    self.timers.push(Reverse((
+                        Instant::now() + after,
+                        self.timer_order,
+                        call.call,
+                        result,
+                    )));
+                }
+            }
+            FromRuntime::Idle(idle) => {
+                self.note(format!("runtime → idle {}", idle.seq));
+                self.idle_seq = self.idle_seq.max(idle.seq);
+                if self.idle_seq == self.seq && self.seq > 0 {
+                    self.idle_exchanges = Some(self.server.exchanges());
+                }
+            }
+            FromRuntime::Stack(stack) => {
+                let names: Vec<&str> = stack.frames.iter().map(|f| f.name.as_str()).collect();
+                self.note(format!(
+                    "runtime → stack {}: [{}]",
+                    stack.conversation,
+                    names.join(", ")
+                ));
+                let c = self.conversations.entry(stack.conversation).or_default();
+                c.frames = stack.frames;
+                c.ended.extend(stack.ended);
+            }
+            FromRuntime::Event(event) => {
+                let c = self
+                    .conversations
+                    .entry(event.conversation.clone())
+                    .or_default();
+                match event.body {
+                    EventBody::ToolResult {
+                        content, is_error, ..
+                    } => c.results.push(SeenResult {
+                        frame: event.frame.unwrap_or_else(|| "main".to_owned()),
+                        content,
+                        is_error,
+                    }),
+                    EventBody::Text { text } => c.stream.push(format!("text: {text}")),
+                    EventBody::ToolStart { name } => c.stream.push(format!("tool_start: {name}")),
+                    EventBody::ToolFinish { name } => c.stream.push(format!("tool_finish: {name}")),
+                    EventBody::ToolError { name } => c.stream.push(format!("tool_error: {name}")),
+                    EventBody::Other { .. } => {}
+                }
+                self.note(format!("runtime → {quoted}"));
+            }
+            FromRuntime::Error(_) => unreachable!("the session makes `error` a protocol error"),
+        }
+        Ok(())
+    }
+
+    async fn await_idle(&mut self, seq: u64) -> Result<(), Failure> {
+        let what = format!("`idle` for user seq {seq}");
+        self.pump(move |r| r.idle_seq >= seq, None, &what).await
+    }
+
+    // -- steps --------------------------------------------------------------------------------
+
+    /// Plays every step; stops at the first failure or when the expected check breaks.
+    pub(super) async fn play(&mut self) -> Result<(), Stop> {
+        self.start().await.map_err(Stop::Failed)?;
+        let needs = super::needs::needs(self.scenario);
+        if let Some(e) =
+            super::needs::unmet(self.scenario, &needs, &self.capabilities, &self.command)
+        {
+            return Err(Stop::Unrunnable(e));
+        }
+        let steps = self.scenario.steps.clone();
+        for (i, step) in steps.iter().enumerate() {
+            self.step = i + 1;
+            self.one(&step.kind).await.map_err(Stop::Failed)?;
+            self.after_step()?;
+        }
+        if self.seq > self.idle_seq {
+            self.step = 0;
+            self.await_idle(self.seq).await.map_err(Stop::Failed)?;
+            self.after_step()?;
+        }
+        self.step = 0;
+        if let Some(f) = self.requests_after_idle() {
+            return Err(self.stop_for(f));
+        }
+        Ok(())
+    }
+
+    async fn one(&mut self, step: &StepKind) -> Result<(), Failure> {
+        match step {
+            StepKind::User { key, text, wait } => {
+                if let Some(f) = self.requests_after_idle() {
+                    return Err(f);
+                }
+                self.idle_exchanges = None;
+                self.seq += 1;
+                let seq = self.seq;
+                self.conversations.entry(key.clone()).or_default();
+                self.write(ToRuntime::User(User {
+                    seq,
+                    conversation: key.clone(),
+                    text: text.clone(),
+                }))
+                .await?;
+                if *wait {
+                    self.await_idle(seq).await?;
+                }
+            }
+            StepKind::Advance(ms) => {
+                let until =
+                    Instant::now() + Duration::from_secs_f64(*ms as f64 / 1000.0 * self.time_scale);
+                self.note(format!("advance {ms} ms (× {})", self.time_scale));
+                self.pump(|_| false, Some(until), "the end of an `advance`")
+                    .await?;
+            }
+            StepKind::Restart => {
+                self.note("agentsim kills the runtime (SIGKILL)".to_owned());
+                if let Some(mut p) = self.proc.take() {
+                    p.kill().await;
+                }
+                self.timers.clear();
+                self.idle_exchanges = None;
+                self.restarts += 1;
+                self.start().await?;
+            }
+            StepKind::Expect(e) => {
+                if self.idle_seq < self.seq {
+                    self.timed_steps.push(self.step);
+                }
+                self.read_journal();
+                let key = e.key.clone().unwrap_or_else(|| DEFAULT_KEY.to_owned());
+                let empty = Conversation::default();
+                let conversation = self.conversations.get(&key).unwrap_or(&empty);
+                let mark = self.marks.get(&key).copied().unwrap_or_default();
+                let llm_calls = self.llm_calls();
+                let mismatches = judge(
+                    e,
+                    &View {
+                        conversation,
+                        mark,
+                        idle: self.idle_seq >= self.seq,
+                        llm_calls: &llm_calls,
+                    },
+                );
+                let next = Mark::now(conversation);
+                self.marks.insert(key.clone(), next);
+                if !mismatches.is_empty() {
+                    let text = mismatches.join("; ");
+                    self.note(format!("expect (step {}): {text}", self.step));
+                    return Err(self.fail(
+                        FailureKind::Expectation,
+                        format!("step {} (expect, conversation {key}): {text}", self.step),
+                    ));
+                }
+                self.note(format!("expect (step {}): holds", self.step));
+            }
+            StepKind::Run(_)
+            | StepKind::Answer { .. }
+            | StepKind::Trigger { .. }
+            | StepKind::AsyncAnswer { .. }
+            | StepKind::Intervene { .. } => {
+                unreachable!("needs::refusal refuses these steps before a run starts")
+            }
+        }
+        Ok(())
+    }
+
+    /// A model request the runtime made after its `idle` for the last `seq`.
+    fn requests_after_idle(&self) -> Option<Failure> {
+        let at = self.idle_exchanges?;
+        let now = self.server.exchanges();
+        (now > at).then(|| {
+            self.fail(
+                FailureKind::Check("idle".to_owned()),
+                format!(
+                    "idle: the runtime made {} model request(s) after its `idle` for seq {}, before agentsim's next line",
+                    now - at,
+                    self.idle_seq
+                ),
+            )
+        })
+    }
+
+    /// The checks after each step: the mock server's wire checks and `no-display-leak`.
+    fn after_step(&mut self) -> Result<(), Stop> {
+        let report = self.server.report();
+        if let Some(v) = report.violations.get(self.seen_violations) {
+            self.seen_violations = report.violations.len();
+            let check = v.invariant.unwrap_or("request-format").to_owned();
+            let f = self.fail(
+                FailureKind::Check(check.clone()),
+                format!(
+                    "{check}: model request #{} was refused as the provider would refuse it: {}",
+                    v.exchange, v.message
+                ),
+            );
+            return Err(self.stop_for(f));
+        }
+        self.read_journal();
+        if let Some(f) = self.display_leak() {
+            return Err(self.stop_for(f));
+        }
+        Ok(())
+    }
+
+    /// A failure, or the reproduction the scenario expects when it is that check.
+    fn stop_for(&self, f: Failure) -> Stop {
+        if let (FailureKind::Check(name), Some(expected)) =
+            (&f.kind, &self.scenario.expect_violation)
+        {
+            if name == expected {
+                return Stop::Reproduced {
+                    check: name.clone(),
+                    step: self.step,
+                };
+            }
+        }
+        Stop::Failed(f)
+    }
+
+    /// Per-call tool outcomes never used, as `tool: n`.
+    pub(super) fn unused_tool_outcomes(&self) -> Vec<String> {
+        self.tools
+            .unused()
+            .into_iter()
+            .map(|(tool, n)| format!("{tool}: {n}"))
+            .collect()
+    }
+
+    // -- the model side ------------------------------------------------------------------------
+
+    /// Reads the journal lines written since the last read.
+    pub(super) fn read_journal(&mut self) {
+        let Ok(text) = std::fs::read_to_string(&self.journal) else {
+            return;
+        };
+        for line in text.lines().skip(self.journal_read) {
+            // A line still being written has no newline yet: `lines` gives it, so stop at the
+            // first one that is not whole JSON and read it next time.
+            match serde_json::from_str::<Value>(line) {
+                Ok(v) => {
+                    self.exchanges.push(v);
+                    self.journal_read += 1;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Model calls answered from each agent's script so far.
+    fn llm_calls(&self) -> BTreeMap<String, usize> {
+        model_side::llm_calls(&self.exchanges)
+    }
+
+    /// `no-display-leak`, on the requests journaled so far.
+    fn display_leak(&self) -> Option<Failure> {
+        let (n, leak) = model_side::display_leak(&self.exchanges)?;
+        Some(self.fail(
+            FailureKind::Check(names::NO_DISPLAY_LEAK.to_owned()),
+            format!(
+                "{}: model request #{n} carries {leak:?}, a text meant only for the user's display, as a tool result",
+                names::NO_DISPLAY_LEAK
+            ),
+        ))
+    }
+
+    /// Stops the runtime: `shutdown`, then its exit within the shutdown timeout (`SIGTERM`, then
+    /// `SIGKILL`). With `judge`, a runtime that does not exit cleanly is the failure returned.
+    pub(super) async fn stop(&mut self, judge: bool) -> Option<Failure> {
+        let mut proc = self.proc.take()?;
+        let line = encode_line(&ToRuntime::Shutdown).expect("shutdown encodes");
+        self.session.sent(&ToRuntime::Shutdown);
+        let wrote = proc.write(&line).await.is_ok();
+        if wrote {
+            self.note("→ shutdown".to_owned());
+        }
+        proc.close_stdin();
+        let wait = self.options.timeouts.shutdown;
+        let deadline = Instant::now() + wait;
+        // Lines that crossed `shutdown` are recorded and judged by nothing but `error`.
+        let mut failure = None;
+        loop {
+            tokio::select! {
+                out = proc.out.recv() => match out {
+                    Some(Out::Line(raw)) => {
+                        self.line_no += 1;
+                        let quoted = crate::outside::quote_line(&raw);
+                        if let Err(e) = self.session.receive_line(&raw, self.line_no) {
+                            if judge && failure.is_none() {
+                                failure = Some(self.protocol(e));
+                            }
+                        }
+                        self.note(format!("runtime → {quoted}"));
+                    }
+                    Some(Out::Eof) | None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        let status = proc
+            .exit_status(deadline.saturating_duration_since(Instant::now()))
+            .await;
+        let clean = status.is_some_and(|s| s.success());
+        if status.is_none() {
+            proc.terminate(Duration::from_secs(1)).await;
+        }
+        if judge && failure.is_none() && !clean {
+            let what = match status {
+                None => format!(
+                    "it did not exit within {} s of `shutdown` (shutdown timeout, --shutdown-timeout)",
+                    wait.as_secs_f64()
+                ),
+                Some(_) => format!("it exited with {} after `shutdown`", process::describe(status)),
+            };
+            let kind = if status.is_none() {
+                FailureKind::Timeout("shutdown")
+            } else {
+                FailureKind::UnexpectedExit
+            };
+            failure = Some(self.fail_process(kind, what));
+        }
+        failure
+    }
+}
