@@ -75,15 +75,19 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    // Output piped into a program that stops reading (`| head`) ends this one quietly, as it does
-    // other command-line tools, instead of a panic at the next print.
-    #[cfg(unix)]
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts; no handler
-    // is installed.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
+    // Output piped into a program that stops reading (`| head`) ends this one quietly, as it does
+    // other command-line tools, instead of a panic at the next print. Not when agentsim talks to
+    // a runtime under test over pipes: a runtime that exits must be an error agentsim reports,
+    // not a signal that kills it.
+    #[cfg(unix)]
+    if !cli.command.talks_to_a_runtime() {
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts; no
+        // handler is installed.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     #[cfg(all(feature = "mock-server", feature = "http-model"))]
     let serving = matches!(cli.command, Command::Serve(_));
     #[cfg(not(all(feature = "mock-server", feature = "http-model")))]

@@ -50,6 +50,13 @@ pub(crate) struct CheckArgs {
     runtime: RuntimeArgs,
 }
 
+impl CheckArgs {
+    /// Whether `--runtime` was given.
+    pub(crate) fn runtime_given(&self) -> bool {
+        self.runtime.runtime.is_some()
+    }
+}
+
 /// Runs `agentsim check` with its flags.
 pub(crate) fn command(args: CheckArgs) -> ExitCode {
     let CheckArgs {

@@ -107,6 +107,17 @@ pub(crate) enum Command {
     MockLlm(mock_llm::MockLlmArgs),
 }
 
+impl Command {
+    /// Whether the command runs a runtime under test as a child process (`--runtime`).
+    pub(crate) fn talks_to_a_runtime(&self) -> bool {
+        match self {
+            Command::Run(args) => args.runtime_given(),
+            Command::Check(args) => args.runtime_given(),
+            _ => false,
+        }
+    }
+}
+
 /// `agentsim schema`: prints the JSON Schema of scenario files.
 pub(crate) fn schema() -> ExitCode {
     let schema = scenario::format::schema();

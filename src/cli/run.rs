@@ -35,6 +35,13 @@ pub(crate) struct RunArgs {
     runtime: RuntimeArgs,
 }
 
+impl RunArgs {
+    /// Whether `--runtime` was given.
+    pub(crate) fn runtime_given(&self) -> bool {
+        self.runtime.runtime.is_some()
+    }
+}
+
 /// Runs `agentsim run` with its flags.
 pub(crate) fn command(args: RunArgs) -> ExitCode {
     let RunArgs {

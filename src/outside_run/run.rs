@@ -35,6 +35,17 @@ struct ResultLine {
     failed: bool,
 }
 
+/// What ends a wait besides its condition.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// Returns at this instant (an `advance` step).
+    Advance(Instant),
+    /// Fails at this instant (the ready timeout).
+    Ready(Instant),
+    /// Fails after the idle timeout of silence.
+    Silence,
+}
+
 /// Why the steps stopped early: a failure, or the expected check broke.
 pub(super) enum Stop {
     Failed(Failure),
@@ -215,7 +226,7 @@ impl<'a> Run<'a> {
         ));
         self.write(ToRuntime::Hello(hello)).await?;
         let ready_by = Instant::now() + self.options.timeouts.ready;
-        self.pump(|r| r.session.is_ready(), Some(ready_by), "ready")
+        self.pump(|r| r.session.is_ready(), Bound::Ready(ready_by), "ready")
             .await?;
         if let Some(seq) = awaiting {
             self.await_idle(seq).await?;
@@ -269,13 +280,11 @@ impl<'a> Run<'a> {
     }
 
     /// Handles the runtime's lines and answers tool calls as they come due until `done` holds,
-    /// `until` passes (then `Ok`), or a failure. With `until` unset, waiting is bounded by the
-    /// idle timeout (silence of the runtime while agentsim holds nothing back) and the run
-    /// timeout.
+    /// the bound says to stop, or a failure. Every wait is also bounded by the run timeout.
     async fn pump(
         &mut self,
         mut done: impl FnMut(&Run<'_>) -> bool,
-        until: Option<Instant>,
+        bound: Bound,
         awaited: &str,
     ) -> Result<(), Failure> {
         let idle_timeout = self.options.timeouts.idle;
@@ -313,34 +322,46 @@ impl<'a> Run<'a> {
                 // agentsim holds a result back: that time is not the runtime's silence.
                 active = now;
             }
-            let silence_ends = active + idle_timeout;
-            if until.is_none() && now >= silence_ends {
-                let now_exchanges = self.server.exchanges();
-                if now_exchanges != exchanges {
-                    exchanges = now_exchanges;
-                    active = now;
-                    continue;
+            let mut wake = self.deadline;
+            match bound {
+                Bound::Advance(until) => {
+                    if now >= until {
+                        return Ok(());
+                    }
+                    wake = wake.min(until);
                 }
-                let what = if awaited == "ready" {
-                    format!(
-                        "no `ready` within {} s (ready timeout, --ready-timeout)",
-                        self.options.timeouts.ready.as_secs_f64()
-                    )
-                } else {
-                    format!(
-                        "no {awaited} within {} s of silence (idle timeout, --idle-timeout)",
-                        idle_timeout.as_secs_f64()
-                    )
-                };
-                let kind = if awaited == "ready" { "ready" } else { "idle" };
-                return Err(self.fail_process(FailureKind::Timeout(kind), what));
-            }
-            let mut wake = self.deadline.min(silence_ends);
-            if let Some(u) = until {
-                if now >= u {
-                    return Ok(());
+                Bound::Ready(by) => {
+                    if now >= by {
+                        return Err(self.fail_process(
+                            FailureKind::Timeout("ready"),
+                            format!(
+                                "no `ready` within {} s (ready timeout, --ready-timeout)",
+                                self.options.timeouts.ready.as_secs_f64()
+                            ),
+                        ));
+                    }
+                    wake = wake.min(by);
                 }
-                wake = wake.min(u);
+                Bound::Silence => {
+                    let silence_ends = active + idle_timeout;
+                    if now >= silence_ends {
+                        // A model request is activity too.
+                        let now_exchanges = self.server.exchanges();
+                        if now_exchanges != exchanges {
+                            exchanges = now_exchanges;
+                            active = now;
+                            continue;
+                        }
+                        return Err(self.fail_process(
+                            FailureKind::Timeout("idle"),
+                            format!(
+                                "no {awaited} within {} s of silence (idle timeout, --idle-timeout)",
+                                idle_timeout.as_secs_f64()
+                            ),
+                        ));
+                    }
+                    wake = wake.min(silence_ends);
+                }
             }
             if let Some(Reverse((due, ..))) = self.timers.peek() {
                 wake = wake.min(*due);
@@ -513,7 +534,8 @@ impl<'a> Run<'a> {
 
     async fn await_idle(&mut self, seq: u64) -> Result<(), Failure> {
         let what = format!("`idle` for user seq {seq}");
-        self.pump(move |r| r.idle_seq >= seq, None, &what).await
+        self.pump(move |r| r.idle_seq >= seq, Bound::Silence, &what)
+            .await
     }
 
     // -- steps --------------------------------------------------------------------------------
@@ -569,7 +591,7 @@ impl<'a> Run<'a> {
                 let until =
                     Instant::now() + Duration::from_secs_f64(*ms as f64 / 1000.0 * self.time_scale);
                 self.note(format!("advance {ms} ms (× {})", self.time_scale));
-                self.pump(|_| false, Some(until), "the end of an `advance`")
+                self.pump(|_| false, Bound::Advance(until), "the end of an `advance`")
                     .await?;
             }
             StepKind::Restart => {

@@ -1,0 +1,338 @@
+//! `run --runtime` and `check --runtime` against tests/runtimes/fake.py, a runtime of the standard
+//! library that misbehaves on purpose: every fault is a failure that names what happened (never a
+//! pass, never a hang), and a well-behaved runtime passes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fresh(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("outside-run")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn fake(mode: &str, caps: &str) -> String {
+    format!("python3 tests/runtimes/fake.py {mode} {caps}")
+        .trim_end()
+        .to_owned()
+}
+
+/// `agentsim ARGS` in the repository, with `SECRET` and `PASSED` in its environment.
+fn agentsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("AGENTSIM_SEED")
+        .env("SECRET", "sk-do-not-leak")
+        .env("PASSED", "passed-on")
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Writes `yaml` as `name.yaml` in a fresh directory and runs it against `runtime`.
+fn run(name: &str, yaml: &str, runtime: &str, extra: &[&str]) -> Output {
+    let dir = fresh(name);
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let mut args = vec!["run", file.to_str().unwrap(), "--runtime", runtime];
+    args.extend_from_slice(extra);
+    agentsim(&args)
+}
+
+const HELLO: &str = "name: hello
+llm: { main: [Hi there., Bye.] }
+steps:
+  - user: hello
+  - expect: { sent: [Hi there.], llm_calls: { main: 1 }, idle: true }
+  - user: bye
+  - expect: { sent: [Bye.] }
+";
+
+const WITH_TOOL: &str = "name: a tool call answered by agentsim
+llm:
+  main:
+    - tool_use: { name: weather, input: { city: Oslo } }
+    - It is 4 degrees.
+tools:
+  weather: { result: 4C, after: 200ms }
+steps:
+  - user: weather?
+  - expect: { sent: [It is 4 degrees.] }
+";
+
+#[test]
+fn a_runtime_that_keeps_the_protocol_passes_and_its_transcript_shows_both_sides() {
+    let o = run("ok", HELLO, &fake("ok", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for seen in [
+        "user → default (seq 1): \"hello\"",
+        "#1 POST /v1/messages → main",
+        "runtime → user default: \"Hi there.\"",
+        "runtime → idle 2",
+        "PASSED",
+    ] {
+        assert!(out.contains(seen), "{seen:?} in\n{out}");
+    }
+    let o = run("tool", WITH_TOOL, &fake("ok", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("runtime → tool_call c1-1 weather by main: {\"city\":\"Oslo\"}"),
+        "{out}"
+    );
+    assert!(out.contains("→ tool_result c1-1: \"4C\""), "{out}");
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_the_step_and_a_rerun_naming_the_runtime() {
+    let yaml = HELLO.replace("sent: [Bye.]", "sent: [Goodbye.]");
+    let o = run("wrong", &yaml, &fake("ok", ""), &["--runtime-env", "X=1"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(
+            "step 4 (expect, conversation default): sent: expected [\"Goodbye.\"], got [\"Bye.\"]"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("--runtime 'python3 tests/runtimes/fake.py ok' --runtime-env X=1 --seed 0"),
+        "{out}"
+    );
+}
+
+#[test]
+fn every_misbehaviour_fails_the_run_with_what_was_awaited_and_never_hangs() {
+    let fast = [
+        "--ready-timeout",
+        "2s",
+        "--idle-timeout",
+        "2s",
+        "--shutdown-timeout",
+        "1s",
+    ];
+    let cases: [(&str, &str); 8] = [
+        ("garbage", "malformed-json"),
+        (
+            "silent",
+            "no `ready` within 2 s (ready timeout, --ready-timeout)",
+        ),
+        (
+            "exit-on-user",
+            "the runtime exited (status 3) while agentsim was awaiting `idle` for user seq 1",
+        ),
+        (
+            "no-idle",
+            "no `idle` for user seq 1 within 2 s of silence (idle timeout, --idle-timeout)",
+        ),
+        ("bad-idle", "unknown-seq: `idle` for seq 5, never sent"),
+        ("oversize", "oversize-line"),
+        ("flood", "flood: more than 100000 lines in one run"),
+        (
+            "unknown-tool",
+            "unknown-tool: `tool_call.name` \"rm_rf\" is not a tool",
+        ),
+    ];
+    for (mode, said) in cases {
+        let o = run(mode, HELLO, &fake(mode, ""), &fast);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {out}");
+        assert!(out.contains(said), "{mode}: {said:?} in\n{out}");
+        assert!(out.contains("FAILED"), "{mode}: {out}");
+    }
+    // What the runtime said on stderr before it died is quoted.
+    let o = run("exit-on-user", HELLO, &fake("exit-on-user", ""), &fast);
+    assert!(
+        text(&o).contains("  | ValueError: the agent broke"),
+        "{}",
+        text(&o)
+    );
+    // A runtime that does not exit after `shutdown` is stopped, and that fails the run.
+    let o = run("no-exit", HELLO, &fake("no-exit", ""), &fast);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("did not exit within 1 s of `shutdown`"),
+        "{out}"
+    );
+    // A command that does not exist.
+    let o = run("missing", HELLO, "./no-such-runtime --flag", &fast);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("cannot start the runtime `./no-such-runtime --flag`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_line_or_a_model_request_after_idle_breaks_the_idle_check() {
+    let yaml = "name: idle
+llm: { main: [Hi there., Bye.] }
+steps:
+  - user: hello
+  - advance: 1s
+  - user: bye
+";
+    let o = run(
+        "request-after-idle",
+        yaml,
+        &fake("request-after-idle", ""),
+        &["--time-scale", "1"],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("idle: the runtime made 1 model request(s) after its `idle` for seq 1"),
+        "{out}"
+    );
+    // A line is judged as it arrives: one that comes after agentsim's next line is the next
+    // turn's, so the `advance` gives the runtime time to show the bug.
+    let o = run(
+        "send-after-idle",
+        yaml,
+        &fake("send-after-idle", ""),
+        &["--time-scale", "1"],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("idle: the runtime wrote `send` after its `idle` for seq 1"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_runtime_gets_only_the_protocols_environment_and_the_allow_list() {
+    let yaml = "name: env
+steps:
+  - user: what do you see?
+  - expect: { sent: ['{\"AGENTSIM_PROTOCOL\": \"1\", \"PASSED\": \"passed-on\", \"SECRET\": null, \"SET\": \"by flag\"}'] }
+";
+    let o = run(
+        "env",
+        yaml,
+        &fake("env", ""),
+        &["--runtime-env", "PASSED", "--runtime-env", "SET=by flag"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for bad in ["ANTHROPIC_BASE_URL=x", "1X", "A-B"] {
+        let o = run("env-bad", yaml, &fake("env", ""), &["--runtime-env", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+    }
+}
+
+#[test]
+fn a_leaked_display_text_breaks_no_display_leak_and_a_file_can_expect_it() {
+    let yaml = "name: leak
+llm:
+  main:
+    - tool_use: { name: pause, input: {} }
+    - Done.
+tools:
+  pause: ok
+steps:
+  - user: go
+";
+    let o = run("leak", yaml, &fake("leak", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("no-display-leak: model request #2 carries \"Interrupted. Tell Ally what to do instead.\""),
+        "{out}"
+    );
+    // The bug report as a file: it passes while the bug is there, and fails once it is fixed.
+    let expecting = format!("expect_violation: no-display-leak\n{yaml}");
+    let o = run("leak-expected", &expecting, &fake("leak", ""), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("PASSED: reproduces no-display-leak"),
+        "{}",
+        text(&o)
+    );
+    let o = run("leak-fixed", &expecting, &fake("ok", ""), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("expects no-display-leak to break (expect_violation), and it held"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn keys_the_runtime_cannot_be_judged_by_are_located_errors_and_check_skips_them() {
+    let stack = "name: needs stack
+llm: { main: [Hi there.] }
+steps:
+  - user: hello
+  - expect: { sent: [Hi there.], depth: 0 }
+";
+    let o = run("no-stack", stack, &fake("ok", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("no-stack.yaml:5:5: step 2: `expect.depth` needs the runtime capability `stack`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready`"),
+        "{out}"
+    );
+    // With the capability, the runtime's own `stack` lines are judged.
+    let o = run("stack", stack, &fake("ok", "stack"), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let wrong = stack.replace("depth: 0", "depth: 1");
+    let o = run("stack-wrong", &wrong, &fake("ok", "stack"), &[]);
+    assert!(
+        text(&o).contains("depth: expected 1, got 0"),
+        "{}",
+        text(&o)
+    );
+    // What no runtime can express is refused before any process starts.
+    let response = "name: response
+llm: { main: [Hi there.] }
+steps:
+  - user: hello
+  - expect: { response: { text: Hi there. } }
+";
+    let o = run("response", response, &fake("ok", ""), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o)
+            .contains("response.yaml:5:5: step 2: `expect.response` cannot be judged from outside"),
+        "{}",
+        text(&o)
+    );
+    // check: the first runs, the others are skipped with the reason, and the total says so.
+    let dir = fresh("check");
+    std::fs::write(dir.join("a.yaml"), HELLO).unwrap();
+    std::fs::write(dir.join("b.yaml"), stack).unwrap();
+    std::fs::write(dir.join("c.yaml"), response).unwrap();
+    let o = agentsim(&[
+        "check",
+        dir.to_str().unwrap(),
+        "--runtime",
+        &fake("ok", ""),
+        "--jobs",
+        "2",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("ok   "), "{out}");
+    assert!(
+        out.contains("b.yaml (") && out.contains("needs the runtime capability `stack`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("3 scenarios: 1 passed, 0 failed, 2 skipped"),
+        "{out}"
+    );
+}

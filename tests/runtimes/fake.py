@@ -1,0 +1,120 @@
+"""A tiny runtime for agentsim's own tests of `--runtime`: it speaks the runtime protocol with
+the standard library only, and misbehaves on purpose as MODE says.
+
+    python3 tests/runtimes/fake.py MODE
+
+Modes: `ok` (a main agent that asks the mock model and sends its text; with `stack` and
+`tool-results` offered only when told by `--caps`), and one mode per fault agentsim must report:
+`garbage`, `silent`, `exit-on-user`, `no-idle`, `bad-idle`, `send-after-idle`,
+`request-after-idle`, `oversize`, `flood`, `unknown-tool`, `env`, `leak`, `no-exit`.
+"""
+
+import json
+import os
+import sys
+import time
+import urllib.request
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+CAPS = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else []
+
+
+def out(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def ask(messages):
+    """One Anthropic Messages call to the mock server; the reply's text."""
+    body = json.dumps({"model": "main", "max_tokens": 100, "system": "You are main.",
+                       "messages": messages}).encode()
+    request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
+                                     headers={"content-type": "application/json",
+                                              "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+                                              "anthropic-version": "2023-06-01"})
+    with urllib.request.urlopen(request) as r:
+        reply = json.load(r)
+    return reply, "".join(b.get("text", "") for b in reply["content"] if b["type"] == "text")
+
+
+def main():
+    if MODE == "garbage":
+        print("Starting my agent...")
+    hello = json.loads(sys.stdin.readline())
+    print(f"hello for run {hello['run']}", file=sys.stderr)
+    if MODE == "silent":
+        time.sleep(60)
+        return
+    out({"type": "ready", "protocol": 1, "capabilities": CAPS})
+    history = {}
+    for line in sys.stdin:
+        m = json.loads(line)
+        if m["type"] == "shutdown":
+            if MODE == "no-exit":
+                time.sleep(60)
+            return
+        if m["type"] != "user":
+            continue
+        conv, seq = m["conversation"], m["seq"]
+        if MODE == "exit-on-user":
+            print("Traceback (most recent call last):\nValueError: the agent broke", file=sys.stderr)
+            sys.exit(3)
+        if MODE == "no-idle":
+            continue
+        if MODE == "bad-idle":
+            out({"type": "idle", "seq": seq + 4})
+            continue
+        if MODE == "oversize":
+            sys.stdout.write('{"type":"send","conversation":"' + conv + '","text":"' + "x" * (2 << 20) + '"}\n')
+            sys.stdout.flush()
+            continue
+        if MODE == "flood":
+            sys.stdout.write("\n" * 100_001)
+            sys.stdout.flush()
+            continue
+        if MODE == "unknown-tool":
+            out({"type": "tool_call", "call": "c1", "conversation": conv, "agent": "main",
+                 "name": "rm_rf", "input": {}})
+            continue
+        if MODE == "env":
+            seen = {k: os.environ.get(k) for k in ("SECRET", "PASSED", "SET", "AGENTSIM_PROTOCOL")}
+            out({"type": "send", "conversation": conv, "text": json.dumps(seen, sort_keys=True)})
+            out({"type": "idle", "seq": seq})
+            continue
+        messages = history.setdefault(conv, [])
+        messages.append({"role": "user", "content": m["text"]})
+        calls = 0
+        while True:
+            reply, text = ask(messages)
+            messages.append({"role": "assistant", "content": reply["content"]})
+            uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+            if not uses:
+                break
+            results = []
+            for use in uses:
+                if MODE == "leak":
+                    # Seed 004's bug: the display-only sentinel as the tool's result.
+                    content = "Interrupted. Tell Ally what to do instead."
+                else:
+                    calls += 1
+                    out({"type": "tool_call", "call": f"c{seq}-{calls}", "conversation": conv,
+                         "agent": "main", "name": use["name"], "input": use["input"]})
+                    content = json.loads(sys.stdin.readline())["content"]
+                results.append({"type": "tool_result", "tool_use_id": use["id"], "content": content})
+            messages.append({"role": "user", "content": results})
+        if "stack" in CAPS:
+            out({"type": "stack", "conversation": conv, "frames": [{"name": "main", "iterations": 1}]})
+        out({"type": "send", "conversation": conv, "text": text})
+        if "stack" in CAPS:
+            out({"type": "stack", "conversation": conv, "frames": [],
+                 "ended": [{"name": "main", "iterations": 1, "reason": "answered"}]})
+        out({"type": "idle", "seq": seq})
+        if MODE == "send-after-idle":
+            time.sleep(0.3)
+            out({"type": "send", "conversation": conv, "text": "one more thing"})
+        if MODE == "request-after-idle":
+            time.sleep(0.3)  # a background task that fires later, as real ones do
+            ask(messages + [{"role": "user", "content": "again"}])
+
+
+main()
