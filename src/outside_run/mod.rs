@@ -255,6 +255,12 @@ fn final_checks(scenario: &Scenario, run: &Run<'_>, model: &server::Report) -> O
             message,
         })
     };
+    if let Some(check) = &scenario.expect_violation {
+        return at(
+            FailureKind::ExpectedViolation(check.clone()),
+            format!("the scenario expects {check} to break (expect_violation), and it held"),
+        );
+    }
     if let Some(miss) = model.misses.first() {
         return at(
             FailureKind::ModelMiss,
@@ -293,12 +299,6 @@ fn final_checks(scenario: &Scenario, run: &Run<'_>, model: &server::Report) -> O
                 "the run passed but left per-call tool outcomes unused ({})",
                 unused.join(", ")
             ),
-        );
-    }
-    if let Some(check) = &scenario.expect_violation {
-        return at(
-            FailureKind::ExpectedViolation(check.clone()),
-            format!("the scenario expects {check} to break (expect_violation), and it held"),
         );
     }
     None
