@@ -4,7 +4,9 @@
 //!
 //! **Addressing, never guessing.**
 //!
-//! 1. *Agent.* Each agent with a script has a rule: its `match:` conditions when the scenario
+//! 1. *Agent.* A request whose `x-agentsim-agent` header names an agent with a script is that
+//!    agent's, whatever the rules say (an unknown name is a miss). Otherwise, each agent with a
+//!    script has a rule: its `match:` conditions when the scenario
 //!    gives them (all must hold: the system prompt contains a text, the model name, a header's
 //!    value, the tool set), otherwise the request's model name equals the agent's `model` (or its
 //!    name) or the request's system prompt equals the agent's `system`. Exactly one agent must
