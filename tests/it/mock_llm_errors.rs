@@ -205,3 +205,16 @@ steps:
     .expect("loads");
     run.assert_passed();
 }
+
+/// A scenario written back (`explore`'s shrunk files) keeps `times` and `retry_after`.
+#[test]
+fn times_and_retry_after_survive_writing_the_scenario_back() {
+    let s = scenario::parse(RETRIED, Path::new("x.yaml")).expect("loads");
+    let yaml = scenario::write::to_yaml(&s);
+    assert!(
+        yaml.contains(r#""retry_after":10,"times":2"#) && yaml.contains(r#""times":"always""#),
+        "{yaml}"
+    );
+    let again = scenario::parse(&yaml, Path::new("y.yaml")).expect("the written file loads");
+    assert_eq!(again.scripts, s.scripts);
+}
