@@ -243,6 +243,8 @@ impl Reply {
                 kind,
                 message: kind.default_message().into(),
                 mid_stream: false,
+                times: crate::drive::scripted::Attempts::default(),
+                retry_after_ms: None,
             },
             after_ms: 0,
             usage: Usage::default(),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::drive::backend::{BackendError, Delivery, Model, ModelAnswer, ToolStep, Tools};
-use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
+use crate::drive::scripted::{Attempts, ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
 use crate::drive::Note;
 use crate::model::llm::LlmRequest;
 use crate::model::transcript::Block;
@@ -86,6 +86,8 @@ pub fn scripted(answer: &ModelAnswer) -> ScriptedReply {
             kind: *kind,
             message: message.clone(),
             mid_stream: false,
+            times: Attempts::default(),
+            retry_after_ms: None,
         },
         Delivery::Stall => ReplyKind::Stall,
     };

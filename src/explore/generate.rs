@@ -740,6 +740,8 @@ fn reply(
             ),
             message: "upstream failure".into(),
             mid_stream: false,
+            times: crate::drive::scripted::Attempts::default(),
+            retry_after_ms: None,
         },
         _ => ReplyKind::Content(vec![tool_use(
             "ask_user",

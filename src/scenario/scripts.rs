@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use serde_saphyr::{Location, Spanned};
 
-use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
+use crate::drive::scripted::{Attempts, ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply};
 use crate::drive::scripted::{ToolBehavior, ToolScript, ToolStep};
 use crate::model::llm::{LlmErrorKind, Usage};
 
@@ -225,19 +225,41 @@ impl Builder<'_> {
         } else if r.empty.is_some() {
             ReplyKind::Content(Vec::new())
         } else if let Some(e) = &r.error {
-            let (kind, message, mid_stream) = match e {
-                ErrorSpec::Kind(k) => (error_kind(*k), None, false),
+            let (kind, message, mid_stream, times, retry_after) = match e {
+                ErrorSpec::Kind(k) => (error_kind(*k), None, false, None, None),
                 ErrorSpec::Full(full) => (
                     error_kind(full.kind),
                     full.message.clone(),
                     full.mid_stream.unwrap_or(false),
+                    full.times,
+                    full.retry_after,
                 ),
             };
+            if let Some(Millis(ms)) = retry_after {
+                if kind == LlmErrorKind::Network {
+                    return Err(self.error(
+                        at,
+                        "a `network` error drops the connection: no header carries its `retry_after` (the client waits its own backoff)",
+                    ));
+                }
+                if ms == 0 {
+                    return Err(self.error(
+                        at,
+                        "`retry_after: 0` is ignored by the SDKs, which then wait their own backoff (0.5 s and up): write 1ms or more",
+                    ));
+                }
+            }
             let message = message.unwrap_or_else(|| kind.default_message().to_owned());
             ReplyKind::Error {
                 kind,
                 message: message.into(),
                 mid_stream,
+                times: match times {
+                    None => Attempts::default(),
+                    Some(TimesSpec::Times(n)) => Attempts::Times(n),
+                    Some(TimesSpec::Always) => Attempts::Always,
+                },
+                retry_after_ms: retry_after.map(|m| m.0),
             }
         } else if r.stall.is_some() {
             ReplyKind::Stall

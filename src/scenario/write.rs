@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
-use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::drive::scripted::{Attempts, ReplyKind, ScriptBlock, ScriptedReply};
 use crate::drive::scripted::{ToolBehavior, ToolScript, ToolStep};
 use crate::model::agent::{AgentDef, AgentKind};
 use crate::model::llm::{LlmErrorKind, Usage};
@@ -98,10 +98,20 @@ pub fn reply_value(r: &ScriptedReply) -> Value {
             kind,
             message,
             mid_stream,
+            times,
+            retry_after_ms,
         } => {
             let mut e = json!({"kind": kind_name(*kind), "message": &**message});
             if *mid_stream {
                 e["mid_stream"] = true.into();
+            }
+            match times {
+                Attempts::Times(1) => {}
+                Attempts::Times(n) => e["times"] = (*n).into(),
+                Attempts::Always => e["times"] = "always".into(),
+            }
+            if let Some(ms) = retry_after_ms {
+                e["retry_after"] = (*ms).into();
             }
             m.insert("error".into(), e);
         }

@@ -1,6 +1,7 @@
 """Drives `agentsim mock-llm` with clients nobody here wrote: the official `anthropic` and `openai`
 Python SDKs and the pydantic-ai agent framework, streaming and not, through tool loops, a broken
-request, a scripted rate limit and a dropped connection.
+request, a scripted rate limit, scripted errors that outlast the SDKs' default retries, and a
+dropped connection.
 
 Usage: python tests/clients/sdk_clients.py path/to/agentsim
 
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import urllib.request
 
@@ -197,6 +199,61 @@ def anthropic_rate_limit():
         status, report, _ = server.stop()
         assert report["unused"] == [{"agent": "main", "entries": [4]}], report
         assert status == 1, "an unused reply fails the run"
+    finally:
+        server.kill()
+
+
+def anthropic_error_outlasting_retries():
+    """The SDK with its default retries (2) against `times: 2`: two failed attempts, and the third
+    gets the reply; `retry_after: 10ms` makes the retries quick (the SDK's own backoff would take
+    0.5 s, then 1 s)."""
+    scenario = loop_scenario("claude-test").replace(
+        "  main:\n    - text:",
+        "  main:\n    - error: { kind: overloaded, times: 2, retry_after: 10ms }\n    - text:")
+    server = Server(scenario)
+    try:
+        client = anthropic.Anthropic(base_url=server.base, api_key=KEY)
+        assert client.max_retries == 2, client.max_retries
+        started = time.monotonic()
+        first = client.messages.create(model="claude-test", max_tokens=64, tools=[WEATHER_TOOL],
+                                       messages=[{"role": "user", "content": QUESTION}])
+        took = time.monotonic() - started
+        assert first.stop_reason == "tool_use", first
+        assert took < 1.0, "the retries waited %.2f s: retry-after-ms was not honoured" % took
+        status, report, _ = server.stop()
+        assert report["exchanges"] == 3, report
+        assert report["unused"] == [{"agent": "main", "entries": [3]}], report
+        assert not report["violations"] and not report["misses"], report
+        assert status == 1, "the unused last reply fails the run"
+    finally:
+        server.kill()
+
+
+def openai_error_on_every_attempt():
+    """`times: always` outlasts the SDK's retries: three attempts, then the SDK raises its own
+    RateLimitError with the scripted message."""
+    scenario = loop_scenario("gpt-test").replace(
+        "  main:\n    - text:",
+        "  main:\n    - error: { kind: rate_limit, message: still limited, times: always,"
+        " retry_after: 10ms }\n    - text:")
+    server = Server(scenario)
+    try:
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key=KEY)
+        assert client.max_retries == 2, client.max_retries
+        try:
+            client.chat.completions.create(
+                model="gpt-test", tools=[OPENAI_TOOL],
+                messages=[{"role": "user", "content": QUESTION}])
+        except openai.RateLimitError as e:
+            assert "still limited" in str(e), str(e)
+        else:
+            raise AssertionError("the error of every attempt let a reply through")
+        status, report, _ = server.stop()
+        assert report["exchanges"] == 3, report
+        assert not report["violations"] and not report["misses"], report
+        # The turn never got past the error: the replies after it were never asked for.
+        assert report["unused"] == [{"agent": "main", "entries": [2, 3]}], report
+        assert status == 1, "the unused replies fail the run"
     finally:
         server.kill()
 
@@ -386,10 +443,14 @@ CASES = [
     ("anthropic: tool loop, streamed", lambda: anthropic_loop(True)),
     ("anthropic: dangling tool use is a BadRequestError", anthropic_dangling_tool_use),
     ("anthropic: scripted rate limit, retried", anthropic_rate_limit),
+    ("anthropic: scripted error with times: 2, default retries succeed on the third attempt",
+     anthropic_error_outlasting_retries),
     ("anthropic: error event in the middle of a stream", anthropic_mid_stream_error),
     ("openai chat: tool loop", lambda: openai_chat_loop(False)),
     ("openai chat: tool loop, streamed", lambda: openai_chat_loop(True)),
     ("openai chat: dangling tool call is a BadRequestError", openai_dangling_tool_call),
+    ("openai chat: scripted error with times: always outlasts the retries",
+     openai_error_on_every_attempt),
     ("openai responses: tool loop", lambda: openai_responses_loop(False)),
     ("openai responses: tool loop, streamed", lambda: openai_responses_loop(True)),
     ("pydantic-ai over anthropic", lambda: pydantic_ai_loop("anthropic")),

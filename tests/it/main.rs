@@ -18,6 +18,7 @@ mod honest;
 mod http_model;
 mod loader;
 mod mock_llm;
+mod mock_llm_errors;
 mod mock_llm_wrong_url;
 mod outside_run;
 mod props;

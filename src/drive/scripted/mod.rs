@@ -6,7 +6,8 @@ mod model;
 mod tools;
 
 pub use model::{
-    Answer, Exhausted, MockLlm, MoreReplies, ReplyKind, ScriptBlock, ScriptChunk, ScriptedReply,
+    Answer, Attempts, Exhausted, MockLlm, MoreReplies, ReplyKind, ScriptBlock, ScriptChunk,
+    ScriptedReply,
 };
 pub use tools::{MockTools, ToolExhausted, ToolScript};
 

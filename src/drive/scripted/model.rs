@@ -56,9 +56,31 @@ pub enum ReplyKind {
         /// In the middle of a stream (`agentsim mock-llm` sends part of the next reply first;
         /// the simulator fails the call as for any error).
         mid_stream: bool,
+        /// How many attempts of its turn fail (`agentsim mock-llm`, where a client retries the
+        /// same turn); the simulator's runtime does not retry, so there it fails one call.
+        times: Attempts,
+        /// The delay `agentsim mock-llm` asks a client to wait before retrying (`retry-after-ms`
+        /// and `retry-after` headers), in ms; `None`: a rate limit asks for 1 s, other errors
+        /// ask for nothing.
+        retry_after_ms: Option<u64>,
     },
     /// Never answers.
     Stall,
+}
+
+/// How many attempts of a turn a scripted error fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempts {
+    /// This many (1 or more): the retry after the last of them gets the script's next entry.
+    Times(u32),
+    /// Every attempt: the turn never gets a reply.
+    Always,
+}
+
+impl Default for Attempts {
+    fn default() -> Attempts {
+        Attempts::Times(1)
+    }
 }
 
 /// One scripted model call.

@@ -4,7 +4,9 @@
 //!
 //! **Addressing, never guessing.**
 //!
-//! 1. *Agent.* Each agent with a script has a rule: its `match:` conditions when the scenario
+//! 1. *Agent.* A request whose `x-agentsim-agent` header names an agent with a script is that
+//!    agent's, whatever the rules say (an unknown name is a miss). Otherwise, each agent with a
+//!    script has a rule: its `match:` conditions when the scenario
 //!    gives them (all must hold: the system prompt contains a text, the model name, a header's
 //!    value, the tool set), otherwise the request's model name equals the agent's `model` (or its
 //!    name) or the request's system prompt equals the agent's `system`. Exactly one agent must
@@ -21,7 +23,10 @@
 //!    that replays the turns before it and says more than the request that got it is past it).
 //!    A turn takes the
 //!    agent's next script entries when it is first asked for: the scripted errors before a reply,
-//!    served one per request (so the client's retry meets the next), then the reply. A script is
+//!    each served to as many requests for the turn as its `times` says (one by default; so the
+//!    client's retry meets the next entry once an error's count is used), then the reply. An
+//!    error of `times: always` ends the turn's entries: every attempt of that turn fails, and the
+//!    entries after it go to the next turn asked for. A script is
 //!    shared by all conversations of its agent, handed out in the order turns are first asked for,
 //!    as the simulator does; so that concurrent conversations of one agent get the same replies in
 //!    every run, give them different agents (`match: { first_user_contains }`), or give the agent
@@ -40,7 +45,7 @@ mod route;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::drive::scripted::{ReplyKind, ScriptBlock, ScriptedReply};
+use crate::drive::scripted::{Attempts, ReplyKind, ScriptBlock, ScriptedReply};
 use crate::model::llm::{LlmErrorKind, Usage};
 use crate::model::transcript::{Block, Message, Role};
 pub use crate::scenario::MatchRule;
@@ -48,7 +53,7 @@ use crate::wire::reply::{OutBlock, Reply, Stop};
 use crate::wire::{Provider, Request};
 
 use conversation::{sent_of, sent_of_out, Conversation, Sent};
-pub use route::Route;
+pub use route::{Route, AGENT_HEADER};
 
 /// One agent's script and how requests find it.
 #[derive(Clone, Debug)]
@@ -98,6 +103,9 @@ pub enum Answer {
         /// For an error in the middle of a stream: the reply whose first half a streamed answer
         /// sends before the error (the turn's reply, which the retry gets whole).
         partial: Option<Box<Reply>>,
+        /// The delay the client is asked to wait before retrying, in ms, when the script gives
+        /// one.
+        retry_after_ms: Option<u64>,
     },
     /// No answer, ever (until the server stops).
     Stall,
@@ -174,9 +182,19 @@ impl Book {
             .map(|a| vec![false; a.entries.len()])
             .collect();
         for c in &self.conversations {
+            let entries = &self.agents[c.agent].entries;
             for (plan, done) in &c.plans {
-                for &entry in &plan[..*done] {
+                // An entry is served once an attempt reached it.
+                let mut start = 0u64;
+                for &entry in plan {
+                    if (*done as u64) <= start {
+                        break;
+                    }
                     served[c.agent][entry] = true;
+                    match attempts(&entries[entry]) {
+                        Some(n) => start += u64::from(n),
+                        None => break,
+                    }
                 }
             }
         }
@@ -230,7 +248,8 @@ impl Book {
             self.conversations[conversation].plans.push((plan, 0));
         }
         let (plan, done) = &mut self.conversations[conversation].plans[turn];
-        let Some(&entry) = plan.get(*done) else {
+        let Some(&entry) = position(&self.agents[agent].entries, plan, *done).map(|p| &plan[p])
+        else {
             let script = &self.agents[agent];
             return Err(Miss {
                 violation: None,
@@ -255,6 +274,8 @@ impl Book {
                 kind,
                 message,
                 mid_stream,
+                retry_after_ms,
+                ..
             } => {
                 let partial = mid_stream.then(|| {
                     // The turn's reply, the last entry of its plan (none if the script ends in
@@ -276,6 +297,7 @@ impl Book {
                     message: message.clone(),
                     after_ms: scripted.after_ms,
                     partial,
+                    retry_after_ms: *retry_after_ms,
                 }
             }
             ReplyKind::Stall => Answer::Stall,
@@ -305,7 +327,8 @@ impl Book {
         Ok((address, answer))
     }
 
-    /// The next entries of `agent`'s script for a new turn: its errors, then one reply.
+    /// The next entries of `agent`'s script for a new turn: its errors, then one reply (or an
+    /// error that fails every attempt, which ends the turn's entries).
     fn plan(&mut self, agent: usize, conversation: usize) -> Vec<usize> {
         let entries = &self.agents[agent].entries;
         let cursor = if self.agents[agent].per_conversation {
@@ -316,9 +339,15 @@ impl Book {
         let mut plan = Vec::new();
         while *cursor < entries.len() {
             plan.push(*cursor);
-            let is_error = matches!(entries[*cursor].kind, ReplyKind::Error { .. });
+            let more = matches!(
+                entries[*cursor].kind,
+                ReplyKind::Error {
+                    times: Attempts::Times(_),
+                    ..
+                }
+            );
             *cursor += 1;
-            if !is_error {
+            if !more {
                 break;
             }
         }
@@ -396,6 +425,38 @@ impl Book {
             usage,
         }
     }
+}
+
+/// How many attempts an entry answers: an error its `times` (`None`: every attempt), a reply one.
+fn attempts(entry: &ScriptedReply) -> Option<u32> {
+    match entry.kind {
+        ReplyKind::Error {
+            times: Attempts::Times(n),
+            ..
+        } => Some(n),
+        ReplyKind::Error {
+            times: Attempts::Always,
+            ..
+        } => None,
+        _ => Some(1),
+    }
+}
+
+/// Which of a turn's `plan` entries answers its attempt `done` (from 0), if any is left.
+fn position(entries: &[ScriptedReply], plan: &[usize], done: usize) -> Option<usize> {
+    let mut start = 0u64;
+    for (i, &entry) in plan.iter().enumerate() {
+        match attempts(&entries[entry]) {
+            None => return Some(i),
+            Some(n) => {
+                start += u64::from(n);
+                if (done as u64) < start {
+                    return Some(i);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The invariant a runtime breaks by replaying history the server did not send.

@@ -1,5 +1,6 @@
-//! The first step of addressing: which agent a request is for, by the agent's `match:` rule or,
-//! by default, its model name or system prompt; exactly one must match.
+//! The first step of addressing: which agent a request is for, by the `x-agentsim-agent` header
+//! when the request carries it (before any rule), otherwise by the agent's `match:` rule or, by
+//! default, its model name or system prompt; exactly one must match.
 
 use std::fmt;
 
@@ -91,6 +92,10 @@ impl fmt::Display for Route {
     }
 }
 
+/// The header that names the agent a request is for; it routes before `match:` rules and the
+/// default routing.
+pub const AGENT_HEADER: &str = "x-agentsim-agent";
+
 impl Book {
     pub(super) fn route(
         &self,
@@ -98,6 +103,31 @@ impl Book {
         first: &str,
         headers: &[(&str, &str)],
     ) -> Result<usize, Miss> {
+        if let Some((_, name)) = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(AGENT_HEADER))
+        {
+            return match self.agents.iter().position(|a| a.name == *name) {
+                Some(i) => Ok(i),
+                None => {
+                    let names = self
+                        .agents
+                        .iter()
+                        .map(|a| format!("`{}`", a.name))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    Err(Miss {
+                        violation: None,
+                        message: format!(
+                            "the request's header `{AGENT_HEADER}: {}` names no agent with a script in the scenario; agents: {}",
+                            clip(name, 60),
+                            if names.is_empty() { "none" } else { &names }
+                        ),
+                        address: None,
+                    })
+                }
+            };
+        }
         let mut matching: Vec<usize> = (0..self.agents.len())
             .filter(|&i| self.agents[i].route.holds(request, first, headers))
             .collect();

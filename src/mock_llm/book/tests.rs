@@ -1,7 +1,7 @@
 //! Unit tests of the book: requests addressed to agents, conversations and turns, and the misses.
 
 use super::*;
-use crate::drive::scripted::ScriptedReply;
+use crate::drive::scripted::{Attempts, ScriptedReply};
 use serde_json::{json, Value};
 
 fn text(t: &str) -> ScriptedReply {
@@ -30,6 +30,8 @@ fn error() -> ScriptedReply {
             kind: LlmErrorKind::RateLimit,
             message: "slow down".into(),
             mid_stream: false,
+            times: Attempts::default(),
+            retry_after_ms: None,
         },
         after_ms: 0,
         usage: Usage::default(),
@@ -232,6 +234,116 @@ fn scripted_errors_are_served_to_the_retries_of_their_turn() {
     assert_eq!((a.conversation, a.entry), (1, Some(3)));
     assert!(matches!(answer, Answer::Reply { .. }));
     assert_eq!(book.conversations(), 1);
+}
+
+fn error_times(times: Attempts) -> ScriptedReply {
+    let mut e = error();
+    if let ReplyKind::Error { times: t, .. } = &mut e.kind {
+        *t = times;
+    }
+    e
+}
+
+/// The entries that answer `n` attempts of the first turn of a conversation starting with `hi`.
+fn entries_of_attempts(book: &mut Book, hi: &str, n: usize) -> Vec<Option<usize>> {
+    let hi = json!([{"role": "user", "content": hi}]);
+    (0..n)
+        .map(|_| {
+            ask(book, "main", hi.clone())
+                .ok()
+                .and_then(|(a, _)| a.entry)
+        })
+        .collect()
+}
+
+#[test]
+fn an_error_with_times_fails_that_many_attempts_of_its_turn() {
+    let mut book = Book::new(vec![agent(
+        "main",
+        vec![
+            error_times(Attempts::Times(3)),
+            error(),
+            text("ok"),
+            text("second conversation"),
+        ],
+    )]);
+    assert_eq!(
+        entries_of_attempts(&mut book, "hi", 5),
+        [Some(1), Some(1), Some(1), Some(2), Some(3)],
+        "three attempts meet the first error, one the second, then the reply"
+    );
+    assert_eq!(book.conversations(), 1);
+    assert_eq!(book.unused(), [("main".to_owned(), vec![4])]);
+    // Another conversation gets the next entry: the counts were this turn's.
+    assert_eq!(entries_of_attempts(&mut book, "other", 1), [Some(4)]);
+    assert!(book.unused().is_empty());
+}
+
+#[test]
+fn an_error_partly_served_counts_as_served_and_what_follows_does_not() {
+    let mut book = Book::new(vec![agent(
+        "main",
+        vec![error_times(Attempts::Times(5)), text("ok")],
+    )]);
+    assert_eq!(entries_of_attempts(&mut book, "hi", 2), [Some(1), Some(1)]);
+    assert_eq!(book.unused(), [("main".to_owned(), vec![2])]);
+}
+
+#[test]
+fn an_error_of_every_attempt_never_lets_its_turn_through_and_ends_its_entries() {
+    let mut book = Book::new(vec![agent(
+        "main",
+        vec![error_times(Attempts::Always), text("next")],
+    )]);
+    assert_eq!(entries_of_attempts(&mut book, "hi", 20), vec![Some(1); 20]);
+    // The entry after it belongs to the next turn asked for: here another conversation's.
+    assert_eq!(book.unused(), [("main".to_owned(), vec![2])]);
+    let (a, answer) = ask(
+        &mut book,
+        "main",
+        json!([{"role": "user", "content": "another"}]),
+    )
+    .unwrap();
+    assert_eq!((a.conversation, a.entry), (2, Some(2)));
+    assert!(matches!(answer, Answer::Reply { .. }));
+    assert!(book.unused().is_empty());
+}
+
+#[test]
+fn the_agent_header_routes_before_rules_and_default_routing() {
+    let mut book = Book::new(vec![
+        agent("main", vec![text("from main")]),
+        AgentScript {
+            name: "helper".into(),
+            route: Route::Rule(MatchRule {
+                system_contains: Some("never sent".into()),
+                ..MatchRule::default()
+            }),
+            entries: vec![text("from helper")],
+            per_conversation: false,
+        },
+    ]);
+    // The model name says `main`; the header says `helper`, and wins.
+    let req = request("main", json!([{"role": "user", "content": "hi"}]));
+    let (a, _) = book
+        .answer(Provider::Anthropic, &req, &[("X-Agentsim-Agent", "helper")])
+        .unwrap();
+    assert_eq!((a.agent.as_str(), a.entry), ("helper", Some(1)));
+    let miss = book
+        .answer(
+            Provider::Anthropic,
+            &req,
+            &[("x-agentsim-agent", "planner")],
+        )
+        .unwrap_err();
+    assert_eq!(miss.violation, None);
+    assert_eq!(
+        miss.message,
+        "the request's header `x-agentsim-agent: planner` names no agent with a script in the scenario; agents: `main`, `helper`"
+    );
+    // Without the header, default routing as before.
+    let (a, _) = book.answer(Provider::Anthropic, &req, &[]).unwrap();
+    assert_eq!(a.agent, "main");
 }
 
 #[test]

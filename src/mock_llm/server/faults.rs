@@ -95,12 +95,18 @@ impl RandomFaults {
 
 impl Shared {
     /// Answers with a scripted or injected `error`, journaled as a fault.
-    pub(super) fn fault(&self, mut line: Value, error: &ErrorReply, request_id: &str) -> Response {
+    pub(super) fn fault(
+        &self,
+        mut line: Value,
+        error: &ErrorReply,
+        request_id: &str,
+        retry_after_ms: Option<u64>,
+    ) -> Response {
         line["outcome"] = "fault".into();
         line["status"] = error.status.into();
         line["response"] = error.body.clone();
         self.record(&line, None);
-        error_response(error, request_id)
+        error_response(error, request_id, retry_after_ms)
     }
 
     /// A stream that breaks half-way: the first half of `reply`'s events, then `error` as an
@@ -172,6 +178,7 @@ pub(super) fn inject(
         line,
         &reply::error(provider, kind, None, request_id),
         request_id,
+        None,
     )
 }
 

@@ -441,14 +441,17 @@ fn json_text_response(status: StatusCode, body: String, request_id: Option<&str>
     response
 }
 
-/// An error answer; a 429 says when to retry.
-fn error_response(error: &ErrorReply, request_id: &str) -> Response {
+/// An error answer; a 429 says when to retry (after 1 s), and so does any error when the script
+/// gives its `retry_after` (in ms): `retry-after-ms`, which the Anthropic and OpenAI SDKs read
+/// first, and `retry-after` in whole seconds (rounded up) for clients that read only that one.
+fn error_response(error: &ErrorReply, request_id: &str, retry_after_ms: Option<u64>) -> Response {
     let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(status, &error.body, Some(request_id));
-    if error.status == 429 {
+    let retry_after_ms = retry_after_ms.or((error.status == 429).then_some(1000));
+    if let Some(ms) = retry_after_ms {
         let h = response.headers_mut();
-        h.insert("retry-after", HeaderValue::from_static("1"));
-        h.insert("retry-after-ms", HeaderValue::from_static("1000"));
+        h.insert("retry-after", HeaderValue::from(ms.div_ceil(1000)));
+        h.insert("retry-after-ms", HeaderValue::from(ms));
     }
     response
 }
@@ -602,6 +605,7 @@ async fn exchange(
             message,
             after_ms,
             partial,
+            retry_after_ms,
         } => {
             sleep(s.latency(after_ms)).await;
             let message = (&*message != kind.default_message()).then_some(&*message);
@@ -626,7 +630,10 @@ async fn exchange(
                 return s.drop_connection(line);
             }
             let error = reply::error(provider, ErrorKind::of(kind), message, &request_id);
-            s.fault(line, &error, &request_id)
+            if let Some(ms) = retry_after_ms {
+                line["retry_after_ms"] = ms.into();
+            }
+            s.fault(line, &error, &request_id, retry_after_ms)
         }
         Answer::Stall => {
             line["outcome"] = "stall".into();

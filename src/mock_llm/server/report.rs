@@ -200,6 +200,6 @@ impl Shared {
             }
         });
         self.record(&line, finding);
-        error_response(&error, request_id)
+        error_response(&error, request_id, None)
     }
 }

@@ -26,7 +26,7 @@ pub use agents::{AgentSpec, KindSpec, MatchSpec, ScriptMode, WorkflowSpec};
 pub use duration::{parse_duration, Millis, MAX_DURATION_MS};
 pub use replies::{
     ChunkFull, ChunkSpec, ErrorFull, ErrorKindSpec, ErrorSpec, OneOrMany, ReplyEntry, ReplySpec,
-    ToolUseSpec, UsageSpec,
+    TimesSpec, ToolUseSpec, UsageSpec,
 };
 pub use settings::{
     ActivitySpec, CallbacksSpec, InterruptionsSpec, PresetSpec, QueryUserSpec, SettingsSpec,

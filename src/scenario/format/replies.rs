@@ -186,16 +186,49 @@ pub struct ToolUseSpec {
 }
 
 /// A scripted model error.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(untagged)]
-#[serde(
-    expecting = "an error kind (rate_limit, overloaded, network, other) or {kind, message, mid_stream}"
-)]
+#[derive(Debug)]
 pub enum ErrorSpec {
     /// Just the kind, with its usual message.
     Kind(ErrorKindSpec),
     /// The full form.
     Full(ErrorFull),
+}
+
+impl<'de> Deserialize<'de> for ErrorSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ErrorSpec, D::Error> {
+        // A visitor rather than an untagged enum, so that a bad value inside the full form (a
+        // `times: 0`) is reported with its own message and place.
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ErrorSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an error kind (rate_limit, overloaded, network, other) or {kind, message, mid_stream, times, retry_after}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ErrorSpec, E> {
+                ErrorKindSpec::deserialize(de::value::StrDeserializer::<E>::new(v))
+                    .map(ErrorSpec::Kind)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ErrorSpec, A::Error> {
+                ErrorFull::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(ErrorSpec::Full)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for ErrorSpec {
+    fn schema_name() -> Cow<'static, str> {
+        "ErrorSpec".into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let kind = g.subschema_for::<ErrorKindSpec>();
+        let full = g.subschema_for::<ErrorFull>();
+        json_schema!({
+            "description": "A failed call: an error kind, or {kind, message, mid_stream, times, retry_after}",
+            "oneOf": [kind, full]
+        })
+    }
 }
 
 /// The full form of a scripted model error.
@@ -213,6 +246,89 @@ pub struct ErrorFull {
     /// treats it as the call failing.
     #[serde(default)]
     pub mid_stream: Option<bool>,
+    /// How many attempts of the turn fail: a whole number from 1 (the default), or `always`
+    /// (`agentsim mock-llm`, where a client retries the same turn; the simulator's runtime does
+    /// not retry, so there the error fails one call).
+    #[serde(default)]
+    pub times: Option<TimesSpec>,
+    /// The delay `agentsim mock-llm` asks the client to wait before its retry (the
+    /// `retry-after-ms` and `retry-after` headers), such as `10ms`; at least 1 ms. The simulator
+    /// ignores it.
+    #[serde(default)]
+    pub retry_after: Option<Millis>,
+}
+
+/// How many attempts of a turn a scripted error fails: a whole number from 1, or `always`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimesSpec {
+    /// This many.
+    Times(u32),
+    /// Every attempt.
+    Always,
+}
+
+impl<'de> Deserialize<'de> for TimesSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<TimesSpec, D::Error> {
+        struct V;
+        const HOW: &str =
+            "`times` counts the attempts of the turn that fail: a whole number from 1, or `always`";
+        impl Visitor<'_> for V {
+            type Value = TimesSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number of attempts from 1, or `always`")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<TimesSpec, E> {
+                match u32::try_from(v) {
+                    Ok(0) => Err(E::custom(format!(
+                        "`times: 0` would fail no attempt (leave the error out); {HOW}"
+                    ))),
+                    Ok(n) => Ok(TimesSpec::Times(n)),
+                    Err(_) => Err(E::custom(format!(
+                        "`times: {v}` is more attempts than any client makes: write `always`"
+                    ))),
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TimesSpec, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("`times: {v}` is negative; {HOW}"))),
+                }
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<TimesSpec, E> {
+                Err(E::custom(format!(
+                    "`times: {v}` is not a whole number; {HOW}"
+                )))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<TimesSpec, E> {
+                Err(E::custom(format!("`times: {v}` is a boolean; {HOW}")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TimesSpec, E> {
+                if v == "always" {
+                    return Ok(TimesSpec::Always);
+                }
+                match v.trim().parse::<i64>() {
+                    Ok(n) => self.visit_i64(n),
+                    Err(_) => Err(E::custom(format!("`times: {v:?}` is not a number; {HOW}"))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for TimesSpec {
+    fn schema_name() -> Cow<'static, str> {
+        "Times".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "How many attempts of the turn fail: a whole number from 1, or `always`",
+            "oneOf": [
+                {"type": "integer", "minimum": 1, "maximum": u32::MAX},
+                {"const": "always"}
+            ]
+        })
+    }
 }
 
 /// Kinds of model errors.
