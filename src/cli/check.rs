@@ -405,6 +405,20 @@ fn outside_case(
                 if !outcome.stderr.is_empty() {
                     let tail: Vec<&String> = outcome.stderr.iter().rev().take(20).rev().collect();
                     failure["stderr"] = serde_json::json!(tail);
+                    // The line a person reads first: the runtime's last words on stderr.
+                    let last: Vec<&str> = tail
+                        .iter()
+                        .rev()
+                        .take(3)
+                        .rev()
+                        .map(|l| l.as_str())
+                        .collect();
+                    let message = format!(
+                        "{}\n  the runtime's last stderr lines:\n  | {}",
+                        f.message,
+                        last.join("\n  | ")
+                    );
+                    failure["message"] = message.into();
                 }
                 CaseResult::Failed {
                     name: outcome.name.clone(),

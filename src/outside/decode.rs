@@ -198,6 +198,11 @@ fn decode_object(o: &Map<String, Value>) -> Result<FromRuntime, Fault> {
                     content: f.string("content")?,
                     is_error: f.boolean("is_error")?,
                 },
+                "response" => EventBody::Response {
+                    text: f.string("text")?,
+                    iterations: f.integer("iterations")?,
+                    tool_calls: f.strings("tool_calls")?,
+                },
                 _ => {
                     let mut fields = o.clone();
                     for key in ["type", "conversation", "kind", "frame"] {

@@ -211,6 +211,15 @@ pub enum EventBody {
         /// It is an error result.
         is_error: bool,
     },
+    /// `response`: the main frame left the stack, ending its turn (capability `response`).
+    Response {
+        /// What it sent the user last (the limit or error notice when the turn failed).
+        text: String,
+        /// The iterations the main frame used.
+        iterations: u64,
+        /// The names of the tools it called, in order (built-ins such as `use_skill` included).
+        tool_calls: Vec<String>,
+    },
     /// Any other kind, shown in the transcript as it is.
     Other {
         /// The kind.
@@ -229,6 +238,7 @@ impl EventBody {
             EventBody::ToolFinish { .. } => "tool_finish",
             EventBody::ToolError { .. } => "tool_error",
             EventBody::ToolResult { .. } => "tool_result",
+            EventBody::Response { .. } => "response",
             EventBody::Other { kind, .. } => kind,
         }
     }

@@ -31,6 +31,16 @@ pub(super) struct Conversation {
     pub results: Vec<SeenResult>,
     /// Stream events as `text: <delta>`, `tool_start: <name>`, ...
     pub stream: Vec<String>,
+    /// `response` events: the main frame's turns that ended.
+    pub responses: Vec<SeenResponse>,
+}
+
+/// A `response` event: the main frame left the stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct SeenResponse {
+    pub text: String,
+    pub iterations: u64,
+    pub tool_calls: Vec<String>,
 }
 
 /// Where the previous `expect` of a conversation left off.
@@ -39,6 +49,7 @@ pub(super) struct Mark {
     sent: usize,
     results: usize,
     stream: usize,
+    responses: usize,
 }
 
 impl Mark {
@@ -48,6 +59,7 @@ impl Mark {
             sent: c.sent.len(),
             results: c.results.len(),
             stream: c.stream.len(),
+            responses: c.responses.len(),
         }
     }
 }
@@ -164,6 +176,25 @@ pub(super) fn judge(e: &ExpectSpec, view: &View<'_>) -> Vec<String> {
                 show(want),
                 got.map_or("none".to_owned(), |g| result_json(g).to_string())
             ));
+        }
+    }
+    if let Some(want) = &e.response {
+        match c.responses[view.mark.responses.min(c.responses.len())..].last() {
+            None => out.push(
+                "response: expected a response from the main agent, got none since the previous expect"
+                    .to_owned(),
+            ),
+            Some(r) => {
+                if let Some(text) = &want.text {
+                    differ(&mut out, "response.text", show(text), show(&r.text));
+                }
+                if let Some(n) = want.iterations {
+                    differ(&mut out, "response.iterations", n.to_string(), r.iterations.to_string());
+                }
+                if let Some(names) = &want.tool_calls {
+                    differ(&mut out, "response.tool_calls", show(names), show(&r.tool_calls));
+                }
+            }
         }
     }
     if let Some(want) = &e.stream {

@@ -1,25 +1,9 @@
-//! What the mock server's journal shows of the model side: the calls each agent's script
-//! answered, and the `no-display-leak` check on the requests' tool results.
-
-use std::collections::BTreeMap;
+//! What the mock server's journal shows of the model side: the `no-display-leak` check on the
+//! requests' tool results.
 
 use serde_json::Value;
 
 use crate::model::messages;
-
-/// Model calls answered from each agent's script, from the journal's exchanges.
-pub(super) fn llm_calls(exchanges: &[Value]) -> BTreeMap<String, usize> {
-    let mut calls = BTreeMap::new();
-    for x in exchanges {
-        let Some(a) = x.get("address") else { continue };
-        if a.get("entry").is_some_and(|e| !e.is_null()) {
-            if let Some(agent) = a.get("agent").and_then(Value::as_str) {
-                *calls.entry(agent.to_owned()).or_insert(0) += 1;
-            }
-        }
-    }
-    calls
-}
 
 /// The texts meant only for the user's display: seed 004's interruption sentinel and the
 /// banners of a cancel, a step limit and a deletion.
@@ -123,21 +107,6 @@ mod tests {
         assert_eq!(
             display_leak(&[responses]),
             Some((5, "Agent reached maximum steps."))
-        );
-    }
-
-    #[test]
-    fn only_calls_a_script_answered_count() {
-        let x = |agent: &str, entry: Value| json!({"address": {"agent": agent, "entry": entry}});
-        let calls = llm_calls(&[
-            x("main", json!(1)),
-            x("main", Value::Null),
-            x("research", json!(1)),
-            json!({}),
-        ]);
-        assert_eq!(
-            calls,
-            BTreeMap::from([("main".to_owned(), 1), ("research".to_owned(), 1)])
         );
     }
 }

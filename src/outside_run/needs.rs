@@ -49,8 +49,7 @@ fn file_text(scenario: &Scenario) -> String {
 }
 
 /// The expectation keys that no runtime can be judged by from outside in protocol 1, with why.
-const NOT_FROM_OUTSIDE: [(&str, &str); 12] = [
-    ("response", "the response record is the simulator's"),
+const NOT_FROM_OUTSIDE: [(&str, &str); 11] = [
     ("time", "time is real for an outside runtime, not virtual"),
     ("usage", "token usage is not judged from outside yet"),
     ("tree", "the agent tree is agentsim's own runtime's"),
@@ -145,6 +144,12 @@ pub fn refusal(scenario: &Scenario) -> Option<ScenarioError> {
     }
     for (agent, replies) in &scenario.scripts {
         for reply in replies {
+            if let ReplyKind::Error { kind, message, .. } = &reply.kind {
+                if **message == *kind.default_message() {
+                    let (l, c) = locate(&text, "error");
+                    return at(l, c, format!("a scripted `error` without a `message` in the script of `{agent}`: agentsim's own runtime reports the simulator's text ({:?}), a provider's API its own words, so what reaches the user differs; give the error a `message`", kind.default_message()));
+                }
+            }
             if matches!(reply.kind, ReplyKind::Stall) {
                 let (l, c) = locate(&text, "stall");
                 return at(l, c, format!("a stalled reply in the script of `{agent}` needs the runtime to time out its model call, which protocol 1 cannot ask of it"));
@@ -292,6 +297,7 @@ pub fn needs(scenario: &Scenario) -> Vec<Need> {
                         "depth" | "top" | "stack" | "iterations" => "stack",
                         "tool_result" | "tool_results" => "tool-results",
                         "stream" => "stream",
+                        "response" => "response",
                         _ => continue,
                     };
                     need(capability, format!("step {}: `expect.{key}`", i + 1), at);

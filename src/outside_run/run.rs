@@ -19,7 +19,7 @@ use crate::outside::{encode_line, ProtocolError, ProtocolErrorKind, Session, ToR
 use crate::scenario::{Scenario, StepKind, DEFAULT_KEY};
 
 use super::hello::{hello, HelloFor};
-use super::judge::{judge, Conversation, Mark, SeenResult, View};
+use super::judge::{judge, Conversation, Mark, SeenResponse, SeenResult, View};
 use super::model_side;
 use super::outcome::{Entry, Failure, FailureKind};
 use super::process::{self, Out, Process, StderrTail};
@@ -44,7 +44,15 @@ enum Bound {
     Ready(Instant),
     /// Fails after the idle timeout of silence.
     Silence,
+    /// Returns once the runtime has been quiet (no line, no model request) this long; tool
+    /// results due after the given instant are held back meanwhile.
+    Settle(Instant, Duration),
 }
+
+/// How long a runtime must be quiet before an expectation judged while its turn runs: the
+/// runtime's own work after the moment the scenario names (zero in the simulator's virtual time)
+/// is let finish.
+const QUIET: Duration = Duration::from_millis(200);
 
 /// Why the steps stopped early: a failure, or the expected check broke.
 pub(super) enum Stop {
@@ -304,8 +312,12 @@ impl<'a> Run<'a> {
                     ),
                 ));
             }
+            let fire_until = match bound {
+                Bound::Settle(started, _) => started.min(now),
+                _ => now,
+            };
             if let Some(Reverse((due, ..))) = self.timers.peek() {
-                if *due <= now {
+                if *due <= fire_until {
                     let Reverse((_, _, call, r)) = self.timers.pop().expect("peeked");
                     self.write(ToRuntime::ToolResult(ToolResult {
                         call,
@@ -318,7 +330,7 @@ impl<'a> Run<'a> {
                     continue;
                 }
             }
-            if !self.timers.is_empty() {
+            if !self.timers.is_empty() && !matches!(bound, Bound::Settle(..)) {
                 // agentsim holds a result back: that time is not the runtime's silence.
                 active = now;
             }
@@ -362,9 +374,25 @@ impl<'a> Run<'a> {
                     }
                     wake = wake.min(silence_ends);
                 }
+                Bound::Settle(_, quiet) => {
+                    let now_exchanges = self.server.exchanges();
+                    if now_exchanges != exchanges {
+                        exchanges = now_exchanges;
+                        active = now;
+                    }
+                    let quiet_ends = active + quiet;
+                    if now >= quiet_ends {
+                        return Ok(());
+                    }
+                    // Wake often enough to see model requests, which come on no channel.
+                    wake = wake.min(quiet_ends).min(now + quiet / 4);
+                }
             }
-            if let Some(Reverse((due, ..))) = self.timers.peek() {
-                wake = wake.min(*due);
+            // While settling, the results due later are held back: no wake for them.
+            if !matches!(bound, Bound::Settle(..)) {
+                if let Some(Reverse((due, ..))) = self.timers.peek() {
+                    wake = wake.min(*due);
+                }
             }
             let proc = self.proc.as_mut().expect("a process runs");
             tokio::select! {
@@ -507,17 +535,47 @@ impl<'a> Run<'a> {
                 c.ended.extend(stack.ended);
             }
             FromRuntime::Event(event) => {
-                let c = self
-                    .conversations
-                    .entry(event.conversation.clone())
-                    .or_default();
+                let frame = event.frame.clone();
+                let shown = match &event.body {
+                    EventBody::ToolResult {
+                        content, is_error, ..
+                    } => format!(
+                        "tool_result to {}: {content:?}{}",
+                        frame.as_deref().unwrap_or("main"),
+                        if *is_error { " (error)" } else { "" }
+                    ),
+                    EventBody::Response {
+                        text,
+                        iterations,
+                        tool_calls,
+                    } => format!(
+                        "response: {text:?}, {iterations} iterations, tools [{}]",
+                        tool_calls.join(", ")
+                    ),
+                    EventBody::Text { text } => format!("text {text:?}"),
+                    EventBody::ToolStart { name } => format!("tool_start {name}"),
+                    EventBody::ToolFinish { name } => format!("tool_finish {name}"),
+                    EventBody::ToolError { name } => format!("tool_error {name}"),
+                    EventBody::Other { .. } => quoted.to_owned(),
+                };
+                self.note(format!("runtime → event {}: {shown}", event.conversation));
+                let c = self.conversations.entry(event.conversation).or_default();
                 match event.body {
                     EventBody::ToolResult {
                         content, is_error, ..
                     } => c.results.push(SeenResult {
-                        frame: event.frame.unwrap_or_else(|| "main".to_owned()),
+                        frame: frame.unwrap_or_else(|| "main".to_owned()),
                         content,
                         is_error,
+                    }),
+                    EventBody::Response {
+                        text,
+                        iterations,
+                        tool_calls,
+                    } => c.responses.push(SeenResponse {
+                        text,
+                        iterations,
+                        tool_calls,
                     }),
                     EventBody::Text { text } => c.stream.push(format!("text: {text}")),
                     EventBody::ToolStart { name } => c.stream.push(format!("tool_start: {name}")),
@@ -525,7 +583,6 @@ impl<'a> Run<'a> {
                     EventBody::ToolError { name } => c.stream.push(format!("tool_error: {name}")),
                     EventBody::Other { .. } => {}
                 }
-                self.note(format!("runtime → {quoted}"));
             }
             FromRuntime::Error(_) => unreachable!("the session makes `error` a protocol error"),
         }
@@ -606,7 +663,11 @@ impl<'a> Run<'a> {
             }
             StepKind::Expect(e) => {
                 if self.idle_seq < self.seq {
+                    // Judged while a turn runs: let the runtime finish what is due by now.
                     self.timed_steps.push(self.step);
+                    let now = Instant::now();
+                    self.pump(|_| false, Bound::Settle(now, QUIET), "quiet")
+                        .await?;
                 }
                 self.read_journal();
                 let key = e.key.clone().unwrap_or_else(|| DEFAULT_KEY.to_owned());
@@ -728,9 +789,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Model calls answered from each agent's script so far.
+    /// Model calls answered from each agent's script so far, counted as the mock server routes
+    /// them (a call still waiting out its scripted latency counts, as it does in the simulator).
     fn llm_calls(&self) -> BTreeMap<String, usize> {
-        model_side::llm_calls(&self.exchanges)
+        self.server.calls_by_agent()
     }
 
     /// `no-display-leak`, on the requests journaled so far.

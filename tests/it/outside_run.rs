@@ -301,13 +301,13 @@ steps:
 llm: { main: [Hi there.] }
 steps:
   - user: hello
-  - expect: { response: { text: Hi there. } }
+  - expect: { time: 1s }
 ";
     let o = run("response", response, &fake("ok", ""), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         text(&o)
-            .contains("response.yaml:5:5: step 2: `expect.response` cannot be judged from outside"),
+            .contains("response.yaml:5:5: step 2: `expect.time` cannot be judged from outside"),
         "{}",
         text(&o)
     );
@@ -334,5 +334,35 @@ steps:
     assert!(
         out.contains("3 scenarios: 1 passed, 0 failed, 2 skipped"),
         "{out}"
+    );
+}
+
+#[test]
+fn the_response_expectation_is_judged_against_the_runtimes_response_events() {
+    let yaml = WITH_TOOL.replace(
+        "expect: { sent: [It is 4 degrees.] }",
+        "expect: { sent: [It is 4 degrees.], response: { text: It is 4 degrees., iterations: 2, tool_calls: [weather] } }",
+    );
+    let o = run("response-ok", &yaml, &fake("ok", "response"), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("runtime → event default: response: \"It is 4 degrees.\", 2 iterations, tools [weather]"),
+        "{}",
+        text(&o)
+    );
+    let wrong = yaml.replace("iterations: 2", "iterations: 3");
+    let o = run("response-wrong", &wrong, &fake("ok", "response"), &[]);
+    assert!(
+        text(&o).contains("response.iterations: expected 3, got 2"),
+        "{}",
+        text(&o)
+    );
+    // Without the capability, the key is a located error naming it.
+    let o = run("response-none", &yaml, &fake("ok", ""), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("`expect.response` needs the runtime capability `response`"),
+        "{}",
+        text(&o)
     );
 }

@@ -83,8 +83,9 @@ def main():
             continue
         messages = history.setdefault(conv, [])
         messages.append({"role": "user", "content": m["text"]})
-        calls = 0
+        calls = iterations = 0
         while True:
+            iterations += 1
             reply, text = ask(messages)
             messages.append({"role": "assistant", "content": reply["content"]})
             uses = [b for b in reply["content"] if b["type"] == "tool_use"]
@@ -105,6 +106,11 @@ def main():
         if "stack" in CAPS:
             out({"type": "stack", "conversation": conv, "frames": [{"name": "main", "iterations": 1}]})
         out({"type": "send", "conversation": conv, "text": text})
+        if "response" in CAPS:
+            out({"type": "event", "conversation": conv, "kind": "response", "frame": "main",
+                 "text": text, "iterations": iterations,
+                 "tool_calls": [b["name"] for m in messages if m["role"] == "assistant"
+                                for b in m["content"] if b["type"] == "tool_use"]})
         if "stack" in CAPS:
             out({"type": "stack", "conversation": conv, "frames": [],
                  "ended": [{"name": "main", "iterations": 1, "reason": "answered"}]})

@@ -76,6 +76,7 @@ class Frame:
     parent_tool_use_id: str | None = None
     asking: str | None = None     # the ask_user tool use it waits on
     waiting: bool = False         # waits for the user (between turns)
+    turn_start: int = 0           # main: where its turn begins in the conversation's messages
 
 
 @dataclass
@@ -126,7 +127,8 @@ def question_text(data: dict[str, Any]) -> str:
 
 
 class StackRuntime(Runtime):
-    capabilities = ("stack", "tool-results", "cancel-words", "ask-user", "parallel-tools", "restart")
+    capabilities = ("stack", "tool-results", "response", "cancel-words", "ask-user", "parallel-tools",
+                    "restart")
     name = "agentsim reference runtime (python) 1" + (f", planted bug {BUG}" if BUG else "")
 
     def on_hello(self, hello: Hello) -> None:
@@ -165,7 +167,8 @@ class StackRuntime(Runtime):
         else:
             if not c.stack:
                 main = self.hello.main
-                c.stack.append(Frame(main.name, main.frame, "main", c.main_messages, main.max_iterations))
+                c.stack.append(Frame(main.name, main.frame, "main", c.main_messages, main.max_iterations,
+                                     turn_start=len(c.main_messages)))
                 self.report(c, io)
             self.orchestrate(c, io, ("user", text))
         self.report(c, io)
@@ -207,7 +210,7 @@ class StackRuntime(Runtime):
                 if turn.text or turn.action == "ask":
                     io.send(turn.text, conversation=c.key)
                 if top.kind == "main" and turn.action == "send":
-                    self.finish_main(c, "answered")
+                    self.finish_main(c, "answered", turn.text, io)
                 else:
                     top.waiting = True
                 return
@@ -222,9 +225,9 @@ class StackRuntime(Runtime):
                 given = ("result", top.parent_tool_use_id, turn.text, False)
             elif top.kind == "main":
                 # A limit or a model error at the bottom: the user is told, the turn ends.
-                io.send(USER_MAX_STEPS if turn.action == "max_iterations" else f"LLM error: {turn.text}",
-                        conversation=c.key)
-                self.finish_main(c, turn.action)
+                notice = USER_MAX_STEPS if turn.action == "max_iterations" else f"LLM error: {turn.text}"
+                io.send(notice, conversation=c.key)
+                self.finish_main(c, turn.action, notice, io)
                 return
             elif turn.action == "max_iterations":
                 self.pop(c, "max_iterations")
@@ -242,9 +245,14 @@ class StackRuntime(Runtime):
         frame = c.stack.pop()
         c.ended.append({"name": frame.name, "iterations": frame.iteration, "reason": reason})
 
-    def finish_main(self, c: Conversation, reason: str) -> None:
+    def finish_main(self, c: Conversation, reason: str, text: str, io: IO) -> None:
+        """The main frame's turn ends: its response (capability `response`), then the stack clears."""
         main = c.stack[0]
         c.main_messages = main.messages
+        calls = [use["name"] for m in main.messages[main.turn_start:] if m["role"] == "assistant"
+                 for use in tool_uses(m)]
+        io.event("response", conversation=c.key, frame="main", text=text, iterations=main.iteration,
+                 tool_calls=calls)
         while c.stack:
             self.pop(c, reason)
 

@@ -94,6 +94,9 @@ struct Shared {
     transcript: Option<Mutex<Vec<(u64, String)>>>,
     /// Real seconds per scripted second of latencies.
     time_scale: f64,
+    /// Requests answered from each agent's script so far, counted when they are routed (before
+    /// any latency).
+    calls: Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -175,6 +178,12 @@ impl Running {
         self.shared.exchanges.load(Ordering::SeqCst)
     }
 
+    /// Requests answered from each agent's script so far, counted as they are routed (a reply
+    /// still waiting out its latency counts).
+    pub fn calls_by_agent(&self) -> std::collections::BTreeMap<String, usize> {
+        lock(&self.shared.calls).clone()
+    }
+
     /// The transcript so far, in exchange order (empty unless [`Options::transcript`]).
     pub fn transcript(&self) -> String {
         self.shared.transcript()
@@ -246,6 +255,7 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         attempts: Mutex::new(Default::default()),
         injected: AtomicU64::new(0),
         transcript: options.transcript.then(|| Mutex::new(Vec::new())),
+        calls: Mutex::default(),
         time_scale: if options.time_scale.is_finite() && options.time_scale >= 0.0 {
             options.time_scale
         } else {
@@ -596,6 +606,9 @@ async fn exchange(
             return s.refuse(line, n, error, outcome, broken, &request_id);
         }
     };
+    if address.entry.is_some() {
+        *lock(&s.calls).entry(address.agent.clone()).or_insert(0) += 1;
+    }
     if journaling {
         line["address"] = serde_json::to_value(&address).expect("serialises");
     }

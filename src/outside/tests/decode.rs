@@ -107,6 +107,19 @@ fn every_message_type_decodes_with_its_fields() {
         panic!("{:?}", event.body)
     };
     assert_eq!(serde_json::Value::Object(fields), json!({"text": 5}));
+    let FromRuntime::Event(event) = decoded(
+        r#"{"type":"event","conversation":"d","kind":"response","text":"Done.","iterations":2,"tool_calls":["use_skill","echo"]}"#,
+    ) else {
+        unreachable!()
+    };
+    assert_eq!(
+        event.body,
+        EventBody::Response {
+            text: "Done.".into(),
+            iterations: 2,
+            tool_calls: vec!["use_skill".into(), "echo".into()]
+        }
+    );
 }
 
 // --- decoding: every error kind a line alone shows ------------------------------------------
@@ -213,6 +226,18 @@ fn bad_field_names_the_missing_or_mistyped_field() {
         (
             r#"{"type":"event","conversation":"d","kind":"text"}"#,
             "`text`",
+        ),
+        (
+            r#"{"type":"event","conversation":"d","kind":"response","text":"t","iterations":1}"#,
+            "`tool_calls`",
+        ),
+        (
+            r#"{"type":"event","conversation":"d","kind":"response","text":"t","iterations":1,"tool_calls":["a",2]}"#,
+            "`tool_calls[1]`",
+        ),
+        (
+            r#"{"type":"event","conversation":"d","kind":"response","text":"t","iterations":-1,"tool_calls":[]}"#,
+            "`iterations`",
         ),
         (
             r#"{"type":"event","conversation":"d","kind":"tool_start","name":null}"#,

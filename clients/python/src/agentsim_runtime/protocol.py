@@ -30,6 +30,7 @@ RUNTIME_TYPES = ("ready", "send", "tool_call", "idle", "stack", "event", "error"
 CAPABILITIES = (
     "stack",
     "tool-results",
+    "response",
     "cancel-words",
     "ask-user",
     "parallel-tools",
