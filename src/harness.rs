@@ -38,6 +38,9 @@
 //! assert!(run.violation().is_none());
 //! ```
 
+#[cfg(feature = "mock-server")]
+mod outside;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -55,6 +58,9 @@ use crate::scenario::{
     self, Failure, Outcome, RunOptions, Scenario, ScenarioError, Step, StepKind,
 };
 use crate::sim::{Entry, Limits, Record, Sim};
+
+#[cfg(feature = "mock-server")]
+pub use outside::{run_file_against, run_file_against_with, OutsideRun};
 
 /// A finished run of a scenario: its outcome and the simulation as it ended.
 #[derive(Debug)]

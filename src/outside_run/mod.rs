@@ -235,6 +235,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         failure,
         reproduced,
         entries: std::mem::take(&mut run.entries),
+        sent: std::mem::take(&mut run.sent),
         exchanges: std::mem::take(&mut run.exchanges),
         model,
         stderr,

@@ -116,6 +116,8 @@ pub struct Outcome {
     pub reproduced: Option<String>,
     /// agentsim's and the runtime's lines, in order.
     pub entries: Vec<Entry>,
+    /// Every `send` of the runtime, as (conversation, text), in order.
+    pub sent: Vec<(String, String)>,
     /// The mock server's journal, one JSON value per exchange.
     pub exchanges: Vec<Value>,
     /// The mock server's report.

@@ -92,6 +92,8 @@ pub(super) struct Run<'a> {
     pub conversations: BTreeMap<String, Conversation>,
     marks: BTreeMap<String, Mark>,
     pub entries: Vec<Entry>,
+    /// Every `send`, as (conversation, text).
+    pub sent: Vec<(String, String)>,
     /// Exchanges begun when the runtime said idle for the last `seq` (the `idle` check).
     idle_exchanges: Option<u64>,
     pub timed_steps: Vec<usize>,
@@ -143,6 +145,7 @@ impl<'a> Run<'a> {
             conversations: BTreeMap::new(),
             marks: BTreeMap::new(),
             entries: Vec::new(),
+            sent: Vec::new(),
             idle_exchanges: None,
             timed_steps: Vec::new(),
             step: 0,
@@ -468,6 +471,7 @@ impl<'a> Run<'a> {
                     return Err(f);
                 }
                 self.note(format!("runtime → user {}: {:?}", s.conversation, s.text));
+                self.sent.push((s.conversation.clone(), s.text.clone()));
                 self.conversations
                     .entry(s.conversation)
                     .or_default()

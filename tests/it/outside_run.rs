@@ -306,8 +306,7 @@ steps:
     let o = run("response", response, &fake("ok", ""), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
-        text(&o)
-            .contains("response.yaml:5:5: step 2: `expect.time` cannot be judged from outside"),
+        text(&o).contains("response.yaml:5:5: step 2: `expect.time` cannot be judged from outside"),
         "{}",
         text(&o)
     );
@@ -365,4 +364,35 @@ fn the_response_expectation_is_judged_against_the_runtimes_response_events() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn a_rust_test_runs_a_scenario_against_an_outside_runtime_with_the_harness() {
+    let dir = fresh("harness");
+    let file = dir.join("hello.yaml");
+    std::fs::write(&file, HELLO).unwrap();
+    let run = agentsim::harness::run_file_against(&file, &fake("ok", "")).unwrap();
+    run.assert_passed();
+    assert_eq!(run.sent_to("default"), ["Hi there.", "Bye."]);
+    let wrong = dir.join("wrong.yaml");
+    std::fs::write(&wrong, HELLO.replace("[Bye.]", "[Ciao.]")).unwrap();
+    let run = agentsim::harness::run_file_against(&wrong, &fake("ok", "")).unwrap();
+    assert!(!run.passed());
+    let panic = std::panic::catch_unwind(|| {
+        run.assert_passed();
+    })
+    .expect_err("a failed run panics");
+    let message = panic.downcast_ref::<String>().unwrap();
+    assert!(
+        message.contains("sent: expected [\"Ciao.\"], got [\"Bye.\"]"),
+        "{message}"
+    );
+    assert!(message.contains("rerun: agentsim run"), "{message}");
+    // A scenario the runtime cannot express, or a command that is not one, is an error.
+    let stack = dir.join("stack.yaml");
+    std::fs::write(&stack, HELLO.replace("idle: true", "depth: 0")).unwrap();
+    let e = agentsim::harness::run_file_against(&stack, &fake("ok", "")).unwrap_err();
+    assert!(e.contains("needs the runtime capability `stack`"), "{e}");
+    let e = agentsim::harness::run_file_against(&file, "'unclosed").unwrap_err();
+    assert!(e.contains("a single quote is not closed"), "{e}");
 }
