@@ -2,6 +2,8 @@
 
 - :func:`run` speaks agentsim's runtime protocol (docs/runtime-protocol.md) on stdin/stdout, so
   that a runtime is one function ``on_user(conversation, text, io)``.
+- :func:`run_scenario` runs a scenario against a runtime with ``agentsim run --runtime`` and
+  parses the report; the pytest plugin's ``agentsim_run`` fixture fails the test when it fails.
 - :class:`MockLlm` starts ``agentsim mock-llm`` on a free port; the pytest plugin
   (``agentsim_runtime.pytest_plugin``, loaded by pytest itself) wraps it as the ``mock_llm``
   fixture, which fails the test when the server's report fails.
@@ -9,6 +11,7 @@
 
 from .loop import IO, Interrupted, Runtime, ShutdownRequested, ToolCall, ToolResult, run
 from .mock_llm import MockLlm, MockLlmError, Report, find_agentsim
+from .runs import NotRunnable, RunResult, run_scenario
 from .protocol import (
     CAPABILITIES,
     MAX_LINE,
@@ -31,8 +34,10 @@ __all__ = [
     "Interrupted",
     "MockLlm",
     "MockLlmError",
+    "NotRunnable",
     "ProtocolError",
     "Report",
+    "RunResult",
     "Runtime",
     "Settings",
     "ShutdownRequested",
@@ -42,6 +47,7 @@ __all__ = [
     "UserMessage",
     "find_agentsim",
     "run",
+    "run_scenario",
 ]
 
 __version__ = "0.1.0"

@@ -1,4 +1,14 @@
-"""The pytest plugin (registered through the ``pytest11`` entry point): the ``mock_llm`` fixture.
+"""The pytest plugin (registered through the ``pytest11`` entry point): the ``agentsim_run`` and
+``mock_llm`` fixtures.
+
+    def test_my_runtime(agentsim_run):
+        agentsim_run("scenarios/skill-asks-then-completes.yaml", [sys.executable, "my_agent.py"])
+
+``agentsim_run(scenario, runtime, *, env=None, args=(), expect_pass=True)`` runs ``agentsim run
+SCENARIO --runtime RUNTIME`` (see :func:`agentsim_runtime.run_scenario`): the whole scenario
+against your runtime, user steps, expectations and checks; the test fails with agentsim's report
+when the run fails (or, with ``expect_pass=False``, returns the :class:`RunResult` to judge), and
+when agentsim refuses the scenario (what the runtime cannot express).
 
     @pytest.mark.agentsim_scenario("scenarios/weather.yaml")
     def test_my_agent(mock_llm):
@@ -24,13 +34,51 @@ from typing import Iterator
 
 import pytest
 
+from typing import Any, Callable, Mapping, Sequence
+
 from .mock_llm import BIN_ENV, MockLlm, find_agentsim
+from .runs import NotRunnable, RunResult, run_scenario
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "agentsim_scenario(path): the scenario file the mock_llm fixture serves"
     )
+
+
+def _beside(request: pytest.FixtureRequest, value: str | Path) -> Path:
+    """A relative path from the test file's directory when it exists there, else as given."""
+    path = Path(value)
+    if not path.is_absolute():
+        beside = Path(request.node.path).parent / path
+        if beside.exists():
+            path = beside
+    return path
+
+
+@pytest.fixture
+def agentsim_run(request: pytest.FixtureRequest) -> Callable[..., RunResult]:
+    """Runs a scenario against a runtime command with ``agentsim run --runtime``; fails the test
+    when the run fails (unless ``expect_pass=False``) or agentsim refuses the scenario."""
+    if find_agentsim() is None:
+        pytest.fail(f"agentsim_run: no agentsim binary (set {BIN_ENV} or put agentsim on PATH)", pytrace=False)
+
+    def run(scenario: str | Path, runtime: str | Sequence[str], *, env: Mapping[str, str] | None = None,
+            args: Sequence[str] = (), expect_pass: bool = True) -> RunResult:
+        path = _beside(request, scenario)
+        try:
+            result = run_scenario(path, runtime, env=env, args=args)
+        except NotRunnable as e:
+            pytest.fail(f"agentsim refused {path.name}: {e}", pytrace=False)
+        if expect_pass and not result.passed:
+            failure: Any = result.failure or {}
+            stderr = "\n".join(f"  | {line}" for line in result.data.get("stderr", [])[-20:])
+            pytest.fail(f"agentsim run --runtime failed ({path.name}): {failure.get('message')}\n"
+                        f"{result.summary}\nthe runtime's last stderr lines:\n{stderr}\n\n"
+                        f"transcript:\n{result.transcript}", pytrace=False)
+        return result
+
+    return run
 
 
 def _scenario(request: pytest.FixtureRequest) -> Path:
@@ -44,11 +92,7 @@ def _scenario(request: pytest.FixtureRequest) -> Path:
                 pytrace=False,
             )
         value = marker.args[0]
-    path = Path(value)
-    if not path.is_absolute():
-        beside = Path(request.node.path).parent / path
-        if beside.exists():
-            path = beside
+    path = _beside(request, value)
     if not path.exists():
         pytest.fail(f"mock_llm: scenario {value} not found", pytrace=False)
     return path
