@@ -57,6 +57,10 @@ pub(crate) struct BenchArgs {
     /// mock-llm: measure plain requests, streamed ones, or both.
     #[arg(long, value_enum, default_value_t = BenchStream::Both)]
     stream: BenchStream,
+    /// runtime: the runtime to measure against (default: a built-in Python runtime of the
+    /// standard library that answers at once).
+    #[arg(long, value_name = "CMD")]
+    runtime: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -67,6 +71,9 @@ pub(crate) enum BenchWhat {
     MockLlm,
     /// Seed 003's flow against `agentsim serve` over loopback on an SQLite store.
     Serve,
+    /// What a run against an outside runtime costs agentsim (`--runtime`): runs per second and
+    /// the CPU split between agentsim and the runtime.
+    Runtime,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -138,6 +145,7 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             server_threads,
             api,
             stream,
+            runtime: _,
         } => {
             if !against.is_empty()
                 || !api.is_empty()
@@ -148,6 +156,22 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
             bench(workloads, seconds, repeat, json, observer)
+        }
+        #[cfg(feature = "mock-server")]
+        BenchArgs {
+            what: BenchWhat::Runtime,
+            seconds,
+            json,
+            runtime,
+            ..
+        } => super::bench_runtime::bench_runtime(seconds, json, runtime),
+        #[cfg(not(feature = "mock-server"))]
+        BenchArgs {
+            what: BenchWhat::Runtime,
+            ..
+        } => {
+            eprintln!("error: `bench runtime` needs the feature mock-server");
+            ExitCode::from(2)
         }
         #[cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
         BenchArgs {

@@ -2,6 +2,8 @@
 //! per command with what it does; `shared` holds what several commands use.
 
 pub(crate) mod bench;
+#[cfg(feature = "mock-server")]
+pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;
 #[cfg(feature = "mock-server")]

@@ -396,3 +396,31 @@ fn a_rust_test_runs_a_scenario_against_an_outside_runtime_with_the_harness() {
     let e = agentsim::harness::run_file_against(&file, "'unclosed").unwrap_err();
     assert!(e.contains("a single quote is not closed"), "{e}");
 }
+
+#[test]
+fn bench_runtime_measures_runs_and_the_cpu_split() {
+    let o = agentsim(&["bench", "runtime", "--seconds", "0", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["runs"], 3, "{v}");
+    for key in [
+        "runs_per_second",
+        "ms_per_run",
+        "agentsim_cpu_ms_per_run",
+        "runtime_cpu_ms_per_run",
+    ] {
+        assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {v}");
+    }
+    let share = v["agentsim_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0, "{v}");
+    // A runtime that fails the bench's scenario is an error, never a figure.
+    let o = agentsim(&[
+        "bench",
+        "runtime",
+        "--seconds",
+        "0",
+        "--runtime",
+        &fake("no-idle", ""),
+    ]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+}
