@@ -420,7 +420,7 @@ fn bench_runtime_measures_runs_and_the_cpu_split() {
         "--seconds",
         "0",
         "--runtime",
-        &fake("no-idle", ""),
+        &fake("garbage", ""),
     ]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
 }
