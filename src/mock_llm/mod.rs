@@ -42,6 +42,7 @@ impl Book {
                     route,
                     entries: entries.clone(),
                     per_conversation: scenario.per_conversation.contains(name),
+                    history: scenario.history.of(name),
                 }
             })
             .collect();

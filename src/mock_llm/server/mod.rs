@@ -87,8 +87,8 @@ struct Shared {
     exchanges: AtomicU64,
     stop: watch::Sender<bool>,
     faults: Option<RandomFaults>,
-    /// Requests per (conversation, turn), for the fault decisions.
-    attempts: Mutex<std::collections::BTreeMap<(usize, usize), u32>>,
+    /// Requests per (conversation, agent, turn), for the fault decisions.
+    attempts: Mutex<std::collections::BTreeMap<(usize, String, usize), u32>>,
     injected: AtomicU64,
     /// The transcript's exchanges, rendered as they are journaled, if one is kept.
     transcript: Option<Mutex<Vec<(u64, String)>>>,
@@ -649,7 +649,7 @@ async fn exchange(
                 let attempt = {
                     let mut attempts = lock(&s.attempts);
                     let n = attempts
-                        .entry((address.conversation, address.turn))
+                        .entry((address.conversation, address.agent.clone(), address.turn))
                         .or_insert(0);
                     *n += 1;
                     *n

@@ -104,6 +104,39 @@ pub struct AgentSpec {
     #[serde(default)]
     #[schemars(with = "Option<ScriptMode>")]
     pub script: Option<Spanned<ScriptMode>>,
+    /// For `agentsim mock-llm`: how the history a request replays is held to what the server
+    /// sent (default: the file's `history`, or `exact`).
+    #[serde(default)]
+    pub history: Option<HistoryPolicy>,
+}
+
+/// How `agentsim mock-llm` holds the history a request replays to what it sent (`history:`, per
+/// agent or for the whole file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryPolicy {
+    /// A conversation is the agent's own: every assistant turn a request replays must be one the
+    /// server sent to that agent, in that conversation, in order (the default).
+    #[default]
+    Exact,
+    /// Agents share histories: a request that continues the turns the server sent, whichever
+    /// agents they were sent to, continues that conversation; assistant messages the client wrote
+    /// itself are allowed where they do not claim to be the server's.
+    Continuation,
+    /// For runtimes that compact, trim or summarise: only the request's tool pairing is checked;
+    /// the history is not compared with what the server sent.
+    Lenient,
+}
+
+impl HistoryPolicy {
+    /// The name written in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            HistoryPolicy::Exact => "exact",
+            HistoryPolicy::Continuation => "continuation",
+            HistoryPolicy::Lenient => "lenient",
+        }
+    }
 }
 
 /// A workflow an agent runs.
