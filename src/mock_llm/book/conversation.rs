@@ -120,6 +120,9 @@ pub(super) struct Index {
     answered: HashMap<(u64, usize), (usize, usize)>,
     /// The turns by the ids of the tool uses they hold.
     tool_ids: HashMap<String, (usize, usize)>,
+    /// The last turn sent with this content, whatever it answered (`lenient`: a compacted
+    /// history that keeps a served turn).
+    content: HashMap<u64, (usize, usize)>,
 }
 
 impl Book {
@@ -175,6 +178,9 @@ impl Book {
                 .entry(chain)
                 .or_default()
                 .push((conversation, at));
+            self.index
+                .content
+                .insert(link(SEED, &sent), (conversation, at));
         }
         for b in &sent {
             if let Sent::ToolUse { id, .. } = b {
@@ -209,6 +215,10 @@ impl Book {
         if let Some(list) = self.index.chains.get_mut(&t.chain) {
             list.retain(|&e| e != (conversation, at));
         }
+        let content = link(SEED, &t.sent);
+        if self.index.content.get(&content) == Some(&(conversation, at)) {
+            self.index.content.remove(&content);
+        }
         for b in &t.sent {
             if let Sent::ToolUse { id, .. } = b {
                 if self.index.tool_ids.get(id) == Some(&(conversation, at)) {
@@ -232,7 +242,11 @@ impl Book {
         asked: usize,
     ) -> Result<Found, Miss> {
         let mut closest: Option<(usize, usize)> = None;
-        let alike = self.index.by_first.get(first).map_or(&[][..], Vec::as_slice);
+        let alike = self
+            .index
+            .by_first
+            .get(first)
+            .map_or(&[][..], Vec::as_slice);
         for &i in alike {
             let c = &self.conversations[i];
             if c.agent != agent || !c.single {
@@ -391,6 +405,10 @@ impl Book {
                 if walk.claimed.is_none() {
                     walk.claimed = Some((k, hit));
                 }
+            } else if let Some(&(c, i)) = self.index.content.get(&link(SEED, m)) {
+                if same_turn(&self.conversations[c].turns[i].sent, m) {
+                    walk.last = Some((c, i));
+                }
             }
         }
         walk
@@ -534,7 +552,7 @@ struct Walk {
     chain: u64,
     /// The last served turn on that chain.
     at: Option<(usize, usize)>,
-    /// The last served turn it replays, on the chain or not.
+    /// The last served turn it replays, on the chain or not (by a tool use's id or by content).
     last: Option<(usize, usize)>,
     /// The first message off the chain that holds a tool use the server sent, and that turn.
     claimed: Option<(usize, (usize, usize))>,

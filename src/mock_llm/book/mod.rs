@@ -13,12 +13,20 @@
 //!    match; none or several is a miss that lists every agent's rule, except that among agents
 //!    matched by these default rules the one whose model name is the request's wins (a fork of
 //!    seed 001 sends its script name, `main#1`, as its model, with its caller's system prompt).
-//! 2. *Conversation.* A conversation is named by its agent and its first user message. Among the
-//!    conversations of that name (several when a runtime starts alike conversations, in parallel
-//!    or one after another), the request belongs to the first, in order of first appearance, whose
-//!    replies the request replays exactly (no reply yet counts too: a retry after a fault); a
-//!    request with no assistant turn that fits none starts a new conversation.
-//! 3. *Turn.* The turn is the number of assistant turns the request replays (an empty reply the
+//! 2. *Conversation.* How is the agent's `history:` policy. `exact` (the default): a conversation
+//!    is named by its agent and its first user message. Among the conversations of that name
+//!    (several when a runtime starts alike conversations, in parallel or one after another), the
+//!    request belongs to the first, in order of first appearance, whose replies the request
+//!    replays exactly (no reply yet counts too: a retry after a fault); a request with no
+//!    assistant turn that fits none starts a new conversation. `continuation`: every turn the
+//!    server sends is indexed by the chain of served turns it follows; the request's assistant
+//!    messages are followed along those chains, by hash, and the last served turn they reach names
+//!    the conversation, whichever agents its turns were sent to (a handoff, a supervisor and its
+//!    workers); messages off the chain are the client's own unless they hold a tool use the server
+//!    sent (then the request rewrote or dropped history). `lenient`: the same lookup, where any
+//!    served turn the request still holds names the conversation, and nothing is compared.
+//! 3. *Turn.* The turn is the agent's: the number of turns the server sent to that agent in the
+//!    conversation (under `exact`, the assistant turns the request replays; an empty reply the
 //!    server sent is never replayed, as no provider takes an empty assistant message: a request
 //!    that replays the turns before it and says more than the request that got it is past it).
 //!    A turn takes the

@@ -497,3 +497,5 @@ fn letters_count_without_digits() {
     assert_eq!(clip("abcdef", 3), "abc…");
     assert_eq!(clip("abc", 3), "abc");
 }
+
+mod history;
