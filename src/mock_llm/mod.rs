@@ -7,6 +7,8 @@
 //! - `server` (feature `mock-server`): the HTTP server (axum on tokio): validation with
 //!   [`crate::wire`], replies and streams from [`crate::wire::reply`], scripted faults, the JSONL
 //!   journal, the transcript and the report.
+//! - [`responses`]: pure; the OpenAI Responses items and responses sent, for `item_reference` and
+//!   `previous_response_id`.
 //! - [`transcript`]: pure; the journal's exchanges in agentsim's rendering.
 
 pub mod book;
@@ -14,6 +16,7 @@ pub mod book;
 pub mod load;
 #[cfg(feature = "mock-server")]
 pub mod server;
+pub mod responses;
 pub mod transcript;
 
 use crate::scenario::Scenario;
