@@ -14,9 +14,9 @@
 pub mod book;
 #[cfg(feature = "mock-server")]
 pub mod load;
+pub mod responses;
 #[cfg(feature = "mock-server")]
 pub mod server;
-pub mod responses;
 pub mod transcript;
 
 use crate::scenario::Scenario;

@@ -271,7 +271,11 @@ mod tests {
         assert_eq!(body["input"][1], message("msg_1", "Let me look."));
         assert_eq!(body["input"][2]["call_id"], "call_1");
         let request = crate::wire::openai_responses::validate(&body).expect("valid");
-        assert_eq!(request.messages.len(), 3, "user, assistant (text and call), result");
+        assert_eq!(
+            request.messages.len(),
+            3,
+            "user, assistant (text and call), result"
+        );
         let unknown = json!({"model": "m", "input": [{"type": "item_reference", "id": "msg_x"}]});
         let e = kept.resolve(&unknown).unwrap_err();
         assert_eq!(
@@ -298,7 +302,10 @@ mod tests {
         let mut kept = Responses::new();
         let first = json!({"model": "m", "input": "hi", "instructions": "be brief"});
         let (_, pending) = kept.resolve(&first).unwrap();
-        kept.keep(pending, &response("resp_1", json!([call("fc_1", "call_1")])));
+        kept.keep(
+            pending,
+            &response("resp_1", json!([call("fc_1", "call_1")])),
+        );
         let second = json!({"model": "m", "previous_response_id": "resp_1",
             "input": [{"type": "function_call_output", "call_id": "call_1", "output": "ok"}]});
         let (body, pending) = kept.resolve(&second).unwrap();
@@ -340,10 +347,7 @@ mod tests {
         let (_, pending) = kept.resolve(&body).unwrap();
         kept.keep(pending, &response("resp_1", json!([message("msg_1", "x")])));
         let next = json!({"model": "m", "previous_response_id": "resp_1", "input": "y"});
-        assert_eq!(
-            kept.resolve(&next),
-            Err(Unknown::Previous("resp_1".into()))
-        );
+        assert_eq!(kept.resolve(&next), Err(Unknown::Previous("resp_1".into())));
         let next = json!({"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]});
         assert!(matches!(kept.resolve(&next), Err(Unknown::Item { .. })));
     }

@@ -116,8 +116,9 @@ pub(super) struct Index {
     open: HashMap<(usize, String), Vec<usize>>,
     /// The turns by their chain: (conversation, index of the turn).
     chains: HashMap<u64, Vec<(usize, usize)>>,
-    /// The last turn each agent was sent in answer to a chain.
-    answered: HashMap<(u64, usize), (usize, usize)>,
+    /// The last turn each agent was sent in answer to a chain, per conversation: (chain, agent,
+    /// conversation) to the turn's index.
+    answered: HashMap<(u64, usize, usize), usize>,
     /// The turns by the ids of the tool uses they hold.
     tool_ids: HashMap<String, (usize, usize)>,
     /// The last turn sent with this content, whatever it answered (`lenient`: a compacted
@@ -189,7 +190,7 @@ impl Book {
         }
         self.index
             .answered
-            .insert((parent, agent), (conversation, at));
+            .insert((parent, agent, conversation), at);
         c.turns.push(Turn {
             agent,
             sent,
@@ -226,8 +227,8 @@ impl Book {
                 }
             }
         }
-        if self.index.answered.get(&(t.parent, agent)) == Some(&(conversation, at)) {
-            self.index.answered.remove(&(t.parent, agent));
+        if self.index.answered.get(&(t.parent, agent, conversation)) == Some(&at) {
+            self.index.answered.remove(&(t.parent, agent, conversation));
         }
     }
 
@@ -445,37 +446,65 @@ impl Book {
                 parent: walk.chain,
             });
         };
-        if !lenient {
-            if let Some(&(c2, j)) = self.index.answered.get(&(walk.chain, agent)) {
-                let t = &self.conversations[c2].turns[j];
-                let past_empty = t.sent.is_empty() && asked > t.asked;
-                if !past_empty {
-                    let turn = self.conversations[c2].turns[..=j]
-                        .iter()
-                        .filter(|u| u.agent == agent)
-                        .count();
-                    return Err(Miss {
-                        violation: Some(REPLAYED_HISTORY),
-                        message: format!(
-                            "the request replays a history agent `{name}` was already answered on, in conversation {} (its turn {}: {}), without that answer: later turns were dropped",
-                            c2 + 1,
-                            turn - 1,
-                            describe(&t.sent)
-                        ),
-                        address: Some(Address {
-                            agent: name,
-                            conversation: c2 + 1,
-                            turn: turn - 1,
-                            entry: None,
-                        }),
-                    });
+        if lenient {
+            return Ok(Found {
+                conversation: c,
+                turn: self.conversations[c].count(agent),
+                parent: walk.chain,
+            });
+        }
+        // The conversations whose served history is the request's (several when alike
+        // conversations were sent the same turns: told apart by order of first appearance, as
+        // under `exact`): the first one this agent was not yet answered on, or is past an empty
+        // answer in.
+        let mut refused: Option<(usize, usize)> = None;
+        let alike = self
+            .index
+            .chains
+            .get(&walk.chain)
+            .map_or(&[][..], Vec::as_slice);
+        for &(c, _) in alike {
+            match self.index.answered.get(&(walk.chain, agent, c)) {
+                None => {
+                    return Ok(Found {
+                        conversation: c,
+                        turn: self.conversations[c].count(agent),
+                        parent: walk.chain,
+                    })
+                }
+                Some(&j) => {
+                    let t = &self.conversations[c].turns[j];
+                    if t.sent.is_empty() && asked > t.asked {
+                        return Ok(Found {
+                            conversation: c,
+                            turn: self.conversations[c].count(agent),
+                            parent: walk.chain,
+                        });
+                    }
+                    refused.get_or_insert((c, j));
                 }
             }
         }
-        Ok(Found {
-            conversation: c,
-            turn: self.conversations[c].count(agent),
-            parent: walk.chain,
+        let (c, j) = refused.unwrap_or((c, 0));
+        let t = &self.conversations[c].turns[j];
+        let turn = self.conversations[c].turns[..=j]
+            .iter()
+            .filter(|u| u.agent == agent)
+            .count()
+            .saturating_sub(1);
+        Err(Miss {
+            violation: Some(REPLAYED_HISTORY),
+            message: format!(
+                "the request replays a history agent `{name}` was already answered on, in conversation {} (its turn {turn}: {}), without that answer: later turns were dropped",
+                c + 1,
+                describe(&t.sent)
+            ),
+            address: Some(Address {
+                agent: name,
+                conversation: c + 1,
+                turn,
+                entry: None,
+            }),
         })
     }
 

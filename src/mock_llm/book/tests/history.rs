@@ -56,7 +56,12 @@ fn handoff_book(forecaster: HistoryPolicy) -> Book {
 fn a_handoff_continues_the_conversation_under_the_new_agents_script() {
     let mut book = handoff_book(HistoryPolicy::Continuation);
     let ask_user = user("Weather in Rome?");
-    let (a, first) = ask(&mut book, "triage", messages(std::slice::from_ref(&ask_user))).unwrap();
+    let (a, first) = ask(
+        &mut book,
+        "triage",
+        messages(std::slice::from_ref(&ask_user)),
+    )
+    .unwrap();
     assert_eq!((a.agent.as_str(), a.conversation, a.turn), ("triage", 1, 0));
     let handoff = tool_id(&first);
     let [call, result] = call_and_result(&handoff, "transfer_to_forecaster");
@@ -85,7 +90,12 @@ fn a_handoff_continues_the_conversation_under_the_new_agents_script() {
 fn an_exact_agent_refuses_a_handed_off_history_and_names_the_policy_that_takes_it() {
     let mut book = handoff_book(HistoryPolicy::Exact);
     let ask_user = user("Weather in Rome?");
-    let (_, first) = ask(&mut book, "triage", messages(std::slice::from_ref(&ask_user))).unwrap();
+    let (_, first) = ask(
+        &mut book,
+        "triage",
+        messages(std::slice::from_ref(&ask_user)),
+    )
+    .unwrap();
     let [call, result] = call_and_result(&tool_id(&first), "transfer_to_forecaster");
     let miss = ask(&mut book, "forecaster", messages(&[ask_user, call, result])).unwrap_err();
     assert_eq!(miss.violation, Some(REPLAYED_HISTORY));
@@ -288,4 +298,34 @@ fn lenient_follows_a_compacted_history_and_never_compares_it() {
     let rewritten = messages(&[user("Weather?"), assistant("Rome is rainy."), user("Sure?")]);
     let miss = ask(&mut book, "main", rewritten).unwrap_err();
     assert_eq!(miss.violation, None, "{}", miss.message);
+}
+
+#[test]
+fn alike_continued_conversations_are_told_apart_by_order_of_first_appearance() {
+    let mut main = with(
+        "main",
+        HistoryPolicy::Continuation,
+        vec![text("It is 18 C."), text("Cloudy.")],
+    );
+    main.per_conversation = true;
+    let mut book = Book::new(vec![main]);
+    let hi = messages(&[user("Weather?")]);
+    let (a1, _) = ask(&mut book, "main", hi.clone()).unwrap();
+    let (a2, _) = ask(&mut book, "main", hi).unwrap();
+    assert_eq!((a1.conversation, a2.conversation), (1, 2));
+    // Both were sent the same turn: the two follow-ups, whatever their order, get one each.
+    let more = messages(&[user("Weather?"), assistant("It is 18 C."), user("Sky?")]);
+    for n in [1, 2] {
+        let (a, _) = ask(&mut book, "main", more.clone()).unwrap();
+        assert_eq!((a.conversation, a.turn, a.entry), (n, 1, Some(2)));
+    }
+    // A third is a history both were already answered on.
+    let miss = ask(&mut book, "main", more).unwrap_err();
+    assert_eq!(miss.violation, Some(REPLAYED_HISTORY));
+    assert!(
+        miss.message.contains("later turns were dropped"),
+        "{}",
+        miss.message
+    );
+    assert!(book.unused().is_empty());
 }
