@@ -291,6 +291,7 @@ impl ScenarioBuilder {
                 expect_violation: None,
                 routes: Default::default(),
                 per_conversation: Default::default(),
+                history: Default::default(),
             },
         }
     }

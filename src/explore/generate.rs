@@ -543,6 +543,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Scenario {
         expect_violation: None,
         routes: BTreeMap::new(),
         per_conversation: Default::default(),
+        history: Default::default(),
     }
 }
 

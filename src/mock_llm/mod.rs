@@ -7,11 +7,14 @@
 //! - `server` (feature `mock-server`): the HTTP server (axum on tokio): validation with
 //!   [`crate::wire`], replies and streams from [`crate::wire::reply`], scripted faults, the JSONL
 //!   journal, the transcript and the report.
+//! - [`responses`]: pure; the OpenAI Responses items and responses sent, for `item_reference` and
+//!   `previous_response_id`.
 //! - [`transcript`]: pure; the journal's exchanges in agentsim's rendering.
 
 pub mod book;
 #[cfg(feature = "mock-server")]
 pub mod load;
+pub mod responses;
 #[cfg(feature = "mock-server")]
 pub mod server;
 pub mod transcript;
@@ -42,6 +45,7 @@ impl Book {
                     route,
                     entries: entries.clone(),
                     per_conversation: scenario.per_conversation.contains(name),
+                    history: scenario.history.of(name),
                 }
             })
             .collect();

@@ -57,7 +57,17 @@ pub fn render(line: &Value) -> String {
     out.push('\n');
     let provider = provider_of(path);
     if let (Some(provider), Some(request)) = (provider, line.get("request")) {
-        if let Ok(decoded) = wire::decode(provider, request) {
+        // A Responses request's item references and previous response, as the server resolved
+        // them (the journal keeps the request as it came).
+        let resolved = line.get("resolved_input").map(|input| {
+            let mut r = request.clone();
+            r["input"] = input.clone();
+            if let Some(o) = r.as_object_mut() {
+                o.remove("previous_response_id");
+            }
+            r
+        });
+        if let Ok(decoded) = wire::decode(provider, resolved.as_ref().unwrap_or(request)) {
             out.push_str(&format!(
                 "   {who} → llm: {} messages, tools [{}]",
                 decoded.messages.len(),

@@ -103,6 +103,7 @@ impl Builder<'_> {
             seed,
             expect_violation,
             settings,
+            history,
             agents,
             llm,
             tools,
@@ -193,7 +194,14 @@ impl Builder<'_> {
         let step_specs_empty = step_specs.is_empty();
         let mut routes = BTreeMap::new();
         let mut per_conversation = std::collections::BTreeSet::new();
+        let mut policies = crate::scenario::HistoryPolicies {
+            file: history.unwrap_or_default(),
+            agents: BTreeMap::new(),
+        };
         for (name, spec) in &agents {
+            if let Some(policy) = spec.value.history {
+                policies.agents.insert(name.clone(), policy);
+            }
             if let Some(rule) = &spec.value.route {
                 routes.insert(name.clone(), self.route(name, rule)?);
             }
@@ -318,6 +326,7 @@ impl Builder<'_> {
             expect_violation,
             routes,
             per_conversation,
+            history: policies,
         })
     }
 

@@ -68,6 +68,25 @@ pub struct Scenario {
     /// The agents whose script each conversation gets whole (`script: per_conversation`, for
     /// `agentsim mock-llm`).
     pub per_conversation: std::collections::BTreeSet<String>,
+    /// How `agentsim mock-llm` holds each agent's replayed history to what it sent.
+    pub history: HistoryPolicies,
+}
+
+/// The `history:` policies of a scenario: the file's, and the agents' own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistoryPolicies {
+    /// The file's `history` (for agents that set none).
+    pub file: format::HistoryPolicy,
+    /// The agents' own `history`, by agent name.
+    pub agents: BTreeMap<String, format::HistoryPolicy>,
+}
+
+impl HistoryPolicies {
+    /// The policy of the agent `name`; a fork's script (`main#1`) has its agent's.
+    pub fn of(&self, name: &str) -> format::HistoryPolicy {
+        let base = name.split_once('#').map_or(name, |(base, _)| base);
+        self.agents.get(base).copied().unwrap_or(self.file)
+    }
 }
 
 /// The conditions that route a request to an agent (all given ones must hold).

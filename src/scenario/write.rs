@@ -176,6 +176,7 @@ fn agent_value(
     passthrough: Option<Value>,
     route: Option<&crate::scenario::MatchRule>,
     per_conversation: bool,
+    history: Option<crate::scenario::format::HistoryPolicy>,
 ) -> Value {
     let default = AgentDef::new(def.name.clone(), def.kind);
     let mut m = Map::new();
@@ -260,6 +261,9 @@ fn agent_value(
     }
     if per_conversation {
         m.insert("script".into(), json!("per_conversation"));
+    }
+    if let Some(policy) = history {
+        m.insert("history".into(), json!(policy.name()));
     }
     Value::Object(m)
 }
@@ -347,6 +351,9 @@ pub fn to_yaml(s: &Scenario) -> String {
     if !settings.is_empty() {
         let _ = writeln!(out, "settings: {}", flow(&Value::Object(settings)));
     }
+    if s.history.file != crate::scenario::format::HistoryPolicy::default() {
+        let _ = writeln!(out, "history: {}", s.history.file.name());
+    }
 
     out.push_str("agents:\n");
     let _ = writeln!(
@@ -357,6 +364,7 @@ pub fn to_yaml(s: &Scenario) -> String {
             None,
             s.routes.get("main"),
             s.per_conversation.contains("main"),
+            s.history.agents.get("main").copied(),
         ))
     );
     for def in s.catalog.skills.values().chain(s.catalog.agents.values()) {
@@ -372,6 +380,7 @@ pub fn to_yaml(s: &Scenario) -> String {
                 passthrough,
                 s.routes.get(&def.name),
                 s.per_conversation.contains(&def.name),
+                s.history.agents.get(&def.name).copied(),
             ))
         );
     }

@@ -19,6 +19,7 @@ mod http_model;
 mod loader;
 mod mock_llm;
 mod mock_llm_errors;
+mod mock_llm_history;
 mod mock_llm_wrong_url;
 mod outside_run;
 mod props;

@@ -13,12 +13,20 @@
 //!    match; none or several is a miss that lists every agent's rule, except that among agents
 //!    matched by these default rules the one whose model name is the request's wins (a fork of
 //!    seed 001 sends its script name, `main#1`, as its model, with its caller's system prompt).
-//! 2. *Conversation.* A conversation is named by its agent and its first user message. Among the
-//!    conversations of that name (several when a runtime starts alike conversations, in parallel
-//!    or one after another), the request belongs to the first, in order of first appearance, whose
-//!    replies the request replays exactly (no reply yet counts too: a retry after a fault); a
-//!    request with no assistant turn that fits none starts a new conversation.
-//! 3. *Turn.* The turn is the number of assistant turns the request replays (an empty reply the
+//! 2. *Conversation.* How is the agent's `history:` policy. `exact` (the default): a conversation
+//!    is named by its agent and its first user message. Among the conversations of that name
+//!    (several when a runtime starts alike conversations, in parallel or one after another), the
+//!    request belongs to the first, in order of first appearance, whose replies the request
+//!    replays exactly (no reply yet counts too: a retry after a fault); a request with no
+//!    assistant turn that fits none starts a new conversation. `continuation`: every turn the
+//!    server sends is indexed by the chain of served turns it follows; the request's assistant
+//!    messages are followed along those chains, by hash, and the last served turn they reach names
+//!    the conversation, whichever agents its turns were sent to (a handoff, a supervisor and its
+//!    workers); messages off the chain are the client's own unless they hold a tool use the server
+//!    sent (then the request rewrote or dropped history). `lenient`: the same lookup, where any
+//!    served turn the request still holds names the conversation, and nothing is compared.
+//! 3. *Turn.* The turn is the agent's: the number of turns the server sent to that agent in the
+//!    conversation (under `exact`, the assistant turns the request replays; an empty reply the
 //!    server sent is never replayed, as no provider takes an empty assistant message: a request
 //!    that replays the turns before it and says more than the request that got it is past it).
 //!    A turn takes the
@@ -42,7 +50,6 @@
 mod conversation;
 mod route;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::drive::scripted::{Attempts, ReplyKind, ScriptBlock, ScriptedReply};
@@ -52,7 +59,8 @@ pub use crate::scenario::MatchRule;
 use crate::wire::reply::{OutBlock, Reply, Stop};
 use crate::wire::{Provider, Request};
 
-use conversation::{sent_of, sent_of_out, Conversation, Sent};
+pub use crate::scenario::format::HistoryPolicy;
+use conversation::{sent_of, sent_of_out, Conversation, Found, Index, Sent};
 pub use route::{Route, AGENT_HEADER};
 
 /// One agent's script and how requests find it.
@@ -67,6 +75,8 @@ pub struct AgentScript {
     /// Each conversation of this agent gets the whole script from its first entry (instead of
     /// the conversations sharing one script, handed out turn by turn).
     pub per_conversation: bool,
+    /// How the history its requests replay is held to what the server sent.
+    pub history: HistoryPolicy,
 }
 
 /// Where a request was routed.
@@ -130,8 +140,8 @@ pub struct Book {
     /// Per agent: the next unassigned entry.
     cursors: Vec<usize>,
     conversations: Vec<Conversation>,
-    /// The conversations by first user message (lookups only, never iterated).
-    by_first: HashMap<String, Vec<usize>>,
+    /// The lookups (never iterated).
+    index: Index,
 }
 
 impl Book {
@@ -141,7 +151,7 @@ impl Book {
             cursors: vec![0; agents.len()],
             agents,
             conversations: Vec::new(),
-            by_first: HashMap::new(),
+            index: Index::default(),
         }
     }
 
@@ -158,17 +168,15 @@ impl Book {
     /// Takes back the reply just given at `address` (a fault was injected in its place): the
     /// conversation did not receive it, and the next request for that turn gets it again.
     pub fn retract(&mut self, address: &Address) {
-        let Some(c) = self
-            .conversations
-            .get_mut(address.conversation.wrapping_sub(1))
-        else {
+        let Some(agent) = self.agents.iter().position(|a| a.name == address.agent) else {
             return;
         };
-        if c.sent.len() == address.turn + 1 {
-            c.sent.pop();
-            c.asked.pop();
-        }
-        if let Some((_, done)) = c.plans.get_mut(address.turn) {
+        let conversation = address.conversation.wrapping_sub(1);
+        self.unrecord(conversation, agent, address.turn);
+        let Some(c) = self.conversations.get_mut(conversation) else {
+            return;
+        };
+        if let Some((_, done)) = c.plans.get_mut(&(agent, address.turn)) {
             *done = done.saturating_sub(1);
         }
     }
@@ -182,15 +190,15 @@ impl Book {
             .map(|a| vec![false; a.entries.len()])
             .collect();
         for c in &self.conversations {
-            let entries = &self.agents[c.agent].entries;
-            for (plan, done) in &c.plans {
+            for (&(agent, _), (plan, done)) in &c.plans {
+                let entries = &self.agents[agent].entries;
                 // An entry is served once an attempt reached it.
                 let mut start = 0u64;
                 for &entry in plan {
                     if (*done as u64) <= start {
                         break;
                     }
-                    served[c.agent][entry] = true;
+                    served[agent][entry] = true;
                     match attempts(&entries[entry]) {
                         Some(n) => start += u64::from(n),
                         None => break,
@@ -236,18 +244,39 @@ impl Book {
         // How much the request says: its blocks, all messages counted (a turn past an empty
         // reply has more of them than the request that got it).
         let asked: usize = request.messages.iter().map(|m| m.content.len()).sum();
-        let (conversation, turn) = self.conversation(agent, &first, &replayed, asked)?;
+        let Found {
+            conversation,
+            turn,
+            parent,
+        } = match self.agents[agent].history {
+            HistoryPolicy::Exact => self.conversation(agent, &first, &replayed, asked)?,
+            HistoryPolicy::Continuation => {
+                self.continuation(agent, &first, &replayed, asked, false)?
+            }
+            HistoryPolicy::Lenient => self.continuation(agent, &first, &replayed, asked, true)?,
+        };
+        // The reply's ids are numbered by its place in the conversation (unique there, whichever
+        // agent it is sent to).
+        let place = self.conversations[conversation].turns.len();
         let mut address = Address {
             agent: self.agents[agent].name.clone(),
             conversation: conversation + 1,
             turn,
             entry: None,
         };
-        if self.conversations[conversation].plans.len() <= turn {
+        if !self.conversations[conversation]
+            .plans
+            .contains_key(&(agent, turn))
+        {
             let plan = self.plan(agent, conversation);
-            self.conversations[conversation].plans.push((plan, 0));
+            self.conversations[conversation]
+                .plans
+                .insert((agent, turn), (plan, 0));
         }
-        let (plan, done) = &mut self.conversations[conversation].plans[turn];
+        let (plan, done) = self.conversations[conversation]
+            .plans
+            .get_mut(&(agent, turn))
+            .expect("the turn's plan");
         let Some(&entry) = position(&self.agents[agent].entries, plan, *done).map(|p| &plan[p])
         else {
             let script = &self.agents[agent];
@@ -290,7 +319,7 @@ impl Book {
                         }
                         _ => (Vec::new(), scripted),
                     };
-                    Box::new(self.reply(provider, conversation, turn, &blocks, of, request))
+                    Box::new(self.reply(provider, conversation, place, &blocks, of, request))
                 });
                 Answer::Error {
                     kind: *kind,
@@ -304,25 +333,21 @@ impl Book {
             ReplyKind::Content(blocks) => {
                 let blocks: Vec<_> = blocks.iter().map(|b| (0, b)).collect();
                 Answer::Reply {
-                    reply: self.reply(provider, conversation, turn, &blocks, scripted, request),
+                    reply: self.reply(provider, conversation, place, &blocks, scripted, request),
                     after_ms: scripted.after_ms,
                 }
             }
             ReplyKind::Stream(chunks) => {
                 let blocks: Vec<_> = chunks.iter().map(|c| (c.after_ms, &c.block)).collect();
                 Answer::Reply {
-                    reply: self.reply(provider, conversation, turn, &blocks, scripted, request),
+                    reply: self.reply(provider, conversation, place, &blocks, scripted, request),
                     after_ms: scripted.after_ms,
                 }
             }
         };
         if let Answer::Reply { reply, .. } = &answer {
             let sent = reply.blocks.iter().map(sent_of_out).collect();
-            let conv = &mut self.conversations[conversation];
-            if conv.sent.len() == turn {
-                conv.sent.push(sent);
-                conv.asked.push(asked);
-            }
+            self.record(conversation, agent, sent, asked, parent, &first);
         }
         Ok((address, answer))
     }
@@ -332,7 +357,15 @@ impl Book {
     fn plan(&mut self, agent: usize, conversation: usize) -> Vec<usize> {
         let entries = &self.agents[agent].entries;
         let cursor = if self.agents[agent].per_conversation {
-            &mut self.conversations[conversation].cursor
+            let cursors = &mut self.conversations[conversation].cursors;
+            let at = match cursors.iter().position(|(a, _)| *a == agent) {
+                Some(at) => at,
+                None => {
+                    cursors.push((agent, 0));
+                    cursors.len() - 1
+                }
+            };
+            &mut cursors[at].1
         } else {
             &mut self.cursors[agent]
         };
@@ -359,12 +392,12 @@ impl Book {
         &self,
         provider: Provider,
         conversation: usize,
-        turn: usize,
+        place: usize,
         blocks: &[(u64, &ScriptBlock)],
         scripted: &ScriptedReply,
         request: &Request,
     ) -> Reply {
-        let tag = format!("{}_{}", letters(conversation), letters(turn));
+        let tag = format!("{}_{}", letters(conversation), letters(place));
         let tool_prefix = match provider {
             Provider::Anthropic => "toolu",
             _ => "call",

@@ -47,6 +47,7 @@ fn agent(name: &str, entries: Vec<ScriptedReply>) -> AgentScript {
         },
         entries,
         per_conversation: false,
+        history: HistoryPolicy::Exact,
     }
 }
 
@@ -321,6 +322,7 @@ fn the_agent_header_routes_before_rules_and_default_routing() {
             }),
             entries: vec![text("from helper")],
             per_conversation: false,
+            history: HistoryPolicy::Exact,
         },
     ]);
     // The model name says `main`; the header says `helper`, and wins.
@@ -450,6 +452,7 @@ fn a_request_no_agent_or_two_agents_match_is_a_miss_listing_the_rules() {
             }),
             entries: vec![text("b")],
             per_conversation: false,
+            history: HistoryPolicy::Exact,
         },
     ]);
     let miss = ask(
@@ -494,3 +497,5 @@ fn letters_count_without_digits() {
     assert_eq!(clip("abcdef", 3), "abc…");
     assert_eq!(clip("abc", 3), "abc");
 }
+
+mod history;

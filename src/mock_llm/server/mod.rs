@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::book::{Answer, Book};
+use super::responses::Responses;
 use crate::model::llm::LlmErrorKind;
 use crate::observe::names;
 use crate::scenario::Scenario;
@@ -82,13 +83,15 @@ struct Shared {
     models: Vec<String>,
     body_limit: usize,
     book: Mutex<Book>,
+    /// The OpenAI Responses items and responses sent (`item_reference`, `previous_response_id`).
+    responses: Mutex<Responses>,
     findings: Mutex<(Vec<Finding>, Vec<Finding>)>,
     journal: Mutex<Option<BufWriter<File>>>,
     exchanges: AtomicU64,
     stop: watch::Sender<bool>,
     faults: Option<RandomFaults>,
-    /// Requests per (conversation, turn), for the fault decisions.
-    attempts: Mutex<std::collections::BTreeMap<(usize, usize), u32>>,
+    /// Requests per (conversation, agent, turn), for the fault decisions.
+    attempts: Mutex<std::collections::BTreeMap<(usize, String, usize), u32>>,
     injected: AtomicU64,
     /// The transcript's exchanges, rendered as they are journaled, if one is kept.
     transcript: Option<Mutex<Vec<(u64, String)>>>,
@@ -247,6 +250,7 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         models,
         body_limit: options.body_limit,
         book: Mutex::new(book),
+        responses: Mutex::new(Responses::new()),
         findings: Mutex::new((Vec::new(), Vec::new())),
         journal: Mutex::new(journal),
         exchanges: AtomicU64::new(0),
@@ -542,11 +546,30 @@ async fn exchange(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let choices = body.get("n").and_then(Value::as_u64);
-    let validated = wire::validate(provider, &body);
     // What only the journal and the transcript show is built only for them.
     let journaling = s.journaling();
+    // A Responses request's item references and previous response, resolved against what the
+    // server sent; an id it never sent gets the API's own error.
+    let (resolved, pending) = if provider == Provider::OpenAiResponses {
+        match lock(&s.responses).resolve(&body) {
+            Ok((resolved, pending)) => (resolved, Some(pending)),
+            Err(unknown) => {
+                if journaling {
+                    line["request"] = body;
+                }
+                let broken = Some((Some(names::REPLAYED_HISTORY), unknown.explain(), None));
+                return s.refuse(line, n, unknown.error(), "invalid", broken, &request_id);
+            }
+        }
+    } else {
+        (None, None)
+    };
+    let validated = wire::validate(provider, resolved.as_ref().unwrap_or(&body));
     if journaling {
         line["request"] = body;
+        if let Some(resolved) = resolved {
+            line["resolved_input"] = resolved["input"].clone();
+        }
     }
     let request = match validated {
         Ok(r) => r,
@@ -662,7 +685,7 @@ async fn exchange(
                 let attempt = {
                     let mut attempts = lock(&s.attempts);
                     let n = attempts
-                        .entry((address.conversation, address.turn))
+                        .entry((address.conversation, address.agent.clone(), address.turn))
                         .or_insert(0);
                     *n += 1;
                     *n
@@ -686,6 +709,10 @@ async fn exchange(
             }
             line["outcome"] = "reply".into();
             line["status"] = 200.into();
+            if let Some(pending) = pending {
+                let response = reply::body(provider, &reply);
+                lock(&s.responses).keep(pending, &response);
+            }
             if request.stream {
                 let events = reply::events(provider, &reply, include_usage);
                 if journaling {

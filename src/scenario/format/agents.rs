@@ -104,6 +104,63 @@ pub struct AgentSpec {
     #[serde(default)]
     #[schemars(with = "Option<ScriptMode>")]
     pub script: Option<Spanned<ScriptMode>>,
+    /// For `agentsim mock-llm`: how the history a request replays is held to what the server
+    /// sent (default: the file's `history`, or `exact`).
+    #[serde(default)]
+    pub history: Option<HistoryPolicy>,
+}
+
+/// How `agentsim mock-llm` holds the history a request replays to what it sent (`history:`, per
+/// agent or for the whole file). Read by a visitor of its own, so that any bad value (a list, a
+/// number, an unknown name) is an error that names the three.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryPolicy {
+    /// A conversation is the agent's own: every assistant turn a request replays must be one the
+    /// server sent to that agent, in that conversation, in order (the default).
+    #[default]
+    Exact,
+    /// Agents share histories: a request that continues the turns the server sent, whichever
+    /// agents they were sent to, continues that conversation; assistant messages the client wrote
+    /// itself are allowed where they do not claim to be the server's.
+    Continuation,
+    /// For runtimes that compact, trim or summarise: only the request's tool pairing is checked;
+    /// the history is not compared with what the server sent.
+    Lenient,
+}
+
+impl<'de> Deserialize<'de> for HistoryPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = HistoryPolicy;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("one of `exact`, `continuation`, `lenient`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<HistoryPolicy, E> {
+                match v {
+                    "exact" => Ok(HistoryPolicy::Exact),
+                    "continuation" => Ok(HistoryPolicy::Continuation),
+                    "lenient" => Ok(HistoryPolicy::Lenient),
+                    other => Err(E::custom(format!(
+                        "unknown history policy `{other}`, expected one of `exact`, `continuation`, `lenient`"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl HistoryPolicy {
+    /// The name written in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            HistoryPolicy::Exact => "exact",
+            HistoryPolicy::Continuation => "continuation",
+            HistoryPolicy::Lenient => "lenient",
+        }
+    }
 }
 
 /// A workflow an agent runs.

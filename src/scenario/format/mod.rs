@@ -22,7 +22,7 @@ use schemars::{JsonSchema, Schema};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-pub use agents::{AgentSpec, KindSpec, MatchSpec, ScriptMode, WorkflowSpec};
+pub use agents::{AgentSpec, HistoryPolicy, KindSpec, MatchSpec, ScriptMode, WorkflowSpec};
 pub use duration::{parse_duration, Millis, MAX_DURATION_MS};
 pub use replies::{
     ChunkFull, ChunkSpec, ErrorFull, ErrorKindSpec, ErrorSpec, OneOrMany, ReplyEntry, ReplySpec,
@@ -60,6 +60,11 @@ pub struct ScenarioFile {
     /// Runtime and simulator settings.
     #[serde(default)]
     pub settings: SettingsSpec,
+    /// For `agentsim mock-llm`: how the history a request replays is held to what the server
+    /// sent, for every agent that sets no `history` of its own: `exact` (default),
+    /// `continuation` or `lenient`.
+    #[serde(default)]
+    pub history: Option<HistoryPolicy>,
     /// The main agent (`main`), skills and agents, by name.
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, AgentSpec>")]
