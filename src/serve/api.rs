@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::agents::tree::{Intervention, InterventionOutcome, Status};
 use crate::store::questions::{timestamp, Answered, SessionStatus, StoreError};
 
-use super::{lock, wall_ms, Command, Shared};
+use super::{lock, wall_ms, Command, Shared, Triggered};
 
 /// A JSON error: `{"ok": false, "error": ...}` with its status.
 pub(super) struct ApiError(StatusCode, String);
@@ -266,6 +266,34 @@ pub(super) async fn stream(State(shared): State<Arc<Shared>>, headers: HeaderMap
         .into_response()
 }
 
+/// The longest idempotency key taken, in bytes.
+const MAX_KEY_LEN: usize = 256;
+
+/// A webhook's idempotency key: its `Idempotency-Key` header, else its `X-Event-Id`; 400 for
+/// one that is empty, too long or not visible ASCII.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some((name, value)) = ["idempotency-key", "x-event-id"]
+        .into_iter()
+        .find_map(|name| Some((name, headers.get(name)?)))
+    else {
+        return Ok(None);
+    };
+    let bad = |why: &str| error(StatusCode::BAD_REQUEST, format!("the {name} header {why}"));
+    let key = value
+        .to_str()
+        .map_err(|_| bad("is not visible ASCII"))?
+        .trim();
+    if key.is_empty() {
+        return Err(bad("is empty"));
+    }
+    if key.len() > MAX_KEY_LEN || key.chars().any(|c| c.is_ascii_control()) {
+        return Err(bad(&format!(
+            "is longer than {MAX_KEY_LEN} bytes or holds control characters"
+        )));
+    }
+    Ok(Some(key.to_owned()))
+}
+
 pub(super) async fn webhook(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -281,15 +309,45 @@ pub(super) async fn webhook(
             ));
         }
         let payload: Value = body(bytes)?;
-        let id = ask(&shared, |reply| Command::Trigger {
+        let key = idempotency_key(&headers)?;
+        let triggered = ask(&shared, |reply| Command::Trigger {
             agent: agent.clone(),
             payload,
+            key: key.map(|k| format!("{agent}\n{k}")),
             reply,
         })
-        .await?
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("agent not found: {agent}")))?;
-        let reply = json!({ "ok": true, "status": "accepted", "agent": agent, "session_id": id.to_string() });
-        Ok(axum::Json(reply).into_response())
+        .await?;
+        match triggered {
+            Triggered::Started(id) => {
+                let reply = json!({ "ok": true, "status": "accepted", "agent": agent, "session_id": id.to_string() });
+                Ok(axum::Json(reply).into_response())
+            }
+            Triggered::Replayed(session) => {
+                let internal = |e: StoreError| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+                let status = lock(&shared.store)
+                    .session(&session)
+                    .map_err(internal)?
+                    .map(|row| row.status.as_str());
+                let reply = json!({
+                    "ok": true,
+                    "status": "accepted",
+                    "agent": agent,
+                    "session_id": session,
+                    "session_status": status,
+                    "replayed": true,
+                });
+                let mut response = axum::Json(reply).into_response();
+                response
+                    .headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                Ok(response)
+            }
+            Triggered::NoAgent => Err(error(
+                StatusCode::NOT_FOUND,
+                format!("agent not found: {agent}"),
+            )),
+            Triggered::Failed(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        }
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
 }

@@ -99,7 +99,9 @@ enum Command {
     Trigger {
         agent: String,
         payload: Value,
-        reply: oneshot::Sender<Option<Uuid>>,
+        /// The request's idempotency key, if it gave one.
+        key: Option<String>,
+        reply: oneshot::Sender<Triggered>,
     },
     Answer {
         question: Uuid,
@@ -108,6 +110,18 @@ enum Command {
     Tree(oneshot::Sender<Vec<Node>>),
     Agent(Uuid, oneshot::Sender<Option<Node>>),
     Idle(Arc<str>, oneshot::Sender<bool>),
+}
+
+/// What a webhook's trigger did.
+enum Triggered {
+    /// A new session started.
+    Started(Uuid),
+    /// The idempotency key had started this session already: nothing new started.
+    Replayed(String),
+    /// No agent of that name.
+    NoAgent,
+    /// The store could not be read.
+    Failed(String),
 }
 
 /// What the handlers share.
