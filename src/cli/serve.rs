@@ -50,6 +50,17 @@ pub(crate) struct ServeArgs {
     /// `answer_url` is URL/agent/answer/{session_id}. Default: http:// and --addr.
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
+    #[command(flatten)]
+    deploy: DeployArgs,
+}
+
+/// How `agentsim serve` meets its clients: what it lets in and how long it waits.
+#[derive(clap::Args)]
+pub(crate) struct DeployArgs {
+    /// How many of the newest events GET /agent/stream keeps for readers that reconnect with
+    /// Last-Event-ID or fall behind (those get a `dropped` event saying how many they missed).
+    #[arg(long, value_name = "N", default_value_t = agentsim::serve::DEFAULT_EVENT_BUFFER as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    event_buffer: u64,
 }
 
 /// Who answers `agentsim serve`'s model calls.
@@ -76,6 +87,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         state,
         question_callback,
         public_url,
+        deploy,
     } = args;
     serve(
         scenario.as_deref(),
@@ -85,6 +97,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         body_limit,
         (db.as_deref(), state),
         (question_callback, public_url),
+        deploy,
     )
 }
 
@@ -96,6 +109,7 @@ fn serve(
     body_limit: usize,
     (db, state_dir): (Option<&Path>, Option<PathBuf>),
     (question_callback, public_url): (Option<String>, Option<String>),
+    deploy: DeployArgs,
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
     use agentsim::drive::tokio_driver::Backend;
@@ -211,6 +225,7 @@ fn serve(
         body_limit,
         state_dir,
         public_url,
+        event_buffer: deploy.event_buffer as usize,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;

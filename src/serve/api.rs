@@ -7,11 +7,11 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::agents::tree::{Intervention, InterventionOutcome, Status};
@@ -240,27 +240,12 @@ pub(super) async fn stream(State(shared): State<Arc<Shared>>, headers: HeaderMap
     if let Err(e) = authorize(&shared, &headers) {
         return e.into_response();
     }
-    let events = shared.events.subscribe();
+    let last = headers
+        .get("last-event-id")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let start = shared.events.start(last.as_deref());
     // The stream ends when the server stops, so that a graceful shutdown does not wait on it.
-    let stop = shared.stop.subscribe();
-    let items = futures_util::stream::unfold(events, move |mut events| {
-        let mut stop = stop.clone();
-        async move {
-            let event = tokio::select! {
-                got = events.recv() => match got {
-                    Ok((kind, data)) => SseEvent::default().event(kind).data(data.to_string()),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        // A slow reader missed events: it is told how many.
-                        let data = json!({ "missed": n }).to_string();
-                        SseEvent::default().event("lagged").data(data)
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                _ = stop.wait_for(|s| *s) => return None,
-            };
-            Some((Ok::<_, std::convert::Infallible>(event), events))
-        }
-    });
+    let items = shared.events.reader(start, shared.stop.subscribe());
     Sse::new(items)
         .keep_alive(KeepAlive::default())
         .into_response()
@@ -323,7 +308,8 @@ pub(super) async fn webhook(
                 Ok(axum::Json(reply).into_response())
             }
             Triggered::Replayed(session) => {
-                let internal = |e: StoreError| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+                let internal =
+                    |e: StoreError| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
                 let status = lock(&shared.store)
                     .session(&session)
                     .map_err(internal)?

@@ -244,7 +244,7 @@ pub(super) fn publish(shared: &Shared, effect: &Effect) {
                 .or_default()
                 .push(text.to_string());
             let data = json!({ "key": &**key, "text": &**text });
-            let _ = shared.events.send(("message".to_owned(), data));
+            shared.events.push("message".to_owned(), &data);
         }
         Effect::Session(op) => {
             if let Err(e) =
@@ -285,7 +285,7 @@ pub(super) fn publish(shared: &Shared, effect: &Effect) {
             if let Value::Object(map) = &mut data {
                 map.insert("key".to_owned(), json!(&**key));
             }
-            let _ = shared.events.send((kind, data));
+            shared.events.push(kind, &data);
         }
         _ => {}
     }

@@ -37,7 +37,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
 
 use crate::agents::tree::{Intervention, InterventionOutcome, Node};
@@ -51,12 +51,15 @@ mod api;
 #[cfg(feature = "sqlite")]
 pub mod bench;
 mod engine;
+mod events;
 
 use api::{
     agent, answer, conversation, intervene, message, pending_questions, session, stream, tree,
     unknown, webhook, wrong_method,
 };
 use engine::{reconcile, run_engine};
+
+pub use events::DEFAULT_EVENT_BUFFER;
 
 /// The largest request body taken by default, in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
@@ -76,6 +79,23 @@ pub struct Options {
     /// The service's address as its callbacks' receivers reach it (the base of each callback's
     /// `answer_url`); `None`: `http://` and the address it listens on.
     pub public_url: Option<String>,
+    /// How many of the newest events `GET /agent/stream` keeps for readers that reconnect
+    /// (`Last-Event-ID`) or fall behind.
+    pub event_buffer: usize,
+}
+
+impl Default for Options {
+    /// A free loopback port, no token, the default limits, in memory.
+    fn default() -> Options {
+        Options {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            state_dir: None,
+            public_url: None,
+            event_buffer: DEFAULT_EVENT_BUFFER,
+        }
+    }
 }
 
 /// The wall clock in ms since the epoch: the service's store keeps real times.
@@ -128,7 +148,8 @@ enum Triggered {
 struct Shared {
     commands: mpsc::UnboundedSender<Command>,
     token: Option<String>,
-    events: broadcast::Sender<(String, Value)>,
+    /// The event stream's ids and its buffer of the newest events.
+    events: Arc<events::EventLog>,
     /// The text each conversation was sent, in order.
     sent: Mutex<BTreeMap<String, Vec<String>>>,
     stop: watch::Sender<bool>,
@@ -246,7 +267,7 @@ pub async fn start(
         })?;
     let addr = listener.local_addr()?;
     let (commands, rx) = mpsc::unbounded_channel();
-    let (events, _) = broadcast::channel(1024);
+    let events = Arc::new(events::EventLog::new(wall_ms(), options.event_buffer));
     let (stop, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         commands,

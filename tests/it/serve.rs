@@ -49,13 +49,7 @@ pub(super) async fn serve_yaml(yaml: &str, store: serve::Store, options: Options
 /// The options of a test service: a free loopback port, no token, the default body limit, in
 /// memory.
 pub(super) fn options() -> Options {
-    Options {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        token: None,
-        body_limit: serve::DEFAULT_BODY_LIMIT,
-        state_dir: None,
-        public_url: None,
-    }
+    Options::default()
 }
 
 pub(super) fn memory() -> serve::Store {
@@ -471,7 +465,7 @@ async fn the_stream_carries_agent_states_and_messages_as_server_sent_events() {
     assert!(text.contains("event: agent-state"), "{text}");
     let states: Vec<Value> = text
         .split("\n\n")
-        .filter(|e| e.starts_with("event: agent-state"))
+        .filter(|e| e.lines().any(|l| l == "event: agent-state"))
         .filter_map(|e| {
             e.split_once("data: ")
                 .map(|(_, d)| serde_json::from_str(d).unwrap())

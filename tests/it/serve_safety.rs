@@ -3,6 +3,7 @@
 #![cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
 
 use std::path::Path;
+use std::time::Duration;
 
 use agentsim::serve::Running;
 use serde_json::{json, Value};
@@ -61,7 +62,11 @@ async fn a_webhook_sent_twice_with_one_event_id_starts_one_session_also_after_a_
     // The same event again: the first's session and its status, marked as a replay.
     let (status, replayed, again) =
         webhook(&client, &base, "poet", Some(("X-Event-Id", "evt-1"))).await;
-    assert_eq!((status, replayed.as_deref()), (200, Some("true")), "{again}");
+    assert_eq!(
+        (status, replayed.as_deref()),
+        (200, Some("true")),
+        "{again}"
+    );
     assert_eq!(
         (&again["session_id"], &again["replayed"], &again["status"]),
         (&json!(sid), &json!(true), &json!("accepted"))
@@ -76,10 +81,9 @@ async fn a_webhook_sent_twice_with_one_event_id_starts_one_session_also_after_a_
 
     // Twenty at once with one new key: one session among them.
     let key = ("Idempotency-Key", "order-7");
-    let all = futures_util::future::join_all(
-        (0..20).map(|_| webhook(&client, &base, "poet", Some(key))),
-    )
-    .await;
+    let all =
+        futures_util::future::join_all((0..20).map(|_| webhook(&client, &base, "poet", Some(key))))
+            .await;
     let ids: std::collections::BTreeSet<&str> = all
         .iter()
         .map(|(s, _, b)| {
@@ -117,7 +121,11 @@ async fn a_webhook_sent_twice_with_one_event_id_starts_one_session_also_after_a_
     let base = format!("http://{}", running.addr);
     let (status, replayed, after) =
         webhook(&client, &base, "poet", Some(("X-Event-Id", "evt-1"))).await;
-    assert_eq!((status, replayed.as_deref()), (200, Some("true")), "{after}");
+    assert_eq!(
+        (status, replayed.as_deref()),
+        (200, Some("true")),
+        "{after}"
+    );
     assert_eq!(after["session_id"], json!(sid));
     assert_eq!(after["session_status"], "pending_input");
     running.stop();
@@ -135,4 +143,154 @@ async fn the_key_store_keeps_the_newest_keys_only() {
     assert_eq!(store.session_of_key("k0").unwrap(), None);
     assert_eq!(store.session_of_key("k1").unwrap(), None);
     assert_eq!(store.session_of_key("k2").unwrap().as_deref(), Some("s"));
+}
+
+const CHATTY: &str = r#"
+name: chatty
+agents:
+  main: {}
+llm:
+  main:
+    - one
+    - two
+    - three
+    - four
+    - five
+    - six
+steps: []
+"#;
+
+/// One server-sent event: its id, its type and its data.
+#[derive(Clone, Debug, PartialEq)]
+struct Sse {
+    id: Option<String>,
+    event: String,
+    data: Value,
+}
+
+/// Reads the stream `r` until `done` holds of the events read (at most five seconds).
+async fn read_until(r: &mut reqwest::Response, done: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let (mut text, mut events) = (String::new(), Vec::new());
+    while !done(&events) {
+        let chunk = tokio::time::timeout_at(deadline, r.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("the events waited for never came; got {events:#?}"))
+            .unwrap()
+            .expect("the stream stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some((block, rest)) = text.split_once("\n\n") {
+            let (mut id, mut event, mut data) = (None, String::new(), Value::Null);
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.to_owned());
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    event = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(v).unwrap();
+                }
+            }
+            if !event.is_empty() {
+                events.push(Sse { id, event, data });
+            }
+            text = rest.to_owned();
+        }
+    }
+    events
+}
+
+async fn stream_from(
+    client: &reqwest::Client,
+    base: &str,
+    last: Option<&str>,
+) -> reqwest::Response {
+    let mut request = client.get(format!("{base}/agent/stream"));
+    if let Some(id) = last {
+        request = request.header("Last-Event-ID", id);
+    }
+    let r = request.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_events_have_ids_a_reconnect_replays_after_its_id_and_a_gap_is_announced() {
+    let options = agentsim::serve::Options {
+        event_buffer: 8,
+        ..options()
+    };
+    let running = serve_yaml(CHATTY, super::serve::memory(), options).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let mut live = stream_from(&client, &base, None).await;
+    for n in 0..6 {
+        let r = client
+            .post(format!("{base}/conversations/c{n}/messages"))
+            .json(&json!({ "text": "hello" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    let seen = read_until(&mut live, |e| {
+        e.iter().filter(|e| e.event == "message").count() == 6
+    })
+    .await;
+    // Every event has an id, one run's prefix, counting up by one.
+    let ids: Vec<(String, u64)> = seen
+        .iter()
+        .map(|e| {
+            let id = e.id.as_deref().unwrap_or_else(|| panic!("no id: {e:?}"));
+            let (run, n) = id.split_once('-').unwrap();
+            (run.to_owned(), n.parse().unwrap())
+        })
+        .collect();
+    assert!(ids.len() > 8, "{seen:#?}");
+    let run = ids[0].0.clone();
+    assert!(ids.iter().all(|(r, _)| *r == run));
+    assert!(ids.windows(2).all(|w| w[1].1 == w[0].1 + 1), "{ids:?}");
+    let last = ids.last().unwrap().1;
+
+    // A reconnect after the third-newest event gets the two after it, the same ones.
+    let after = format!("{run}-{}", last - 2);
+    let mut again = stream_from(&client, &base, Some(&after)).await;
+    let replayed = read_until(&mut again, |e| e.len() >= 2).await;
+    assert_eq!(replayed[..2], seen[seen.len() - 2..]);
+
+    // A reconnect after an id the buffer no longer holds: told how many it missed, then the
+    // eight the buffer holds (events may have come after the ones `live` read).
+    let first = ids[0].1;
+    let as_seen = |e: &Sse| -> Option<Sse> {
+        let n: u64 = e.id.as_deref()?.split_once('-')?.1.parse().ok()?;
+        seen.get(usize::try_from(n.checked_sub(first)?).ok()?)
+            .cloned()
+    };
+    let mut behind = stream_from(&client, &base, Some(&format!("{run}-{first}"))).await;
+    let got = read_until(&mut behind, |e| e.len() == 9).await;
+    assert_eq!(got[0].event, "dropped", "{got:#?}");
+    assert_eq!(got[0].id, None);
+    let resumes: u64 = got[0].data["resumes_at"].as_str().unwrap()[run.len() + 1..]
+        .parse()
+        .unwrap();
+    assert!(resumes + 7 >= last, "{got:#?}");
+    assert_eq!(got[0].data["dropped"], json!(resumes - first - 1));
+    assert_eq!(
+        got[1].id.as_deref(),
+        Some(format!("{run}-{resumes}").as_str())
+    );
+    for e in &got[1..] {
+        if let Some(was) = as_seen(e) {
+            assert_eq!(*e, was);
+        }
+    }
+
+    // An id of no event of this run (another run's, or none at all): the gap is unknown.
+    let mut stranger = stream_from(&client, &base, Some("12-3")).await;
+    let strange = read_until(&mut stranger, |e| e.len() == 9).await;
+    assert_eq!(strange[0].event, "dropped");
+    assert_eq!(strange[0].data["dropped"], Value::Null);
+    assert_eq!(strange[1..], got[1..]);
+
+    running.stop();
+    running.finish().await.unwrap();
 }
