@@ -32,6 +32,74 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> ApiError 
     ApiError(status, message.into())
 }
 
+/// What every request passes before its handler: the [`crate::http_guard::Guard`] (the right
+/// `Host`, no foreign `Origin`, JSON POSTs) and its body read whole within the body's deadline
+/// and limit.
+pub(super) struct Gate {
+    pub(super) guard: crate::http_guard::Guard,
+    pub(super) body_limit: usize,
+    pub(super) body_timeout: std::time::Duration,
+}
+
+/// Lets in only what the [`Gate`] allows: 400, 403 or 415 from the guard, 413 over the body
+/// limit, 408 for a body that did not arrive in time; the handler gets the body read.
+pub(super) async fn gate(
+    State(gate): State<Arc<Gate>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use futures_util::StreamExt as _;
+    if let Err((status, message)) = gate.guard.check(request.method(), request.headers()) {
+        return error(status, message).into_response();
+    }
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is larger than the server's limit",
+        )
+    };
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > gate.body_limit as u64) {
+        return too_large().into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body could not be read: {e}"),
+                )
+            })?;
+            if bytes.len() + chunk.len() > gate.body_limit {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    };
+    match tokio::time::timeout(gate.body_timeout, read).await {
+        Ok(Ok(bytes)) => {
+            let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+            next.run(request).await
+        }
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} ms (--body-timeout)",
+                gate.body_timeout.as_millis()
+            ),
+        )
+        .into_response(),
+    }
+}
+
 /// `Err` with a 401 unless the request carries the configured bearer token.
 pub(super) fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &shared.token else {

@@ -8,7 +8,8 @@
 //!
 //! - `POST /conversations/{key}/messages` `{"text": ...}`: a user message (202, queued);
 //! - `GET /conversations/{key}`: what the conversation was sent so far, and whether it is idle;
-//! - `POST /webhook/{agent}` (seed 003): a session of the agent on the body as its payload; its id;
+//! - `POST /webhook/{agent}` (seed 003): a session of the agent on the body as its payload; its id
+//!   (a request with an `Idempotency-Key` or `X-Event-Id` seen before: the first's session);
 //! - `GET /agent/questions?status=pending`: the store's pending questions;
 //! - `POST /agent/answer/{session_id}` `{"question_id", "answer"}`: through the store first (the
 //!   first answer wins and resumes the agent; `duplicate_ignored`; 404);
@@ -22,16 +23,21 @@
 //!   declared `stream`), and one `message` per text sent to a user.
 //!
 //! Every error is JSON, `{"ok": false, "error": ...}`: 400 for a body that is not JSON or lacks a
-//! field or has a wrong type, 401 without the bearer token when one is configured, 404 for an
-//! unknown path, agent or conversation, 405 for a wrong method, 413 over the body limit. The
-//! server stops gracefully on [`Running::stop`] (the CLI: Ctrl-C or SIGTERM).
+//! field or has a wrong type, or a `Host` not the service's, 401 without the bearer token when one
+//! is configured, 403 for a foreign `Origin`, 404 for an unknown path, agent or conversation, 405
+//! for a wrong method, 408 for a body slower than its deadline, 413 over the body limit, 415 for a
+//! POST that is not JSON, 503 over the connection limit ([`crate::http_guard`], `listen.rs`). The
+//! server stops gracefully on [`Running::stop`] (the CLI: Ctrl-C or SIGTERM), within its
+//! shutdown deadline.
 //!
 //! This file holds the service's start and what its parts share; the handlers are `api.rs`, the
-//! engine's task `engine.rs`.
+//! engine's task `engine.rs`, the event stream's ids and buffer `events.rs`, the connections
+//! (deadlines, limit, shutdown) `listen.rs`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -52,6 +58,7 @@ mod api;
 pub mod bench;
 mod engine;
 mod events;
+mod listen;
 
 use api::{
     agent, answer, conversation, intervene, message, pending_questions, session, stream, tree,
@@ -82,7 +89,30 @@ pub struct Options {
     /// How many of the newest events `GET /agent/stream` keeps for readers that reconnect
     /// (`Last-Event-ID`) or fall behind.
     pub event_buffer: usize,
+    /// Host names the service answers to besides loopback names and its own address (in `Host`
+    /// and `Origin`); `*` allows any.
+    pub allow_hosts: Vec<String>,
+    /// Listen on an address other than loopback without a token (refused otherwise).
+    pub insecure_no_token: bool,
+    /// How long a request's headers may take to arrive; then the connection is closed.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive once its headers did; then 408.
+    pub body_timeout: Duration,
+    /// How many connections may be open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// How long a graceful stop waits for the requests in flight before it closes what is left.
+    pub shutdown_timeout: Duration,
 }
+
+/// How long a request's headers may take by default.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request's body may take by default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many connections may be open at once by default (below the common limit of 1,024 open
+/// files, with room for the database, the journal and the model's connections).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// How long a graceful stop waits for the requests in flight by default.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Default for Options {
     /// A free loopback port, no token, the default limits, in memory.
@@ -94,6 +124,12 @@ impl Default for Options {
             state_dir: None,
             public_url: None,
             event_buffer: DEFAULT_EVENT_BUFFER,
+            allow_hosts: Vec::new(),
+            insecure_no_token: false,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         }
     }
 }
@@ -260,6 +296,15 @@ pub async fn start(
     store: Store,
     options: Options,
 ) -> std::io::Result<Running> {
+    if !options.addr.ip().is_loopback() && options.token.is_none() && !options.insecure_no_token {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "refusing to listen on {} without a token: anyone who reaches that address could drive the service (and spend its model's key). Give --token T (or AGENTSIM_TOKEN), listen on loopback, or say --insecure-no-token",
+                options.addr
+            ),
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|e| {
@@ -311,15 +356,26 @@ pub async fn start(
         .fallback(unknown)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(options.body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(api::Gate {
+                guard: crate::http_guard::Guard::new(addr, &options.allow_hosts),
+                body_limit: options.body_limit,
+                body_timeout: options.body_timeout,
+            }),
+            api::gate,
+        ))
         .with_state(shared.clone());
-    let mut stopped = shared.stop.subscribe();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let limits = listen::Limits {
+        header_timeout: options.header_timeout,
+        max_connections: options.max_connections,
+        shutdown_timeout: options.shutdown_timeout,
+    };
+    let server = tokio::spawn(listen::serve(
+        listener,
+        app,
+        limits,
+        shared.stop.subscribe(),
+    ));
     Ok(Running {
         addr,
         shared,

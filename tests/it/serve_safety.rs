@@ -294,3 +294,305 @@ async fn stream_events_have_ids_a_reconnect_replays_after_its_id_and_a_gap_is_an
     running.stop();
     running.finish().await.unwrap();
 }
+
+/// Sends `head` (a request's line and headers, without the blank line) and `body` over a raw
+/// socket to `addr`: the status and the body. Bounded: five seconds.
+async fn raw(addr: std::net::SocketAddr, head: &str, body: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let out = tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .expect("an answer within five seconds");
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_in_the_browser_cannot_drive_the_service() {
+    let options = agentsim::serve::Options {
+        allow_hosts: vec!["agents.internal".to_owned()],
+        ..options()
+    };
+    let running = serve_yaml(SESSIONS, super::serve::memory(), options).await;
+    let addr = running.addr;
+    let hook = "POST /webhook/poet HTTP/1.1";
+    let body = r#"{"topic": "love"}"#;
+    // A cross-origin form post as a browser sends it (text/plain: no preflight).
+    let (status, e) = raw(
+        addr,
+        &format!(
+            "{hook}\r\nhost: {addr}\r\norigin: https://evil.example\r\ncontent-type: text/plain"
+        ),
+        body,
+    )
+    .await;
+    assert_eq!((status, &e["ok"]), (403, &json!(false)), "{e}");
+    assert!(e["error"].as_str().unwrap().contains("evil.example"), "{e}");
+    // The same from a page of the user's own machine, but as text/plain: 415.
+    let (status, e) = raw(
+        addr,
+        &format!("{hook}\r\nhost: localhost:{}\r\norigin: http://localhost:3000\r\ncontent-type: text/plain;charset=UTF-8", addr.port()),
+        body,
+    )
+    .await;
+    assert_eq!(status, 415, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("application/json"),
+        "{e}"
+    );
+    // DNS rebinding: the page's own name in Host, on a GET too.
+    let (status, e) = raw(
+        addr,
+        "GET /agent/questions HTTP/1.1\r\nhost: rebind.evil.example:8080",
+        "",
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("rebind.evil.example"),
+        "{e}"
+    );
+    let (status, _) = raw(addr, "GET /agent/questions HTTP/1.0", "").await;
+    assert_eq!(status, 400, "no Host at all");
+    let (status, e) = raw(
+        addr,
+        "GET /agent/stream HTTP/1.1\r\nhost: localhost\r\norigin: null",
+        "",
+    )
+    .await;
+    assert_eq!(status, 403, "{e}");
+    // What a client of the service sends is taken: loopback names, the address, the allow-list.
+    for host in [
+        addr.to_string(),
+        format!("localhost:{}", addr.port()),
+        "AGENTS.internal".into(),
+    ] {
+        let (status, e) = raw(
+            addr,
+            &format!("{hook}\r\nhost: {host}\r\norigin: http://agents.internal\r\ncontent-type: application/json; charset=utf-8"),
+            body,
+        )
+        .await;
+        assert_eq!(status, 200, "{host}: {e}");
+    }
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+#[test]
+fn listening_beyond_loopback_without_a_token_is_refused_unless_said_so() {
+    let dir = temp_dir("serve-insecure");
+    let file = dir.join("sessions.yaml");
+    std::fs::write(&file, SESSIONS).unwrap();
+    let file = file.to_str().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(["serve", file, "--addr", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("without a token") && stderr.contains("--insecure-no-token"),
+        "{stderr}"
+    );
+    // With a token, or saying so, it listens.
+    for extra in [&["--token", "t0ken"][..], &["--insecure-no-token"][..]] {
+        let mut args = vec!["serve", file, "--addr", "0.0.0.0:0"];
+        args.extend_from_slice(extra);
+        let (child, _) = super::serve::spawn_listening(&args);
+        drop(child);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mock_llm_control_routes_refuse_pages_and_rebinding_but_its_provider_routes_do_not() {
+    use agentsim::mock_llm::server;
+    let scenario = agentsim::scenario::parse(CHATTY, Path::new("chatty.yaml")).unwrap();
+    let running = server::start(&scenario, server::Options::default())
+        .await
+        .unwrap();
+    let addr = running.addr;
+    let (status, e) = raw(
+        addr,
+        &format!("POST /_agentsim/shutdown HTTP/1.1\r\nhost: {addr}\r\norigin: https://evil.example\r\ncontent-type: application/json"),
+        "{}",
+    )
+    .await;
+    assert_eq!(status, 403, "{e}");
+    let (status, _) = raw(
+        addr,
+        &format!("POST /_agentsim/shutdown HTTP/1.1\r\nhost: {addr}\r\ncontent-type: text/plain"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 415);
+    let (status, _) = raw(
+        addr,
+        "GET /_agentsim/report HTTP/1.1\r\nhost: rebind.evil.example",
+        "",
+    )
+    .await;
+    assert_eq!(status, 400);
+    // A provider route takes a request whatever its Host (an SDK sends JSON anyway).
+    let turn = r#"{"model":"main","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#;
+    let (status, reply) = raw(
+        addr,
+        "POST /v1/messages HTTP/1.1\r\nhost: model.example\r\ncontent-type: application/json",
+        turn,
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(running.exchanges(), 1);
+    let (status, _) = raw(
+        addr,
+        &format!(
+            "GET /_agentsim/report HTTP/1.1\r\nhost: localhost:{}",
+            addr.port()
+        ),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = raw(
+        addr,
+        &format!(
+            "POST /_agentsim/shutdown HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json"
+        ),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    running.finish(std::future::pending()).await.unwrap();
+}
+
+/// Opens a connection to `addr` and sends `text`, then stalls (the caller keeps the socket).
+async fn stall(addr: std::net::SocketAddr, text: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(text.as_bytes()).await.unwrap();
+    s
+}
+
+/// Reads `s` to its end (bounded: five seconds): what the server sent before it closed.
+async fn read_to_close(s: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .expect("the server closes a stalled connection within five seconds");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn timeouts(header_ms: u64, body_ms: u64) -> agentsim::serve::Options {
+    agentsim::serve::Options {
+        header_timeout: Duration::from_millis(header_ms),
+        body_timeout: Duration::from_millis(body_ms),
+        ..options()
+    }
+}
+
+const HALF_HEADERS: &str = "GET /agent/tree HTTP/1.1\r\nHost: localhost\r\n";
+const HALF_BODY: &str = "POST /conversations/c1/messages HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"te";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_request_is_cut_at_its_header_or_body_deadline() {
+    let running = serve_yaml(CHATTY, super::serve::memory(), timeouts(300, 300)).await;
+    let started = std::time::Instant::now();
+    let mut headers = stall(running.addr, HALF_HEADERS).await;
+    let mut body = stall(running.addr, HALF_BODY).await;
+    let cut = read_to_close(&mut headers).await;
+    assert!(!cut.starts_with("HTTP/1.1 200"), "{cut}");
+    let late = read_to_close(&mut body).await;
+    assert!(late.starts_with("HTTP/1.1 408"), "{late}");
+    assert!(late.contains("did not arrive within 300 ms"), "{late}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    // A whole request is answered as ever.
+    let (status, _) = raw(
+        running.addr,
+        "GET /agent/tree HTTP/1.1\r\nhost: localhost",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_limit_get_503_until_stalled_ones_are_cut() {
+    let options = agentsim::serve::Options {
+        max_connections: 2,
+        ..timeouts(800, 800)
+    };
+    let running = serve_yaml(CHATTY, super::serve::memory(), options).await;
+    let _a = stall(running.addr, HALF_HEADERS).await;
+    let _b = stall(running.addr, HALF_HEADERS).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, e) = raw(
+        running.addr,
+        "GET /agent/tree HTTP/1.1\r\nhost: localhost",
+        "",
+    )
+    .await;
+    assert_eq!(status, 503, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("--max-connections"),
+        "{e}"
+    );
+    // Once the stalled ones are cut at their deadline, the service answers again.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (status, e) = raw(
+        running.addr,
+        "GET /agent/tree HTTP/1.1\r\nhost: localhost",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{e}");
+    running.stop();
+    running.finish().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_requests_hold_a_graceful_stop_no_longer_than_its_deadline() {
+    let options = agentsim::serve::Options {
+        shutdown_timeout: Duration::from_millis(500),
+        ..timeouts(60_000, 60_000)
+    };
+    let running = serve_yaml(CHATTY, super::serve::memory(), options).await;
+    let _headers = stall(running.addr, HALF_HEADERS).await;
+    let _body = stall(running.addr, HALF_BODY).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    running.stop();
+    tokio::time::timeout(Duration::from_secs(5), running.finish())
+        .await
+        .expect("the service stops within five seconds")
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "the stop took {took:?}");
+}
