@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::agents::tree::{Intervention, InterventionOutcome, Status};
-use crate::store::questions::{timestamp, Answered, SessionStatus, StoreError};
+use crate::store::questions::{iso_timestamp, Answered, SessionStatus, StoreError};
 
 use super::{lock, wall_ms, Command, Shared, Triggered};
 
@@ -249,9 +249,9 @@ pub(super) async fn agent(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct InterventionBody {
-    #[serde(default)]
+    #[serde(default, alias = "userComment")]
     user_comment: Option<String>,
-    #[serde(default)]
+    #[serde(default, alias = "userContent")]
     user_content: Option<String>,
     #[serde(default)]
     status: Option<String>,
@@ -444,7 +444,7 @@ pub(super) async fn pending_questions(
                     "agent_name": p.agent_name,
                     "question": p.question.question,
                     "context": context,
-                    "asked_at": timestamp(p.question.created_at),
+                    "asked_at": iso_timestamp(p.question.created_at),
                 })
             })
             .collect();
@@ -454,6 +454,7 @@ pub(super) async fn pending_questions(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct AnswerBody {
     question_id: String,
     answer: String,
@@ -538,8 +539,8 @@ pub(super) async fn session(
             "status": row.status.as_str(),
             "result": result,
             "questions_asked": asked,
-            "created_at": timestamp(row.created_at),
-            "completed_at": ended.then(|| timestamp(row.updated_at)),
+            "created_at": iso_timestamp(row.created_at),
+            "completed_at": ended.then(|| iso_timestamp(row.updated_at)),
         }))
         .into_response())
     };

@@ -29,7 +29,7 @@ pub(super) async fn serve(
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -48,6 +48,10 @@ pub(super) async fn serve(
             }
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::debug!(
+                limit = limits.max_connections,
+                "a connection over the limit is answered 503"
+            );
             connections.spawn(refuse(stream, limits.max_connections));
             continue;
         };
@@ -87,6 +91,44 @@ pub(super) async fn serve(
     Ok(())
 }
 
+/// Open files the process keeps beside its connections (the database, the journal, the model's
+/// and the callbacks' connections).
+const RESERVED_FILES: usize = 128;
+
+/// The connection limit the process's open-file limit allows: `wanted`, or less when the soft
+/// limit (`ulimit -n`, read from `/proc/self/limits`) leaves fewer files than that beside
+/// [`RESERVED_FILES`], said on stderr; so that connections over the limit are answered 503
+/// instead of the service running out of files and answering nobody.
+pub(super) fn fit_to_file_limit(wanted: usize) -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| soft_file_limit(&text));
+    match soft {
+        Some(soft) if soft.saturating_sub(RESERVED_FILES) < wanted => {
+            let fits = soft.saturating_sub(RESERVED_FILES).max(1);
+            tracing::warn!(
+                wanted,
+                open_file_limit = soft,
+                connections = fits,
+                "the open-file limit (ulimit -n) leaves room for fewer connections than asked: the limit is lowered to fit"
+            );
+            fits
+        }
+        _ => wanted,
+    }
+}
+
+/// The soft limit of open files in the text of `/proc/self/limits` (`None`: unlimited or not
+/// found).
+fn soft_file_limit(text: &str) -> Option<usize> {
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Resolves once `stop` is true (or its sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -113,4 +155,18 @@ async fn refuse(mut stream: TcpStream, limit: usize) {
         Ok::<_, std::io::Error>(())
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_soft_limit_of_open_files_is_read() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \nMax cpu time              unlimited            unlimited            seconds   \nMax open files            1024                 524288               files     \n";
+        assert_eq!(super::soft_file_limit(text), Some(1024));
+        assert_eq!(
+            super::soft_file_limit("Max open files unlimited unlimited files"),
+            None
+        );
+        assert_eq!(super::soft_file_limit(""), None);
+    }
 }

@@ -108,9 +108,9 @@ pub struct Options {
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request's body may take by default.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many connections may be open at once by default (below the common limit of 1,024 open
-/// files, with room for the database, the journal and the model's connections).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// How many connections may be open at once by default; lowered at start when the process's
+/// open-file limit leaves room for fewer.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// How long a graceful stop waits for the requests in flight by default.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -367,7 +367,7 @@ pub async fn start(
         .with_state(shared.clone());
     let limits = listen::Limits {
         header_timeout: options.header_timeout,
-        max_connections: options.max_connections,
+        max_connections: listen::fit_to_file_limit(options.max_connections.max(1)),
         shutdown_timeout: options.shutdown_timeout,
     };
     let server = tokio::spawn(listen::serve(

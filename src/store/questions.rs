@@ -535,6 +535,14 @@ pub fn timestamp(ms: u64) -> String {
     )
 }
 
+/// `ms` since the epoch as an ISO 8601 UTC timestamp, `YYYY-MM-DDTHH:MM:SS.mmmZ` (what an HTTP
+/// API answers).
+pub fn iso_timestamp(ms: u64) -> String {
+    let mut text = timestamp(ms).replacen(' ', "T", 1);
+    text.push('Z');
+    text
+}
+
 /// A timestamp written by [`timestamp`] back to ms since the epoch.
 pub fn parse_timestamp(text: &str) -> Option<u64> {
     let b = text.as_bytes();

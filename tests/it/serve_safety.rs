@@ -596,3 +596,61 @@ async fn half_sent_requests_hold_a_graceful_stop_no_longer_than_its_deadline() {
     let took = started.elapsed();
     assert!(took < Duration::from_secs(2), "the stop took {took:?}");
 }
+
+/// `text` is an ISO 8601 UTC timestamp with milliseconds, `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+fn is_iso(text: &Value) -> bool {
+    let Some(t) = text.as_str() else { return false };
+    let b = t.as_bytes();
+    b.len() == 24
+        && (b[4], b[7], b[10], b[13], b[16], b[19], b[23])
+            == (b'-', b'-', b'T', b':', b':', b'.', b'Z')
+        && t.chars().filter(char::is_ascii_digit).count() == 17
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_refuse_unknown_fields_comments_take_camel_case_and_times_are_iso_8601() {
+    let running = serve_yaml(SESSIONS, super::serve::memory(), options()).await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let (_, _, accepted) = webhook(&client, &base, "poet", None).await;
+    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = wait_pending(&client, &base, 1).await;
+    let q = &pending["questions"][0];
+    assert!(is_iso(&q["asked_at"]), "{q}");
+    let s = super::serve::get_json(&client, format!("{base}/agent/session/{sid}")).await;
+    assert!(is_iso(&s["created_at"]), "{s}");
+    let answer = |body: Value| {
+        client
+            .post(format!("{base}/agent/answer/{sid}"))
+            .json(&body)
+            .send()
+    };
+    let qid = q["id"].clone();
+    let r = answer(json!({ "question_id": qid, "answer": "haiku", "extra": 1 }))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `extra`"),
+        "{e}"
+    );
+    let r = answer(json!({ "question_id": qid, "answer": "haiku" }))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Seed 001's camelCase `userComment` is read as `user_comment`: the body is taken (the
+    // agent is unknown: 404, not 400).
+    let r = client
+        .post(format!("{base}/agent/{}/intervene", uuid::Uuid::nil()))
+        .json(&json!({ "userComment": "delete" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "{:?}", r.text().await);
+    running.stop();
+    running.finish().await.unwrap();
+}
