@@ -54,11 +54,18 @@ pub(super) async fn run_engine(
                         (Some(id), None) => Triggered::Started(id),
                         (Some(id), Some(key)) => {
                             let session = id.to_string();
-                            match lock(&shared.store).remember_key(&key, &session, wall_ms()) {
+                            let remembered = lock(&shared.store)
+                                .remember_key(&key, &session, wall_ms())
+                                .map_err(|e| e.to_string())
+                                .and_then(|()| match lock(&shared.key_file).as_mut() {
+                                    Some(file) => file.append(&key, &session).map_err(|e| e.to_string()),
+                                    None => Ok(()),
+                                });
+                            match remembered {
                                 Ok(()) => Triggered::Started(id),
                                 Err(e) => {
                                     tracing::error!(%session, error = %e, "a webhook's idempotency key could not be stored");
-                                    Triggered::Failed(e.to_string())
+                                    Triggered::Failed(e)
                                 }
                             }
                         }

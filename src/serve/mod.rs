@@ -58,6 +58,7 @@ mod api;
 pub mod bench;
 mod engine;
 mod events;
+mod keys;
 mod listen;
 
 use api::{
@@ -195,6 +196,8 @@ struct Shared {
     store: Mutex<Store>,
     /// Where questions' callbacks come from.
     callbacks: CallbackSender,
+    /// The webhooks' idempotency keys beside `--state` when the store forgets them at a restart.
+    key_file: Mutex<Option<keys::KeyFile>>,
 }
 
 /// Sends questions' callbacks (seed 003's B20), each in a task of its own so that a receiver
@@ -322,6 +325,7 @@ pub async fn start(
         stop,
         failure: Mutex::new(None),
         store: Mutex::new(store),
+        key_file: Mutex::new(None),
         callbacks: CallbackSender {
             client: reqwest::Client::new(),
             policy: setup.config.callbacks.policy,
@@ -340,6 +344,16 @@ pub async fn start(
             Engine::with_files(&setup, true, files, wall_ms()).map_err(std::io::Error::other)?
         }
     };
+    if let Some(dir) = &options.state_dir {
+        let mut store = lock(&shared.store);
+        if !store.durable() {
+            let file = keys::KeyFile::open(dir, &mut **store).map_err(|e| {
+                let path = dir.join(keys::FILE);
+                std::io::Error::new(e.kind(), format!("--state {}: {e}", path.display()))
+            })?;
+            *lock(&shared.key_file) = Some(file);
+        }
+    }
     reconcile(&mut engine, &shared);
     let engine = tokio::spawn(run_engine(engine, backend, rx, shared.clone()));
     let app = Router::new()

@@ -237,6 +237,11 @@ pub trait QuestionStore {
 
     /// The session a remembered idempotency key started, if the store still remembers it.
     fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Whether what the store holds outlives the process (a database), or goes with it.
+    fn durable(&self) -> bool {
+        false
+    }
 }
 
 /// How many webhook idempotency keys a store remembers (the newest ones): a retry within that

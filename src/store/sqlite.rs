@@ -446,6 +446,10 @@ impl QuestionStore for SqliteQuestions {
         })
     }
 
+    fn durable(&self) -> bool {
+        true
+    }
+
     fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.conn
             .query_row(

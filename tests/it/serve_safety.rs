@@ -654,3 +654,62 @@ async fn answers_refuse_unknown_fields_comments_take_camel_case_and_times_are_is
     running.stop();
     running.finish().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_keys_survive_a_restart_on_the_state_directory_alone() {
+    let dir = temp_dir("serve-keys-state");
+    let state = dir.join("state");
+    let start = || {
+        let options = agentsim::serve::Options {
+            state_dir: Some(state.clone()),
+            ..options()
+        };
+        serve_yaml(SESSIONS, super::serve::memory(), options)
+    };
+    let running = start().await;
+    let base = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    let (_, _, first) = webhook(&client, &base, "poet", Some(("Idempotency-Key", "k-1"))).await;
+    let sid = first["session_id"].as_str().unwrap().to_owned();
+    wait_pending(&client, &base, 1).await;
+    running.stop();
+    running.finish().await.unwrap();
+    let lines = std::fs::read_to_string(state.join("webhook-keys.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+
+    // A torn last line (a kill in the middle of a write) is skipped, the rest read.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(state.join("webhook-keys.jsonl"))
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"{\"key\":\"poet\\nk-").unwrap();
+    drop(file);
+    let running = start().await;
+    let base = format!("http://{}", running.addr);
+    let (status, replayed, again) =
+        webhook(&client, &base, "poet", Some(("Idempotency-Key", "k-1"))).await;
+    assert_eq!(
+        (status, replayed.as_deref()),
+        (200, Some("true")),
+        "{again}"
+    );
+    assert_eq!(again["session_id"], json!(sid));
+    assert_eq!(again["session_status"], "pending_input");
+    // A key given after the torn line is read back at the next start too.
+    let (_, replayed, second) =
+        webhook(&client, &base, "poet", Some(("Idempotency-Key", "k-2"))).await;
+    assert_eq!(replayed, None);
+    running.stop();
+    running.finish().await.unwrap();
+    let running = start().await;
+    let base = format!("http://{}", running.addr);
+    for (key, session) in [("k-1", &first), ("k-2", &second)] {
+        let (_, replayed, again) =
+            webhook(&client, &base, "poet", Some(("Idempotency-Key", key))).await;
+        assert_eq!(replayed.as_deref(), Some("true"), "{key}: {again}");
+        assert_eq!(again["session_id"], session["session_id"]);
+    }
+    running.stop();
+    running.finish().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
