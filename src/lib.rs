@@ -70,6 +70,8 @@ pub mod agents;
 pub mod drive;
 pub mod explore;
 pub mod harness;
+#[cfg(feature = "mock-server")]
+pub mod http_guard;
 pub mod mock_llm;
 pub mod model;
 pub mod observe;

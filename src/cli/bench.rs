@@ -394,13 +394,7 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
         Err(code) => return code,
     };
     let measured = runtime.block_on(async {
-        let options = agentsim::serve::Options {
-            addr: "127.0.0.1:0".parse().expect("an address"),
-            token: None,
-            body_limit: agentsim::serve::DEFAULT_BODY_LIMIT,
-            state_dir: None,
-            public_url: None,
-        };
+        let options = agentsim::serve::Options::default();
         // The model is `agentsim mock-llm` on loopback too: it answers each session's
         // conversation from the start of the script, whatever order the calls come in.
         let mock = agentsim::mock_llm::server::start(&s, Default::default())

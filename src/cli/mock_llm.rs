@@ -38,6 +38,10 @@ pub(crate) struct MockLlmArgs {
     /// The seed of --faults.
     #[arg(long, default_value_t = 0, env = "AGENTSIM_SEED")]
     seed: u64,
+    /// A host name the control routes (/_agentsim/*) also answer to (in Host and Origin),
+    /// besides loopback names and the address listened on; repeat it for more, `*` for any.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
 }
 
 /// Runs `agentsim mock-llm` with its flags.
@@ -51,6 +55,7 @@ pub(crate) fn command(args: MockLlmArgs) -> ExitCode {
         body_limit,
         faults,
         seed,
+        allow_hosts,
     } = args;
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
     for (flag, path) in [
@@ -74,6 +79,7 @@ pub(crate) fn command(args: MockLlmArgs) -> ExitCode {
         faults,
         transcript: transcript.is_some(),
         time_scale: 1.0,
+        allow_hosts,
     };
     mock_llm(&scenario, options, report.as_deref(), transcript.as_deref())
 }

@@ -50,6 +50,49 @@ pub(crate) struct ServeArgs {
     /// `answer_url` is URL/agent/answer/{session_id}. Default: http:// and --addr.
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
+    #[command(flatten)]
+    deploy: DeployArgs,
+}
+
+/// How `agentsim serve` meets its clients: what it lets in and how long it waits.
+#[derive(clap::Args)]
+pub(crate) struct DeployArgs {
+    /// How many of the newest events GET /agent/stream keeps for readers that reconnect with
+    /// Last-Event-ID or fall behind (those get a `dropped` event saying how many they missed).
+    #[arg(long, value_name = "N", default_value_t = agentsim::serve::DEFAULT_EVENT_BUFFER as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    event_buffer: u64,
+    /// A host name the service also answers to (in Host and Origin), besides loopback names
+    /// and the address it listens on; repeat it for more, `*` for any. Requests naming another
+    /// host get 400, pages of another origin 403.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
+    /// Listen on an address other than loopback without --token (refused otherwise): anyone
+    /// who reaches the address can then drive the service.
+    #[arg(long)]
+    insecure_no_token: bool,
+    /// Seconds a request's headers may take to arrive (then the connection is closed).
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds)]
+    header_timeout: std::time::Duration,
+    /// Seconds a request's body may take to arrive once its headers did (then 408).
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = seconds)]
+    body_timeout: std::time::Duration,
+    /// How many connections may be open at once; one more is answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = agentsim::serve::DEFAULT_MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Seconds a graceful stop (Ctrl-C, SIGTERM) waits for the requests in flight before it
+    /// closes the connections left.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = seconds)]
+    shutdown_timeout: std::time::Duration,
+}
+
+/// A positive number of seconds, fractions allowed (`0.5`), at most a day.
+fn seconds(text: &str) -> Result<std::time::Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(std::time::Duration::from_secs_f64(s)),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds above 0 and at most 86400"
+        )),
+    }
 }
 
 /// Who answers `agentsim serve`'s model calls.
@@ -76,15 +119,16 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         state,
         question_callback,
         public_url,
+        deploy,
     } = args;
     serve(
         scenario.as_deref(),
         addr,
         (llm, base_url),
-        token,
-        body_limit,
+        (token, body_limit),
         (db.as_deref(), state),
         (question_callback, public_url),
+        deploy,
     )
 }
 
@@ -92,10 +136,10 @@ fn serve(
     file: Option<&Path>,
     addr: std::net::SocketAddr,
     (llm, base_url): (ServeLlm, Option<String>),
-    token: Option<String>,
-    body_limit: usize,
+    (token, body_limit): (Option<String>, usize),
     (db, state_dir): (Option<&Path>, Option<PathBuf>),
     (question_callback, public_url): (Option<String>, Option<String>),
+    deploy: DeployArgs,
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
     use agentsim::drive::tokio_driver::Backend;
@@ -211,6 +255,13 @@ fn serve(
         body_limit,
         state_dir,
         public_url,
+        event_buffer: deploy.event_buffer as usize,
+        allow_hosts: deploy.allow_hosts,
+        insecure_no_token: deploy.insecure_no_token,
+        header_timeout: deploy.header_timeout,
+        body_timeout: deploy.body_timeout,
+        max_connections: deploy.max_connections as usize,
+        shutdown_timeout: deploy.shutdown_timeout,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;

@@ -6,18 +6,18 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::agents::tree::{Intervention, InterventionOutcome, Status};
-use crate::store::questions::{timestamp, Answered, SessionStatus, StoreError};
+use crate::store::questions::{iso_timestamp, Answered, SessionStatus, StoreError};
 
-use super::{lock, wall_ms, Command, Shared};
+use super::{lock, wall_ms, Command, Shared, Triggered};
 
 /// A JSON error: `{"ok": false, "error": ...}` with its status.
 pub(super) struct ApiError(StatusCode, String);
@@ -30,6 +30,74 @@ impl IntoResponse for ApiError {
 
 pub(super) fn error(status: StatusCode, message: impl Into<String>) -> ApiError {
     ApiError(status, message.into())
+}
+
+/// What every request passes before its handler: the [`crate::http_guard::Guard`] (the right
+/// `Host`, no foreign `Origin`, JSON POSTs) and its body read whole within the body's deadline
+/// and limit.
+pub(super) struct Gate {
+    pub(super) guard: crate::http_guard::Guard,
+    pub(super) body_limit: usize,
+    pub(super) body_timeout: std::time::Duration,
+}
+
+/// Lets in only what the [`Gate`] allows: 400, 403 or 415 from the guard, 413 over the body
+/// limit, 408 for a body that did not arrive in time; the handler gets the body read.
+pub(super) async fn gate(
+    State(gate): State<Arc<Gate>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use futures_util::StreamExt as _;
+    if let Err((status, message)) = gate.guard.check(request.method(), request.headers()) {
+        return error(status, message).into_response();
+    }
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is larger than the server's limit",
+        )
+    };
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > gate.body_limit as u64) {
+        return too_large().into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body could not be read: {e}"),
+                )
+            })?;
+            if bytes.len() + chunk.len() > gate.body_limit {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    };
+    match tokio::time::timeout(gate.body_timeout, read).await {
+        Ok(Ok(bytes)) => {
+            let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+            next.run(request).await
+        }
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} ms (--body-timeout)",
+                gate.body_timeout.as_millis()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 /// `Err` with a 401 unless the request carries the configured bearer token.
@@ -181,9 +249,9 @@ pub(super) async fn agent(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct InterventionBody {
-    #[serde(default)]
+    #[serde(default, alias = "userComment")]
     user_comment: Option<String>,
-    #[serde(default)]
+    #[serde(default, alias = "userContent")]
     user_content: Option<String>,
     #[serde(default)]
     status: Option<String>,
@@ -240,30 +308,43 @@ pub(super) async fn stream(State(shared): State<Arc<Shared>>, headers: HeaderMap
     if let Err(e) = authorize(&shared, &headers) {
         return e.into_response();
     }
-    let events = shared.events.subscribe();
+    let last = headers
+        .get("last-event-id")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let start = shared.events.start(last.as_deref());
     // The stream ends when the server stops, so that a graceful shutdown does not wait on it.
-    let stop = shared.stop.subscribe();
-    let items = futures_util::stream::unfold(events, move |mut events| {
-        let mut stop = stop.clone();
-        async move {
-            let event = tokio::select! {
-                got = events.recv() => match got {
-                    Ok((kind, data)) => SseEvent::default().event(kind).data(data.to_string()),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        // A slow reader missed events: it is told how many.
-                        let data = json!({ "missed": n }).to_string();
-                        SseEvent::default().event("lagged").data(data)
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                _ = stop.wait_for(|s| *s) => return None,
-            };
-            Some((Ok::<_, std::convert::Infallible>(event), events))
-        }
-    });
+    let items = shared.events.reader(start, shared.stop.subscribe());
     Sse::new(items)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// The longest idempotency key taken, in bytes.
+const MAX_KEY_LEN: usize = 256;
+
+/// A webhook's idempotency key: its `Idempotency-Key` header, else its `X-Event-Id`; 400 for
+/// one that is empty, too long or not visible ASCII.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some((name, value)) = ["idempotency-key", "x-event-id"]
+        .into_iter()
+        .find_map(|name| Some((name, headers.get(name)?)))
+    else {
+        return Ok(None);
+    };
+    let bad = |why: &str| error(StatusCode::BAD_REQUEST, format!("the {name} header {why}"));
+    let key = value
+        .to_str()
+        .map_err(|_| bad("is not visible ASCII"))?
+        .trim();
+    if key.is_empty() {
+        return Err(bad("is empty"));
+    }
+    if key.len() > MAX_KEY_LEN || key.chars().any(|c| c.is_ascii_control()) {
+        return Err(bad(&format!(
+            "is longer than {MAX_KEY_LEN} bytes or holds control characters"
+        )));
+    }
+    Ok(Some(key.to_owned()))
 }
 
 pub(super) async fn webhook(
@@ -281,15 +362,46 @@ pub(super) async fn webhook(
             ));
         }
         let payload: Value = body(bytes)?;
-        let id = ask(&shared, |reply| Command::Trigger {
+        let key = idempotency_key(&headers)?;
+        let triggered = ask(&shared, |reply| Command::Trigger {
             agent: agent.clone(),
             payload,
+            key: key.map(|k| format!("{agent}\n{k}")),
             reply,
         })
-        .await?
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("agent not found: {agent}")))?;
-        let reply = json!({ "ok": true, "status": "accepted", "agent": agent, "session_id": id.to_string() });
-        Ok(axum::Json(reply).into_response())
+        .await?;
+        match triggered {
+            Triggered::Started(id) => {
+                let reply = json!({ "ok": true, "status": "accepted", "agent": agent, "session_id": id.to_string() });
+                Ok(axum::Json(reply).into_response())
+            }
+            Triggered::Replayed(session) => {
+                let internal =
+                    |e: StoreError| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+                let status = lock(&shared.store)
+                    .session(&session)
+                    .map_err(internal)?
+                    .map(|row| row.status.as_str());
+                let reply = json!({
+                    "ok": true,
+                    "status": "accepted",
+                    "agent": agent,
+                    "session_id": session,
+                    "session_status": status,
+                    "replayed": true,
+                });
+                let mut response = axum::Json(reply).into_response();
+                response
+                    .headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                Ok(response)
+            }
+            Triggered::NoAgent => Err(error(
+                StatusCode::NOT_FOUND,
+                format!("agent not found: {agent}"),
+            )),
+            Triggered::Failed(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        }
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -332,7 +444,7 @@ pub(super) async fn pending_questions(
                     "agent_name": p.agent_name,
                     "question": p.question.question,
                     "context": context,
-                    "asked_at": timestamp(p.question.created_at),
+                    "asked_at": iso_timestamp(p.question.created_at),
                 })
             })
             .collect();
@@ -342,6 +454,7 @@ pub(super) async fn pending_questions(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct AnswerBody {
     question_id: String,
     answer: String,
@@ -426,8 +539,8 @@ pub(super) async fn session(
             "status": row.status.as_str(),
             "result": result,
             "questions_asked": asked,
-            "created_at": timestamp(row.created_at),
-            "completed_at": ended.then(|| timestamp(row.updated_at)),
+            "created_at": iso_timestamp(row.created_at),
+            "completed_at": ended.then(|| iso_timestamp(row.updated_at)),
         }))
         .into_response())
     };

@@ -12,7 +12,7 @@ use crate::drive::tokio_driver::{Backend, Engine};
 use crate::protocol::{Effect, Input};
 use crate::store::questions::{NewQuestion, QuestionStore, SessionStatus, StoreError};
 
-use super::{lock, wall_ms, Command, Shared};
+use super::{lock, wall_ms, Command, Shared, Triggered};
 
 /// The engine's task: commands from the handlers and outcomes of its own tasks, each followed by
 /// the effects it leads to, until the server stops.
@@ -31,11 +31,46 @@ pub(super) async fn run_engine(
     loop {
         tokio::select! {
             command = commands.recv() => match command {
-                Some(Command::Trigger { agent, payload, reply }) => {
-                    // The session is in the store before the caller hears of it.
+                Some(Command::Trigger { agent, payload, key, reply }) => {
+                    // One task runs every trigger, so that two requests with one key cannot
+                    // both start a session.
+                    match key.as_deref().map(|k| replayed(&shared, k)).transpose() {
+                        Ok(Some(Some(session))) => {
+                            let _ = reply.send(Triggered::Replayed(session));
+                            continue;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            let _ = reply.send(Triggered::Failed(e.to_string()));
+                            continue;
+                        }
+                    }
+                    // The session is in the store before the caller hears of it, and so is
+                    // its key.
                     let id = engine.runtime_mut().trigger(&agent, payload);
                     let published = engine.pump(&mut backend, |effect| publish(&shared, effect));
-                    let _ = reply.send(id);
+                    let triggered = match (id, key) {
+                        (None, _) => Triggered::NoAgent,
+                        (Some(id), None) => Triggered::Started(id),
+                        (Some(id), Some(key)) => {
+                            let session = id.to_string();
+                            let remembered = lock(&shared.store)
+                                .remember_key(&key, &session, wall_ms())
+                                .map_err(|e| e.to_string())
+                                .and_then(|()| match lock(&shared.key_file).as_mut() {
+                                    Some(file) => file.append(&key, &session).map_err(|e| e.to_string()),
+                                    None => Ok(()),
+                                });
+                            match remembered {
+                                Ok(()) => Triggered::Started(id),
+                                Err(e) => {
+                                    tracing::error!(%session, error = %e, "a webhook's idempotency key could not be stored");
+                                    Triggered::Failed(e)
+                                }
+                            }
+                        }
+                    };
+                    let _ = reply.send(triggered);
                     if let Err(e) = published {
                         fail(&shared, &e.to_string());
                         return;
@@ -56,6 +91,16 @@ pub(super) async fn run_engine(
             fail(&shared, &e.to_string());
             return;
         }
+    }
+}
+
+/// The session a webhook's idempotency `key` started, if the store remembers the key and still
+/// holds the session.
+fn replayed(shared: &Shared, key: &str) -> Result<Option<String>, StoreError> {
+    let store = lock(&shared.store);
+    match store.session_of_key(key)? {
+        Some(session) if store.session(&session)?.is_some() => Ok(Some(session)),
+        _ => Ok(None),
     }
 }
 
@@ -206,7 +251,7 @@ pub(super) fn publish(shared: &Shared, effect: &Effect) {
                 .or_default()
                 .push(text.to_string());
             let data = json!({ "key": &**key, "text": &**text });
-            let _ = shared.events.send(("message".to_owned(), data));
+            shared.events.push("message".to_owned(), &data);
         }
         Effect::Session(op) => {
             if let Err(e) =
@@ -247,7 +292,7 @@ pub(super) fn publish(shared: &Shared, effect: &Effect) {
             if let Value::Object(map) = &mut data {
                 map.insert("key".to_owned(), json!(&**key));
             }
-            let _ = shared.events.send((kind, data));
+            shared.events.push(kind, &data);
         }
         _ => {}
     }

@@ -8,7 +8,8 @@
 //!
 //! - `POST /conversations/{key}/messages` `{"text": ...}`: a user message (202, queued);
 //! - `GET /conversations/{key}`: what the conversation was sent so far, and whether it is idle;
-//! - `POST /webhook/{agent}` (seed 003): a session of the agent on the body as its payload; its id;
+//! - `POST /webhook/{agent}` (seed 003): a session of the agent on the body as its payload; its id
+//!   (a request with an `Idempotency-Key` or `X-Event-Id` seen before: the first's session);
 //! - `GET /agent/questions?status=pending`: the store's pending questions;
 //! - `POST /agent/answer/{session_id}` `{"question_id", "answer"}`: through the store first (the
 //!   first answer wins and resumes the agent; `duplicate_ignored`; 404);
@@ -22,22 +23,27 @@
 //!   declared `stream`), and one `message` per text sent to a user.
 //!
 //! Every error is JSON, `{"ok": false, "error": ...}`: 400 for a body that is not JSON or lacks a
-//! field or has a wrong type, 401 without the bearer token when one is configured, 404 for an
-//! unknown path, agent or conversation, 405 for a wrong method, 413 over the body limit. The
-//! server stops gracefully on [`Running::stop`] (the CLI: Ctrl-C or SIGTERM).
+//! field or has a wrong type, or a `Host` not the service's, 401 without the bearer token when one
+//! is configured, 403 for a foreign `Origin`, 404 for an unknown path, agent or conversation, 405
+//! for a wrong method, 408 for a body slower than its deadline, 413 over the body limit, 415 for a
+//! POST that is not JSON, 503 over the connection limit ([`crate::http_guard`], `listen.rs`). The
+//! server stops gracefully on [`Running::stop`] (the CLI: Ctrl-C or SIGTERM), within its
+//! shutdown deadline.
 //!
 //! This file holds the service's start and what its parts share; the handlers are `api.rs`, the
-//! engine's task `engine.rs`.
+//! engine's task `engine.rs`, the event stream's ids and buffer `events.rs`, the connections
+//! (deadlines, limit, shutdown) `listen.rs`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
 
 use crate::agents::tree::{Intervention, InterventionOutcome, Node};
@@ -51,12 +57,17 @@ mod api;
 #[cfg(feature = "sqlite")]
 pub mod bench;
 mod engine;
+mod events;
+mod keys;
+mod listen;
 
 use api::{
     agent, answer, conversation, intervene, message, pending_questions, session, stream, tree,
     unknown, webhook, wrong_method,
 };
 use engine::{reconcile, run_engine};
+
+pub use events::DEFAULT_EVENT_BUFFER;
 
 /// The largest request body taken by default, in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
@@ -76,6 +87,52 @@ pub struct Options {
     /// The service's address as its callbacks' receivers reach it (the base of each callback's
     /// `answer_url`); `None`: `http://` and the address it listens on.
     pub public_url: Option<String>,
+    /// How many of the newest events `GET /agent/stream` keeps for readers that reconnect
+    /// (`Last-Event-ID`) or fall behind.
+    pub event_buffer: usize,
+    /// Host names the service answers to besides loopback names and its own address (in `Host`
+    /// and `Origin`); `*` allows any.
+    pub allow_hosts: Vec<String>,
+    /// Listen on an address other than loopback without a token (refused otherwise).
+    pub insecure_no_token: bool,
+    /// How long a request's headers may take to arrive; then the connection is closed.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive once its headers did; then 408.
+    pub body_timeout: Duration,
+    /// How many connections may be open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// How long a graceful stop waits for the requests in flight before it closes what is left.
+    pub shutdown_timeout: Duration,
+}
+
+/// How long a request's headers may take by default.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request's body may take by default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many connections may be open at once by default; lowered at start when the process's
+/// open-file limit leaves room for fewer.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// How long a graceful stop waits for the requests in flight by default.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Default for Options {
+    /// A free loopback port, no token, the default limits, in memory.
+    fn default() -> Options {
+        Options {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            state_dir: None,
+            public_url: None,
+            event_buffer: DEFAULT_EVENT_BUFFER,
+            allow_hosts: Vec::new(),
+            insecure_no_token: false,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
+    }
 }
 
 /// The wall clock in ms since the epoch: the service's store keeps real times.
@@ -99,7 +156,9 @@ enum Command {
     Trigger {
         agent: String,
         payload: Value,
-        reply: oneshot::Sender<Option<Uuid>>,
+        /// The request's idempotency key, if it gave one.
+        key: Option<String>,
+        reply: oneshot::Sender<Triggered>,
     },
     Answer {
         question: Uuid,
@@ -110,11 +169,24 @@ enum Command {
     Idle(Arc<str>, oneshot::Sender<bool>),
 }
 
+/// What a webhook's trigger did.
+enum Triggered {
+    /// A new session started.
+    Started(Uuid),
+    /// The idempotency key had started this session already: nothing new started.
+    Replayed(String),
+    /// No agent of that name.
+    NoAgent,
+    /// The store could not be read.
+    Failed(String),
+}
+
 /// What the handlers share.
 struct Shared {
     commands: mpsc::UnboundedSender<Command>,
     token: Option<String>,
-    events: broadcast::Sender<(String, Value)>,
+    /// The event stream's ids and its buffer of the newest events.
+    events: Arc<events::EventLog>,
     /// The text each conversation was sent, in order.
     sent: Mutex<BTreeMap<String, Vec<String>>>,
     stop: watch::Sender<bool>,
@@ -124,6 +196,8 @@ struct Shared {
     store: Mutex<Store>,
     /// Where questions' callbacks come from.
     callbacks: CallbackSender,
+    /// The webhooks' idempotency keys beside `--state` when the store forgets them at a restart.
+    key_file: Mutex<Option<keys::KeyFile>>,
 }
 
 /// Sends questions' callbacks (seed 003's B20), each in a task of its own so that a receiver
@@ -225,6 +299,15 @@ pub async fn start(
     store: Store,
     options: Options,
 ) -> std::io::Result<Running> {
+    if !options.addr.ip().is_loopback() && options.token.is_none() && !options.insecure_no_token {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "refusing to listen on {} without a token: anyone who reaches that address could drive the service (and spend its model's key). Give --token T (or AGENTSIM_TOKEN), listen on loopback, or say --insecure-no-token",
+                options.addr
+            ),
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|e| {
@@ -232,7 +315,7 @@ pub async fn start(
         })?;
     let addr = listener.local_addr()?;
     let (commands, rx) = mpsc::unbounded_channel();
-    let (events, _) = broadcast::channel(1024);
+    let events = Arc::new(events::EventLog::new(wall_ms(), options.event_buffer));
     let (stop, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         commands,
@@ -242,6 +325,7 @@ pub async fn start(
         stop,
         failure: Mutex::new(None),
         store: Mutex::new(store),
+        key_file: Mutex::new(None),
         callbacks: CallbackSender {
             client: reqwest::Client::new(),
             policy: setup.config.callbacks.policy,
@@ -260,6 +344,16 @@ pub async fn start(
             Engine::with_files(&setup, true, files, wall_ms()).map_err(std::io::Error::other)?
         }
     };
+    if let Some(dir) = &options.state_dir {
+        let mut store = lock(&shared.store);
+        if !store.durable() {
+            let file = keys::KeyFile::open(dir, &mut **store).map_err(|e| {
+                let path = dir.join(keys::FILE);
+                std::io::Error::new(e.kind(), format!("--state {}: {e}", path.display()))
+            })?;
+            *lock(&shared.key_file) = Some(file);
+        }
+    }
     reconcile(&mut engine, &shared);
     let engine = tokio::spawn(run_engine(engine, backend, rx, shared.clone()));
     let app = Router::new()
@@ -276,15 +370,26 @@ pub async fn start(
         .fallback(unknown)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(options.body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(api::Gate {
+                guard: crate::http_guard::Guard::new(addr, &options.allow_hosts),
+                body_limit: options.body_limit,
+                body_timeout: options.body_timeout,
+            }),
+            api::gate,
+        ))
         .with_state(shared.clone());
-    let mut stopped = shared.stop.subscribe();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let limits = listen::Limits {
+        header_timeout: options.header_timeout,
+        max_connections: listen::fit_to_file_limit(options.max_connections.max(1)),
+        shutdown_timeout: options.shutdown_timeout,
+    };
+    let server = tokio::spawn(listen::serve(
+        listener,
+        app,
+        limits,
+        shared.stop.subscribe(),
+    ));
     Ok(Running {
         addr,
         shared,

@@ -229,7 +229,24 @@ pub trait QuestionStore {
 
     /// A session's questions, in creation order.
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError>;
+
+    /// Remembers that the request with the idempotency `key` (a webhook's `Idempotency-Key` or
+    /// `X-Event-Id`) started `session_id`, replacing what the key named before. The store keeps
+    /// the newest [`WEBHOOK_KEYS_KEPT`] keys and forgets older ones.
+    fn remember_key(&mut self, key: &str, session_id: &str, at_ms: u64) -> Result<(), StoreError>;
+
+    /// The session a remembered idempotency key started, if the store still remembers it.
+    fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Whether what the store holds outlives the process (a database), or goes with it.
+    fn durable(&self) -> bool {
+        false
+    }
 }
+
+/// How many webhook idempotency keys a store remembers (the newest ones): a retry within that
+/// many keyed webhooks finds its session, and the store does not grow without bound.
+pub const WEBHOOK_KEYS_KEPT: usize = 100_000;
 
 /// Records what a runtime told the store of async sessions (a [`crate::protocol::SessionOp`]) at
 /// `now`: the one mapping every driver uses. A session's final text is kept in its
@@ -337,6 +354,9 @@ pub(crate) fn judge_answer(
 pub struct MemoryQuestions {
     sessions: Vec<SessionRow>,
     questions: Vec<QuestionRow>,
+    /// Idempotency keys and their sessions, and the keys oldest first (to forget the oldest).
+    keys: std::collections::BTreeMap<String, String>,
+    key_order: std::collections::VecDeque<String>,
 }
 
 impl MemoryQuestions {
@@ -466,6 +486,26 @@ impl QuestionStore for MemoryQuestions {
             .collect())
     }
 
+    fn remember_key(&mut self, key: &str, session_id: &str, _at_ms: u64) -> Result<(), StoreError> {
+        if self
+            .keys
+            .insert(key.to_owned(), session_id.to_owned())
+            .is_none()
+        {
+            self.key_order.push_back(key.to_owned());
+        }
+        while self.key_order.len() > WEBHOOK_KEYS_KEPT {
+            if let Some(old) = self.key_order.pop_front() {
+                self.keys.remove(&old);
+            }
+        }
+        Ok(())
+    }
+
+    fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.keys.get(key).cloned())
+    }
+
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError> {
         Ok(self
             .questions
@@ -498,6 +538,14 @@ pub fn timestamp(ms: u64) -> String {
         rest / 1000 % 60,
         rest % 1000
     )
+}
+
+/// `ms` since the epoch as an ISO 8601 UTC timestamp, `YYYY-MM-DDTHH:MM:SS.mmmZ` (what an HTTP
+/// API answers).
+pub fn iso_timestamp(ms: u64) -> String {
+    let mut text = timestamp(ms).replacen(' ', "T", 1);
+    text.push('Z');
+    text
 }
 
 /// A timestamp written by [`timestamp`] back to ms since the epoch.

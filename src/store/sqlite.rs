@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::questions::{
     judge_answer, parse_timestamp, timestamp, Answered, NewQuestion, PendingQuestion, QuestionRow,
-    QuestionStore, SessionRow, SessionStatus, StoreError,
+    QuestionStore, SessionRow, SessionStatus, StoreError, WEBHOOK_KEYS_KEPT,
 };
 
 /// The seed's schema (DESIGN §9), created when the database is new.
@@ -55,6 +55,18 @@ const QUESTION_COLUMNS: [&str; 7] = [
     "answered_at",
     "created_at",
 ];
+
+/// agentsim's own table beside the seed's: the webhooks' idempotency keys and the sessions they
+/// started (the newest [`WEBHOOK_KEYS_KEPT`] of them), created when missing.
+const KEYS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS agentsim_webhook_keys (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    created_at TIMESTAMP NOT NULL
+);
+";
+const KEY_COLUMNS: [&str; 4] = ["seq", "key", "session_id", "created_at"];
 
 /// How long an operation waits for a lock another process holds.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -139,6 +151,8 @@ impl SqliteQuestions {
         let store = SqliteQuestions { conn };
         store.check_columns("agent_sessions", &SESSION_COLUMNS, name)?;
         store.check_columns("agent_questions", &QUESTION_COLUMNS, name)?;
+        store.conn.execute_batch(KEYS_SCHEMA).map_err(io)?;
+        store.check_columns("agentsim_webhook_keys", &KEY_COLUMNS, name)?;
         Ok(store)
     }
 
@@ -412,6 +426,39 @@ impl QuestionStore for SqliteQuestions {
             agent_name: agent.unwrap_or_default(),
         })
         .collect())
+    }
+
+    fn remember_key(&mut self, key: &str, session_id: &str, at_ms: u64) -> Result<(), StoreError> {
+        self.write(|c| {
+            c.execute(
+                "INSERT OR REPLACE INTO agentsim_webhook_keys (key, session_id, created_at) VALUES (?1, ?2, ?3)",
+                params![key, session_id, timestamp(at_ms)],
+            )
+            .map_err(io)?;
+            // The newest keys are kept: the sequence numbers below the newest ones go.
+            let newest = c.last_insert_rowid();
+            c.execute(
+                "DELETE FROM agentsim_webhook_keys WHERE seq <= ?1",
+                params![newest - WEBHOOK_KEYS_KEPT as i64],
+            )
+            .map_err(io)?;
+            Ok(())
+        })
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT session_id FROM agentsim_webhook_keys WHERE key = ?1",
+                params![key],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(io)
     }
 
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError> {

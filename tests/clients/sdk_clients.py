@@ -47,7 +47,8 @@ class Server:
 
     def stop(self):
         """Stops the server; returns (exit status, report)."""
-        req = urllib.request.Request(self.base + "/_agentsim/shutdown", method="POST", data=b"")
+        req = urllib.request.Request(self.base + "/_agentsim/shutdown", method="POST", data=b"{}",
+                                     headers={"Content-Type": "application/json"})
         urllib.request.urlopen(req, timeout=10).read()
         out, err = self.proc.communicate(timeout=30)
         with open(self.report_path) as f:

@@ -484,6 +484,7 @@ async fn the_shutdown_endpoint_stops_the_server_with_its_report() {
     assert_eq!(report["unused"][0]["agent"], "main");
     let r = reqwest::Client::new()
         .post(format!("http://{addr}/_agentsim/shutdown"))
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap();

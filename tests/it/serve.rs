@@ -49,13 +49,7 @@ pub(super) async fn serve_yaml(yaml: &str, store: serve::Store, options: Options
 /// The options of a test service: a free loopback port, no token, the default body limit, in
 /// memory.
 pub(super) fn options() -> Options {
-    Options {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        token: None,
-        body_limit: serve::DEFAULT_BODY_LIMIT,
-        state_dir: None,
-        public_url: None,
-    }
+    Options::default()
 }
 
 pub(super) fn memory() -> serve::Store {
@@ -202,6 +196,7 @@ async fn a_webhook_session_asks_waits_for_its_answer_and_completes() {
     );
     let r = client
         .post(format!("{base}/webhook/poet"))
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap();
@@ -471,7 +466,7 @@ async fn the_stream_carries_agent_states_and_messages_as_server_sent_events() {
     assert!(text.contains("event: agent-state"), "{text}");
     let states: Vec<Value> = text
         .split("\n\n")
-        .filter(|e| e.starts_with("event: agent-state"))
+        .filter(|e| e.lines().any(|l| l == "event: agent-state"))
         .filter_map(|e| {
             e.split_once("data: ")
                 .map(|(_, d)| serde_json::from_str(d).unwrap())
@@ -500,7 +495,10 @@ async fn bad_requests_get_json_errors_with_the_right_status() {
     let running = start(Some("s3cret"), 64).await;
     let base = format!("http://{}", running.addr);
     let client = reqwest::Client::new();
-    let auth = |r: reqwest::RequestBuilder| r.bearer_auth("s3cret");
+    let auth = |r: reqwest::RequestBuilder| {
+        r.bearer_auth("s3cret")
+            .header("content-type", "application/json")
+    };
     async fn status_and_error(r: reqwest::RequestBuilder) -> (u16, String) {
         let r = r.send().await.unwrap();
         let status = r.status().as_u16();
@@ -617,7 +615,7 @@ fn the_cli_serves_until_interrupted_and_exits_cleanly() {
         use std::io::{Read, Write};
         let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        tcp.write_all(b"GET /agent/tree HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        tcp.write_all(b"GET /agent/tree HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .unwrap();
         let mut reply = String::new();
         tcp.read_to_string(&mut reply).unwrap();

@@ -62,6 +62,9 @@ pub struct Options {
     /// Real seconds per scripted second of the replies' latencies (`after`, and a stream's
     /// chunk delays); 1 serves them as written.
     pub time_scale: f64,
+    /// Host names the control routes (`/_agentsim/*`) answer to besides loopback names and the
+    /// server's address (see [`crate::http_guard`]); `*` allows any.
+    pub allow_hosts: Vec<String>,
 }
 
 impl Default for Options {
@@ -73,6 +76,7 @@ impl Default for Options {
             faults: None,
             transcript: false,
             time_scale: 1.0,
+            allow_hosts: Vec::new(),
         }
     }
 }
@@ -282,6 +286,8 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
             std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", options.addr))
         })?;
     let addr = listener.local_addr()?;
+    let guard = Arc::new(crate::http_guard::Guard::new(addr, &options.allow_hosts));
+    let app = app.layer(axum::middleware::from_fn_with_state(guard, control_guard));
     let mut stopped = shared.stop.subscribe();
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -291,6 +297,25 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
             .await
     });
     Ok(Running { addr, shared, task })
+}
+
+/// The control routes (`/_agentsim/*`) let in only what [`crate::http_guard::Guard`] allows;
+/// the provider routes take what the providers' SDKs send, as the providers do.
+async fn control_guard(
+    State(guard): State<Arc<crate::http_guard::Guard>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !request.uri().path().starts_with("/_agentsim/") {
+        return next.run(request).await;
+    }
+    match guard.check(request.method(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err((status, message)) => {
+            let body = json!({"error": {"type": "refused", "message": message}});
+            json_response(status, &body, None)
+        }
+    }
 }
 
 async fn anthropic(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {

@@ -197,8 +197,10 @@ class MockLlm:
     # -- plumbing ----------------------------------------------------------------------------
 
     def _http(self, method: str, path: str) -> str:
+        # mock-llm's control routes take a POST only as JSON (so that a web page cannot post to them).
         request = urllib.request.Request(self.url + path, method=method,
-                                         data=b"" if method == "POST" else None)
+                                         data=b"{}" if method == "POST" else None,
+                                         headers={"Content-Type": "application/json"} if method == "POST" else {})
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 body: bytes = response.read()
