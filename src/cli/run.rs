@@ -113,25 +113,7 @@ fn run(
     }
     let scenario = match scenario::load(file).and_then(|s| s.runnable().map(|()| s)) {
         Ok(s) => s,
-        Err(e) => {
-            if matches!(format, Format::Json) {
-                let mut failure = serde_json::json!({"kind": "load", "message": e.to_string()});
-                if e.line > 0 {
-                    failure["line"] = e.line.into();
-                    failure["column"] = e.column.into();
-                }
-                let out = serde_json::json!({"path": file.display().to_string(),
-                                             "passed": false, "failure": failure});
-                println!(
-                    "{}",
-                    report::escape::json(
-                        &serde_json::to_string_pretty(&out).expect("a report is JSON")
-                    )
-                );
-            }
-            eprintln!("error: {}", report::terminal(&e.to_string()));
-            return ExitCode::from(2);
-        }
+        Err(e) => return load_failure(file, format, &e),
     };
     if let (Some(invariant), false) = (&scenario.expect_violation, observe) {
         eprintln!(
@@ -181,35 +163,36 @@ fn run(
     }
 }
 
+/// A scenario that cannot be run: the located error on stderr (and, with `--format json`, as
+/// the report on stdout), exit 2.
+fn load_failure(file: &Path, format: Format, e: &scenario::ScenarioError) -> ExitCode {
+    if matches!(format, Format::Json) {
+        let mut failure = serde_json::json!({"kind": "load", "message": e.to_string()});
+        if e.line > 0 {
+            failure["line"] = e.line.into();
+            failure["column"] = e.column.into();
+        }
+        let out = serde_json::json!({"path": file.display().to_string(),
+                                     "passed": false, "failure": failure});
+        println!(
+            "{}",
+            report::escape::json(&serde_json::to_string_pretty(&out).expect("a report is JSON"))
+        );
+    }
+    eprintln!("error: {}", report::terminal(&e.to_string()));
+    ExitCode::from(2)
+}
+
 /// `run --runtime CMD`: the scenario against the user's runtime.
 fn run_outside(file: &Path, options: &agentsim::outside_run::Options, format: Format) -> ExitCode {
     use agentsim::outside_run::{self, NotRun};
-    let load_error = |message: String, line: u32, column: u32| {
-        if matches!(format, Format::Json) {
-            let mut failure = serde_json::json!({"kind": "load", "message": message});
-            if line > 0 {
-                failure["line"] = line.into();
-                failure["column"] = column.into();
-            }
-            let out = serde_json::json!({"path": file.display().to_string(),
-                                         "passed": false, "failure": failure});
-            println!(
-                "{}",
-                report::escape::json(
-                    &serde_json::to_string_pretty(&out).expect("a report is JSON")
-                )
-            );
-        }
-        eprintln!("error: {}", report::terminal(&message));
-        ExitCode::from(2)
-    };
     let scenario = match scenario::load(file).and_then(|s| s.runnable().map(|()| s)) {
         Ok(s) => s,
-        Err(e) => return load_error(e.to_string(), e.line, e.column),
+        Err(e) => return load_failure(file, format, &e),
     };
     let outcome = match outside_run::run_blocking(&scenario, options) {
         Ok(o) => o,
-        Err(NotRun::Unrunnable(e)) => return load_error(e.to_string(), e.line, e.column),
+        Err(NotRun::Unrunnable(e)) => return load_failure(file, format, &e),
         Err(NotRun::Setup(e)) => {
             eprintln!("error: {}", report::terminal(&e));
             return ExitCode::from(2);

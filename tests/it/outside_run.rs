@@ -424,3 +424,14 @@ fn bench_runtime_measures_runs_and_the_cpu_split() {
     ]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+#[test]
+fn the_readmes_python_quick_start_is_the_file_the_tests_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let code = std::fs::read_to_string(root.join("examples/quickstart/my_agent.py")).unwrap();
+    assert!(
+        readme.contains(&format!("```python\n{code}```")),
+        "README.md's Python quick start differs from examples/quickstart/my_agent.py, which examples/runtimes/python/tests/test_quickstart.py runs"
+    );
+}
