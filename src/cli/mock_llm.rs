@@ -80,6 +80,7 @@ pub(crate) fn command(args: MockLlmArgs) -> ExitCode {
         transcript: transcript.is_some(),
         time_scale: 1.0,
         allow_hosts,
+        keep_journal: false,
     };
     mock_llm(&scenario, options, report.as_deref(), transcript.as_deref())
 }

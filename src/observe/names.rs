@@ -91,6 +91,37 @@ pub const REPLAYED_HISTORY: &str = "replayed-history";
 /// A request to `agentsim mock-llm` is a well-formed request of its provider.
 pub const REQUEST_FORMAT: &str = "request-format";
 
+/// Against an outside runtime (`--runtime`): nothing happens after the runtime said it was
+/// idle (no line, no model request) until agentsim's next line.
+pub const IDLE: &str = "idle";
+/// Against an outside runtime: a child's `complete(result)` reaches its parent as a tool result
+/// of exactly that text, not as an error (the outside face of `error-propagation`).
+pub const COMPLETE_DELIVERY: &str = "complete-delivery";
+/// Against an outside runtime: a child that ends by a failed model call or its iteration limit
+/// reaches its parent as an error result (the outside face of `error-propagation`).
+pub const ERROR_CASCADE: &str = "error-cascade";
+/// Against an outside runtime: no frame makes more model calls than its iteration limit, as
+/// read from the model requests (the outside face of `iteration-bound`).
+pub const ITERATION_LIMIT: &str = "iteration-limit";
+
+/// The checks of a run against an outside runtime that have no in-process invariant of the
+/// same name.
+pub const OUTSIDE: [&str; 4] = [IDLE, COMPLETE_DELIVERY, ERROR_CASCADE, ITERATION_LIMIT];
+
+/// Whether a broken check `broke` is what a scenario's `expect_violation: expected` asks for:
+/// the same name, or an outside check and the in-process invariant it stands for, so that one
+/// bug report runs against agentsim's runtime and an outside one alike.
+pub fn same_check(broke: &str, expected: &str) -> bool {
+    fn stands_for(name: &str) -> Option<&'static str> {
+        match name {
+            COMPLETE_DELIVERY | ERROR_CASCADE => Some(ERROR_PROPAGATION),
+            ITERATION_LIMIT => Some(ITERATION_BOUND),
+            _ => None,
+        }
+    }
+    broke == expected || stands_for(broke) == Some(expected) || stands_for(expected) == Some(broke)
+}
+
 /// The invariants `agentsim mock-llm` checks on a foreign runtime's requests, besides
 /// `tool-pairing`.
 pub const WIRE: [&str; 2] = [REPLAYED_HISTORY, REQUEST_FORMAT];

@@ -7,11 +7,14 @@
 //!   concept (agentsim's lines, the runtime's lines, decoding, errors), and are re-exported there.
 //! - [`session`]: the order of an exchange, the sequence errors a line commits given what agentsim
 //!   wrote before it.
+//! - [`inferred`]: the stack, the tool results and the checks `routing`, `complete-delivery`,
+//!   `error-cascade` and `iteration-limit`, read from the runtime's model requests.
 
 pub mod codec;
 mod decode;
 mod error;
 mod from_runtime;
+pub mod inferred;
 mod limits;
 pub mod session;
 mod to_runtime;

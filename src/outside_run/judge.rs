@@ -72,6 +72,12 @@ pub(super) struct View<'a> {
     pub idle: bool,
     /// Model calls served from each agent's script so far.
     pub llm_calls: &'a BTreeMap<String, usize>,
+    /// Why the stack is unknown: it is inferred from the model requests, which lost it.
+    pub stack_unknown: Option<&'a str>,
+    /// Whether the tool results were read from the model requests.
+    pub results_inferred: bool,
+    /// With `results_inferred`: frames whose last tools' results no request carried.
+    pub unseen: Option<&'a BTreeMap<String, Vec<String>>>,
 }
 
 fn show<T: serde::Serialize + ?Sized>(v: &T) -> String {
@@ -108,6 +114,19 @@ pub(super) fn judge(e: &ExpectSpec, view: &View<'_>) -> Vec<String> {
             show(want),
             show(&c.sent[view.mark.sent.min(c.sent.len())..]),
         );
+    }
+    if let Some(why) = view.stack_unknown {
+        let keys = [
+            ("depth", e.depth.is_some()),
+            ("top", e.top.is_some()),
+            ("stack", e.stack.is_some()),
+            ("iterations", e.iterations.is_some()),
+        ];
+        for (key, _) in keys.iter().filter(|(_, given)| *given) {
+            out.push(format!(
+                "{key}: the stack cannot be inferred from the model requests: {why}"
+            ));
+        }
     }
     let names: Vec<&str> = c.frames.iter().map(|f| f.name.as_str()).collect();
     if let Some(want) = e.depth {
@@ -171,8 +190,17 @@ pub(super) fn judge(e: &ExpectSpec, view: &View<'_>) -> Vec<String> {
         let agent = want.agent.as_deref().unwrap_or("main");
         let got = results.iter().rev().find(|r| r.frame == agent);
         if !got.is_some_and(|g| matches(want, g, false)) {
+            let hidden = view.unseen.and_then(|u| u.get(agent));
+            let note = match hidden {
+                Some(tools) => format!(
+                    " (cannot be judged from the model requests: {agent} ended after a reply using {}, and no later request of it carried their results; offer the `tool-results` capability)",
+                    tools.join(", ")
+                ),
+                None if view.results_inferred && got.is_none() => " (the runtime does not report tool results, so they are read from its model requests: a result is seen once a later request of its frame carries it)".to_owned(),
+                None => String::new(),
+            };
             out.push(format!(
-                "tool_result: expected {}, got {}",
+                "tool_result: expected {}, got {}{note}",
                 show(want),
                 got.map_or("none".to_owned(), |g| result_json(g).to_string())
             ));

@@ -56,7 +56,7 @@ pub enum NotRun {
     Setup(String),
 }
 
-/// A fresh directory for one run (its state directory and the mock server's journal), removed
+/// A fresh directory for one run (its state directory), removed
 /// when dropped.
 struct WorkDir(PathBuf);
 
@@ -173,11 +173,10 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
     let state_dir = work.0.join("state");
     std::fs::create_dir(&state_dir)
         .map_err(|e| NotRun::Setup(format!("cannot make the state directory: {e}")))?;
-    let journal = work.0.join("journal.jsonl");
     let running = server::start(
         scenario,
         server::Options {
-            journal: Some(journal.clone()),
+            keep_journal: true,
             time_scale,
             ..server::Options::default()
         },
@@ -186,9 +185,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
     .map_err(|e| NotRun::Setup(format!("cannot start the mock model server: {e}")))?;
     let env = environment(options, running.addr, &state_dir);
     let seed = options.seed.unwrap_or(scenario.seed);
-    let mut run = Run::new(
-        scenario, options, running, journal, state_dir, env, seed, time_scale,
-    );
+    let mut run = Run::new(scenario, options, running, state_dir, env, seed, time_scale);
     let played = run.play().await;
     let stopped = run.stop(played.is_ok()).await;
     run.read_journal();
@@ -236,7 +233,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         reproduced,
         entries: std::mem::take(&mut run.entries),
         sent: std::mem::take(&mut run.sent),
-        exchanges: std::mem::take(&mut run.exchanges),
+        exchanges: run.model_side.take_sorted(),
         model,
         stderr,
         timed_steps: run.timed_steps.clone(),

@@ -18,6 +18,9 @@ pub struct Need {
     pub line: u32,
     /// 1-based column.
     pub column: u32,
+    /// Whether agentsim can read it from the model requests instead, for a scenario of one
+    /// conversation.
+    pub inferable: bool,
 }
 
 /// The line and column of the first occurrence of `needle` in the file's text (1, 1 if the file
@@ -215,41 +218,58 @@ pub fn refusal(scenario: &Scenario) -> Option<ScenarioError> {
 pub fn needs(scenario: &Scenario) -> Vec<Need> {
     let text = file_text(scenario);
     let mut out: Vec<Need> = Vec::new();
-    let mut need = |capability: &'static str, what: String, (line, column): (u32, u32)| {
-        if !out.iter().any(|n| n.capability == capability) {
-            out.push(Need {
-                capability,
-                what,
-                line,
-                column,
-            });
-        }
-    };
+    let mut need_as =
+        |capability: &'static str, inferable: bool, what: String, (line, column): (u32, u32)| {
+            // One entry per capability: the first place that cannot do without it, else the first.
+            match out.iter_mut().find(|n| n.capability == capability) {
+                Some(n) if n.inferable && !inferable => {
+                    *n = Need {
+                        capability,
+                        what,
+                        line,
+                        column,
+                        inferable,
+                    };
+                }
+                Some(_) => {}
+                None => out.push(Need {
+                    capability,
+                    what,
+                    line,
+                    column,
+                    inferable,
+                }),
+            }
+        };
     for def in agents(scenario) {
         if def.parallel_tools {
-            need(
+            need_as(
                 "parallel-tools",
+                false,
                 format!("agent `{}` with `parallel_tools: true`", def.name),
                 locate(&text, "parallel_tools"),
             );
         }
         if def.stream {
-            need(
+            need_as(
                 "stream",
+                false,
                 format!("agent `{}` with `stream: true`", def.name),
                 locate(&text, "stream"),
             );
         }
         if def.passthrough {
-            need(
+            need_as(
                 "passthrough",
+                false,
                 format!("the passthrough skill `{}`", def.name),
                 locate(&text, "passthrough"),
             );
         }
         if def.batch.is_some() {
-            need(
+            need_as(
                 "batch",
+                false,
                 format!("agent `{}` with a `batch` policy", def.name),
                 locate(&text, "batch"),
             );
@@ -266,8 +286,9 @@ pub fn needs(scenario: &Scenario) -> Vec<Need> {
             _ => false,
         });
         if asks {
-            need(
+            need_as(
                 "ask-user",
+                false,
                 format!("`ask_user` in the script of `{agent}`"),
                 locate(&text, "ask_user"),
             );
@@ -275,8 +296,9 @@ pub fn needs(scenario: &Scenario) -> Vec<Need> {
     }
     for (tool, spec) in &scenario.config.tools {
         if spec.timeout_ms.is_some() {
-            need(
+            need_as(
                 "tool-timeouts",
+                false,
                 format!("the `timeout` of tool `{tool}`"),
                 locate(&text, "timeout"),
             );
@@ -285,22 +307,33 @@ pub fn needs(scenario: &Scenario) -> Vec<Need> {
     for (i, step) in scenario.steps.iter().enumerate() {
         let at = (step.line, step.column);
         match &step.kind {
-            StepKind::Restart => need("restart", format!("step {}: `restart`", i + 1), at),
-            StepKind::User { text, .. } if scenario.config.is_cancel_word(text) => need(
+            StepKind::Restart => {
+                need_as("restart", false, format!("step {}: `restart`", i + 1), at)
+            }
+            StepKind::User { text, .. } if scenario.config.is_cancel_word(text) => need_as(
                 "cancel-words",
+                false,
                 format!("step {}: the cancel word {text:?}", i + 1),
                 at,
             ),
             StepKind::Expect(e) => {
                 for key in keys(e) {
-                    let capability = match key {
-                        "depth" | "top" | "stack" | "iterations" => "stack",
-                        "tool_result" | "tool_results" => "tool-results",
-                        "stream" => "stream",
-                        "response" => "response",
+                    // `tool_results` lists every result, also those appended to a frame that
+                    // then ends: no model request carries them, so only the runtime can tell.
+                    let (capability, inferable) = match key {
+                        "depth" | "top" | "stack" | "iterations" => ("stack", true),
+                        "tool_result" => ("tool-results", true),
+                        "tool_results" => ("tool-results", false),
+                        "stream" => ("stream", false),
+                        "response" => ("response", true),
                         _ => continue,
                     };
-                    need(capability, format!("step {}: `expect.{key}`", i + 1), at);
+                    need_as(
+                        capability,
+                        inferable,
+                        format!("step {}: `expect.{key}`", i + 1),
+                        at,
+                    );
                 }
             }
             _ => {}
@@ -310,20 +343,22 @@ pub fn needs(scenario: &Scenario) -> Vec<Need> {
 }
 
 /// The first need that `capabilities` (what `ready` offered) does not meet, as a located error
-/// naming the capability and the command.
+/// naming the capability and the command. With `inferable`, the stack and the tool results are
+/// read from the model requests and need no capability.
 pub fn unmet(
     scenario: &Scenario,
     needs: &[Need],
     capabilities: &[String],
     command: &str,
+    inferable: bool,
 ) -> Option<ScenarioError> {
     let n = needs
         .iter()
-        .find(|n| !capabilities.iter().any(|c| c == n.capability))?;
-    let inferred = if n.capability == "stack" {
-        " (agentsim does not infer the stack from the model requests yet)"
+        .find(|n| !(capabilities.iter().any(|c| c == n.capability) || inferable && n.inferable))?;
+    let inferred = if n.inferable {
+        " (agentsim reads it from the model requests only for a scenario whose user talks in one conversation)"
     } else if n.capability == "tool-results" {
-        " (agentsim does not read tool results from the model requests yet)"
+        " (`tool_results` lists results appended to frames that then end, which no model request carries)"
     } else {
         ""
     };

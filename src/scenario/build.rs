@@ -22,7 +22,10 @@ use super::{Scenario, StepKind};
 
 /// Invariant names a scenario may expect to see broken.
 pub fn known_invariants() -> impl Iterator<Item = &'static str> {
-    names::ALL.into_iter().chain(names::WIRE)
+    names::ALL
+        .into_iter()
+        .chain(names::WIRE)
+        .chain(names::OUTSIDE)
 }
 
 /// Builds a scenario from a file read at `path`, with its free-form values as written.

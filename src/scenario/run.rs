@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::observe::names;
 use crate::sim::{Record, RunError, Sim};
 
 use super::expect::{check, Mismatch};
@@ -333,7 +334,7 @@ pub fn run_keeping_sim(scenario: &Scenario, options: RunOptions) -> (Outcome, Si
     } else if let Some(expected) = &scenario.expect_violation {
         let broke = matches!(
             &failure,
-            Some(Failure::Run { error, .. }) if error.violation().is_some_and(|v| v.invariant == expected)
+            Some(Failure::Run { error, .. }) if error.violation().is_some_and(|v| names::same_check(v.invariant, expected))
         );
         if broke {
             reproduced = Some(expected.clone());

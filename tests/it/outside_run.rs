@@ -279,17 +279,35 @@ steps:
   - user: hello
   - expect: { sent: [Hi there.], depth: 0 }
 ";
+    // Without the capability, agentsim reads the stack from the model requests.
     let o = run("no-stack", stack, &fake("ok", ""), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let wrong = stack.replace("depth: 0", "depth: 1");
+    let o = run("no-stack-wrong", &wrong, &fake("ok", ""), &[]);
+    assert!(
+        text(&o).contains("depth: expected 1, got 0"),
+        "{}",
+        text(&o)
+    );
+    // It does so for one conversation only: two are a located error naming the capability.
+    let two = "name: needs stack
+llm: { main: [Hi there., Hi again.] }
+steps:
+  - user: hello
+  - user: hello
+    key: other
+  - expect: { sent: [Hi again.], key: other, depth: 0 }
+";
+    let o = run("two-conversations", two, &fake("ok", ""), &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
-        out.contains("no-stack.yaml:5:5: step 2: `expect.depth` needs the runtime capability `stack`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready`"),
+        out.contains("two-conversations.yaml:7:5: step 3: `expect.depth` needs the runtime capability `stack`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready` (agentsim reads it from the model requests only for a scenario whose user talks in one conversation)"),
         "{out}"
     );
     // With the capability, the runtime's own `stack` lines are judged.
     let o = run("stack", stack, &fake("ok", "stack"), &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let wrong = stack.replace("depth: 0", "depth: 1");
     let o = run("stack-wrong", &wrong, &fake("ok", "stack"), &[]);
     assert!(
         text(&o).contains("depth: expected 1, got 0"),
@@ -313,7 +331,7 @@ steps:
     // check: the first runs, the others are skipped with the reason, and the total says so.
     let dir = fresh("check");
     std::fs::write(dir.join("a.yaml"), HELLO).unwrap();
-    std::fs::write(dir.join("b.yaml"), stack).unwrap();
+    std::fs::write(dir.join("b.yaml"), two).unwrap();
     std::fs::write(dir.join("c.yaml"), response).unwrap();
     let o = agentsim(&[
         "check",
@@ -356,11 +374,13 @@ fn the_response_expectation_is_judged_against_the_runtimes_response_events() {
         "{}",
         text(&o)
     );
-    // Without the capability, the key is a located error naming it.
-    let o = run("response-none", &yaml, &fake("ok", ""), &[]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // Without the capability, the main frame's turn is read from the model requests and the
+    // last text sent.
+    let o = run("response-inferred", &yaml, &fake("ok", ""), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run("response-inferred-wrong", &wrong, &fake("ok", ""), &[]);
     assert!(
-        text(&o).contains("`expect.response` needs the runtime capability `response`"),
+        text(&o).contains("response.iterations: expected 3, got 2"),
         "{}",
         text(&o)
     );
@@ -390,7 +410,12 @@ fn a_rust_test_runs_a_scenario_against_an_outside_runtime_with_the_harness() {
     assert!(message.contains("rerun: agentsim run"), "{message}");
     // A scenario the runtime cannot express, or a command that is not one, is an error.
     let stack = dir.join("stack.yaml");
-    std::fs::write(&stack, HELLO.replace("idle: true", "depth: 0")).unwrap();
+    let two = HELLO.replace("user: bye", "user: bye\n    key: other");
+    std::fs::write(
+        &stack,
+        two.replace("[Bye.] }", "[Bye.], key: other, depth: 0 }"),
+    )
+    .unwrap();
     let e = agentsim::harness::run_file_against(&stack, &fake("ok", "")).unwrap_err();
     assert!(e.contains("needs the runtime capability `stack`"), "{e}");
     let e = agentsim::harness::run_file_against(&file, "'unclosed").unwrap_err();

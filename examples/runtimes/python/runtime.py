@@ -4,6 +4,7 @@ an iteration limit) on the official `anthropic` SDK, tested by agentsim through 
 protocol (the `agentsim_runtime` helper package does the protocol).
 
     AGENTSIM_PLANTED_BUG=<name> python runtime.py     # agentsim starts it; see README.md
+    AGENTSIM_REFERENCE_SILENT=1 python runtime.py     # no stack, tool_result or response lines
 
 Its conversations live in `state.json` in AGENTSIM_STATE_DIR, so a restart continues them.
 """
@@ -44,6 +45,12 @@ PLANTED_BUGS = (
 BUG = os.environ.get("AGENTSIM_PLANTED_BUG", "")
 if BUG and BUG not in PLANTED_BUGS:
     sys.exit(f"AGENTSIM_PLANTED_BUG={BUG}: not one of {', '.join(PLANTED_BUGS)}")
+
+# Most runtimes report nothing but what they send the user: with AGENTSIM_REFERENCE_SILENT=1 this
+# one does the same (no `stack`, `tool_result` or `response` lines), and agentsim reads the stack
+# and the tool results from its model requests instead.
+SILENT = os.environ.get("AGENTSIM_REFERENCE_SILENT") == "1"
+REPORTED = ("stack", "tool-results", "response")
 
 BUILTIN_TOOLS = {
     "use_skill": {"description": "Hand the conversation to a skill until it completes.",
@@ -127,8 +134,8 @@ def question_text(data: dict[str, Any]) -> str:
 
 
 class StackRuntime(Runtime):
-    capabilities = ("stack", "tool-results", "response", "cancel-words", "ask-user", "parallel-tools",
-                    "restart")
+    capabilities = tuple(c for c in ("stack", "tool-results", "response", "cancel-words", "ask-user",
+                                     "parallel-tools", "restart") if not (SILENT and c in REPORTED))
     name = "agentsim reference runtime (python) 1" + (f", planted bug {BUG}" if BUG else "")
 
     def on_hello(self, hello: Hello) -> None:
@@ -251,8 +258,9 @@ class StackRuntime(Runtime):
         c.main_messages = main.messages
         calls = [use["name"] for m in main.messages[main.turn_start:] if m["role"] == "assistant"
                  for use in tool_uses(m)]
-        io.event("response", conversation=c.key, frame="main", text=text, iterations=main.iteration,
-                 tool_calls=calls)
+        if not SILENT:
+            io.event("response", conversation=c.key, frame="main", text=text, iterations=main.iteration,
+                     tool_calls=calls)
         while c.stack:
             self.pop(c, reason)
 
@@ -271,7 +279,8 @@ class StackRuntime(Runtime):
 
     def report(self, c: Conversation, io: IO) -> None:
         frames = [{"name": f.name, "iterations": f.iteration} for f in c.stack]
-        io.stack(frames, ended=c.ended, conversation=c.key)
+        if not SILENT:
+            io.stack(frames, ended=c.ended, conversation=c.key)
         c.ended = []
 
     # --- one frame's turn: seed 000's execute_turn, which is seed 002's agent loop -----------------
@@ -382,8 +391,9 @@ class StackRuntime(Runtime):
             blocks.insert(at, block)
         else:
             messages.append({"role": "user", "content": [block]})
-        io.event("tool_result", conversation=c.key, frame=frame.name, tool_use_id=tool_use_id,
-                 content=content, is_error=is_error)
+        if not SILENT:
+            io.event("tool_result", conversation=c.key, frame=frame.name, tool_use_id=tool_use_id,
+                     content=content, is_error=is_error)
 
     # --- the tools of one reply ------------------------------------------------------------------
 

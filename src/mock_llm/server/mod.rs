@@ -65,6 +65,8 @@ pub struct Options {
     /// Host names the control routes (`/_agentsim/*`) answer to besides loopback names and the
     /// server's address (see [`crate::http_guard`]); `*` allows any.
     pub allow_hosts: Vec<String>,
+    /// Keep every journal line in memory too (see [`Running::journal_since`]).
+    pub keep_journal: bool,
 }
 
 impl Default for Options {
@@ -77,6 +79,7 @@ impl Default for Options {
             transcript: false,
             time_scale: 1.0,
             allow_hosts: Vec::new(),
+            keep_journal: false,
         }
     }
 }
@@ -99,6 +102,11 @@ struct Shared {
     injected: AtomicU64,
     /// The transcript's exchanges, rendered as they are journaled, if one is kept.
     transcript: Option<Mutex<Vec<(u64, String)>>>,
+    /// The journal's lines in the order they were written, if they are kept.
+    kept: Option<Mutex<Vec<Value>>>,
+    /// With `kept`: each exchange's request as it arrived (routed, before any latency), or its
+    /// journal line when it was refused before it was routed.
+    arrivals: Option<Mutex<Vec<Value>>>,
     /// Real seconds per scripted second of latencies.
     time_scale: f64,
     /// Requests answered from each agent's script so far, counted when they are routed (before
@@ -151,6 +159,14 @@ impl Shared {
             let n = line.get("exchange").and_then(Value::as_u64).unwrap_or(0);
             lock(t).push((n, super::transcript::render(line)));
         }
+        if let Some(kept) = &self.kept {
+            lock(kept).push(line.clone());
+            if line.get("address").is_none() {
+                if let Some(arrivals) = &self.arrivals {
+                    lock(arrivals).push(line.clone());
+                }
+            }
+        }
         let mut journal = lock(&self.journal);
         if let Some(w) = journal.as_mut() {
             // A journal that cannot be written is reported once on stderr and then dropped,
@@ -194,6 +210,27 @@ impl Running {
     /// The transcript so far, in exchange order (empty unless [`Options::transcript`]).
     pub fn transcript(&self) -> String {
         self.shared.transcript()
+    }
+
+    /// The journal lines written since the first `from` (empty unless
+    /// [`Options::keep_journal`]), in the order they were written: an exchange is written when
+    /// it is answered, so a slow one comes after later ones.
+    pub fn journal_since(&self, from: usize) -> Vec<Value> {
+        self.shared.kept.as_ref().map_or_else(Vec::new, |kept| {
+            lock(kept)
+                .get(from..)
+                .map_or_else(Vec::new, <[Value]>::to_vec)
+        })
+    }
+
+    /// The requests that arrived since the first `from` (empty unless
+    /// [`Options::keep_journal`]): each routed request as soon as it is routed, before its
+    /// latency, with its journal line's `exchange`, `path`, `request` and `address`; a request
+    /// refused before routing as its journal line.
+    pub fn arrivals_since(&self, from: usize) -> Vec<Value> {
+        self.shared.arrivals.as_ref().map_or_else(Vec::new, |a| {
+            lock(a).get(from..).map_or_else(Vec::new, <[Value]>::to_vec)
+        })
     }
 
     /// Reads the transcript, also after [`Running::finish`].
@@ -263,6 +300,8 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         attempts: Mutex::new(Default::default()),
         injected: AtomicU64::new(0),
         transcript: options.transcript.then(|| Mutex::new(Vec::new())),
+        kept: options.keep_journal.then(|| Mutex::new(Vec::new())),
+        arrivals: options.keep_journal.then(|| Mutex::new(Vec::new())),
         calls: Mutex::default(),
         time_scale: if options.time_scale.is_finite() && options.time_scale >= 0.0 {
             options.time_scale
@@ -498,7 +537,7 @@ fn error_response(error: &ErrorReply, request_id: &str, retry_after_ms: Option<u
 impl Shared {
     /// Whether exchanges are journaled or transcribed (what only those show is built only then).
     fn journaling(&self) -> bool {
-        self.transcript.is_some() || lock(&self.journal).is_some()
+        self.transcript.is_some() || self.kept.is_some() || lock(&self.journal).is_some()
     }
 }
 
@@ -659,6 +698,9 @@ async fn exchange(
     }
     if journaling {
         line["address"] = serde_json::to_value(&address).expect("serialises");
+        if let Some(arrivals) = &s.arrivals {
+            lock(arrivals).push(line.clone());
+        }
     }
     match answer {
         Answer::Error {

@@ -5,6 +5,7 @@ mod decode;
 mod encode;
 mod error;
 mod example;
+mod inferred;
 mod properties;
 mod session;
 

@@ -2,25 +2,26 @@
 //! runtime's process started and spoken to, the steps played, every line checked in order, the
 //! checks and expectations judged, and the process stopped.
 
+mod lines;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::drive::scripted::{MockTools, ToolBehavior};
+use crate::drive::scripted::MockTools;
 use crate::mock_llm::server::Running;
 use crate::observe::names;
-use crate::outside::codec::{EventBody, FromRuntime, ToolResult, User, MAX_LINES_PER_RUN};
+use crate::outside::codec::{ToolResult, User, MAX_LINES_PER_RUN};
 use crate::outside::{encode_line, ProtocolError, ProtocolErrorKind, Session, ToRuntime};
 use crate::scenario::{Scenario, StepKind, DEFAULT_KEY};
 
 use super::hello::{hello, HelloFor};
-use super::judge::{judge, Conversation, Mark, SeenResponse, SeenResult, View};
-use super::model_side;
+use super::judge::{judge, Conversation, Mark, View};
+use super::model_side::ModelSide;
 use super::outcome::{Entry, Failure, FailureKind};
 use super::process::{self, Out, Process, StderrTail};
 use super::Options;
@@ -71,7 +72,6 @@ pub(super) struct Run<'a> {
     pub options: &'a Options,
     pub command: String,
     pub server: Running,
-    pub journal: PathBuf,
     pub state_dir: PathBuf,
     pub env: Vec<(String, String)>,
     pub seed: u64,
@@ -102,9 +102,10 @@ pub(super) struct Run<'a> {
     deadline: Instant,
     /// Violations of the mock server already turned into failures.
     seen_violations: usize,
-    /// Journal lines already read.
-    journal_read: usize,
-    pub exchanges: Vec<Value>,
+    /// Violations of the inferred checks already turned into failures.
+    seen_inferred: usize,
+    /// The mock server's journal, decoded, and what it tells of the stack.
+    pub model_side: ModelSide,
 }
 
 impl<'a> Run<'a> {
@@ -113,7 +114,6 @@ impl<'a> Run<'a> {
         scenario: &'a Scenario,
         options: &'a Options,
         server: Running,
-        journal: PathBuf,
         state_dir: PathBuf,
         env: Vec<(String, String)>,
         seed: u64,
@@ -124,7 +124,6 @@ impl<'a> Run<'a> {
             options,
             command: options.display(),
             server,
-            journal,
             state_dir,
             env,
             seed,
@@ -151,8 +150,8 @@ impl<'a> Run<'a> {
             step: 0,
             deadline: Instant::now() + options.timeouts.run,
             seen_violations: 0,
-            journal_read: 0,
-            exchanges: Vec::new(),
+            seen_inferred: 0,
+            model_side: ModelSide::new(scenario),
         }
     }
 
@@ -456,143 +455,6 @@ impl<'a> Run<'a> {
         })
     }
 
-    fn message(&mut self, message: FromRuntime, quoted: &str) -> Result<(), Failure> {
-        match message {
-            FromRuntime::Ready(ready) => {
-                self.note(format!(
-                    "runtime → ready{}, capabilities [{}]",
-                    ready.name.map(|n| format!(" ({n})")).unwrap_or_default(),
-                    ready.capabilities.join(", ")
-                ));
-                self.capabilities = ready.capabilities;
-            }
-            FromRuntime::Send(s) => {
-                if let Some(f) = self.after_idle("send") {
-                    return Err(f);
-                }
-                self.note(format!("runtime → user {}: {:?}", s.conversation, s.text));
-                self.sent.push((s.conversation.clone(), s.text.clone()));
-                self.conversations
-                    .entry(s.conversation)
-                    .or_default()
-                    .sent
-                    .push(s.text);
-            }
-            FromRuntime::ToolCall(call) => {
-                if let Some(f) = self.after_idle("tool_call") {
-                    return Err(f);
-                }
-                self.note(format!(
-                    "runtime → tool_call {} {} by {}: {}",
-                    call.call, call.name, call.agent, call.input
-                ));
-                let step = self.tools.next(&call.name, &call.input).map_err(|e| {
-                    self.fail(
-                        FailureKind::ToolScriptExhausted,
-                        format!(
-                            "the script of tool `{}` has no entry for call {} (runtime line {})",
-                            e.tool, e.call, self.line_no
-                        ),
-                    )
-                })?;
-                let result = match step.behavior {
-                    ToolBehavior::Result { content, is_error } => Some(ResultLine {
-                        content: content.to_string(),
-                        is_error,
-                        failed: false,
-                    }),
-                    ToolBehavior::Fail(message) => Some(ResultLine {
-                        content: message.to_string(),
-                        is_error: true,
-                        failed: true,
-                    }),
-                    ToolBehavior::Hang => None,
-                };
-                if let Some(result) = result {
-                    let after =
-                        Duration::from_secs_f64(step.after_ms as f64 / 1000.0 * self.time_scale);
-                    self.timer_order += 1;
-                    self.timers.push(Reverse((
-                        Instant::now() + after,
-                        self.timer_order,
-                        call.call,
-                        result,
-                    )));
-                }
-            }
-            FromRuntime::Idle(idle) => {
-                self.note(format!("runtime → idle {}", idle.seq));
-                self.idle_seq = self.idle_seq.max(idle.seq);
-                if self.idle_seq == self.seq && self.seq > 0 {
-                    self.idle_exchanges = Some(self.server.exchanges());
-                }
-            }
-            FromRuntime::Stack(stack) => {
-                let names: Vec<&str> = stack.frames.iter().map(|f| f.name.as_str()).collect();
-                self.note(format!(
-                    "runtime → stack {}: [{}]",
-                    stack.conversation,
-                    names.join(", ")
-                ));
-                let c = self.conversations.entry(stack.conversation).or_default();
-                c.frames = stack.frames;
-                c.ended.extend(stack.ended);
-            }
-            FromRuntime::Event(event) => {
-                let frame = event.frame.clone();
-                let shown = match &event.body {
-                    EventBody::ToolResult {
-                        content, is_error, ..
-                    } => format!(
-                        "tool_result to {}: {content:?}{}",
-                        frame.as_deref().unwrap_or("main"),
-                        if *is_error { " (error)" } else { "" }
-                    ),
-                    EventBody::Response {
-                        text,
-                        iterations,
-                        tool_calls,
-                    } => format!(
-                        "response: {text:?}, {iterations} iterations, tools [{}]",
-                        tool_calls.join(", ")
-                    ),
-                    EventBody::Text { text } => format!("text {text:?}"),
-                    EventBody::ToolStart { name } => format!("tool_start {name}"),
-                    EventBody::ToolFinish { name } => format!("tool_finish {name}"),
-                    EventBody::ToolError { name } => format!("tool_error {name}"),
-                    EventBody::Other { .. } => quoted.to_owned(),
-                };
-                self.note(format!("runtime → event {}: {shown}", event.conversation));
-                let c = self.conversations.entry(event.conversation).or_default();
-                match event.body {
-                    EventBody::ToolResult {
-                        content, is_error, ..
-                    } => c.results.push(SeenResult {
-                        frame: frame.unwrap_or_else(|| "main".to_owned()),
-                        content,
-                        is_error,
-                    }),
-                    EventBody::Response {
-                        text,
-                        iterations,
-                        tool_calls,
-                    } => c.responses.push(SeenResponse {
-                        text,
-                        iterations,
-                        tool_calls,
-                    }),
-                    EventBody::Text { text } => c.stream.push(format!("text: {text}")),
-                    EventBody::ToolStart { name } => c.stream.push(format!("tool_start: {name}")),
-                    EventBody::ToolFinish { name } => c.stream.push(format!("tool_finish: {name}")),
-                    EventBody::ToolError { name } => c.stream.push(format!("tool_error: {name}")),
-                    EventBody::Other { .. } => {}
-                }
-            }
-            FromRuntime::Error(_) => unreachable!("the session makes `error` a protocol error"),
-        }
-        Ok(())
-    }
-
     async fn await_idle(&mut self, seq: u64) -> Result<(), Failure> {
         let what = format!("`idle` for user seq {seq}");
         self.pump(move |r| r.idle_seq >= seq, Bound::Silence, &what)
@@ -605,9 +467,13 @@ impl<'a> Run<'a> {
     pub(super) async fn play(&mut self) -> Result<(), Stop> {
         self.start().await.map_err(Stop::Failed)?;
         let needs = super::needs::needs(self.scenario);
-        if let Some(e) =
-            super::needs::unmet(self.scenario, &needs, &self.capabilities, &self.command)
-        {
+        if let Some(e) = super::needs::unmet(
+            self.scenario,
+            &needs,
+            &self.capabilities,
+            &self.command,
+            self.model_side.inference.is_some(),
+        ) {
             return Err(Stop::Unrunnable(e));
         }
         let steps = self.scenario.steps.clone();
@@ -635,6 +501,11 @@ impl<'a> Run<'a> {
                     return Err(f);
                 }
                 self.idle_exchanges = None;
+                self.catch_up();
+                let cancel = self.scenario.config.is_cancel_word(text);
+                if let Some(inference) = self.model_side.inference.as_mut() {
+                    inference.user(cancel);
+                }
                 self.seq += 1;
                 let seq = self.seq;
                 self.conversations.entry(key.clone()).or_default();
@@ -673,10 +544,19 @@ impl<'a> Run<'a> {
                     self.pump(|_| false, Bound::Settle(now, QUIET), "quiet")
                         .await?;
                 }
-                self.read_journal();
+                self.catch_up();
                 let key = e.key.clone().unwrap_or_else(|| DEFAULT_KEY.to_owned());
                 let empty = Conversation::default();
                 let conversation = self.conversations.get(&key).unwrap_or(&empty);
+                let has = |c: &str| self.capabilities.iter().any(|o| o == c);
+                // What the runtime does not report is read from its model requests.
+                let (inferred, unknown) = self.model_side.overlay(
+                    conversation,
+                    !has("stack"),
+                    !has("tool-results"),
+                    !has("response"),
+                );
+                let conversation = inferred.as_ref().unwrap_or(conversation);
                 let mark = self.marks.get(&key).copied().unwrap_or_default();
                 let llm_calls = self.llm_calls();
                 let mismatches = judge(
@@ -686,6 +566,14 @@ impl<'a> Run<'a> {
                         mark,
                         idle: self.idle_seq >= self.seq,
                         llm_calls: &llm_calls,
+                        stack_unknown: unknown.as_deref(),
+                        results_inferred: !has("tool-results") && inferred.is_some(),
+                        unseen: self
+                            .model_side
+                            .inference
+                            .as_ref()
+                            .filter(|_| !has("tool-results"))
+                            .map(|i| &i.unseen),
                     },
                 );
                 let next = Mark::now(conversation);
@@ -742,11 +630,31 @@ impl<'a> Run<'a> {
             );
             return Err(self.stop_for(f));
         }
-        self.read_journal();
+        self.catch_up();
         if let Some(f) = self.display_leak() {
             return Err(self.stop_for(f));
         }
+        if let Some(v) = self.model_side.violations.get(self.seen_inferred) {
+            self.seen_inferred += 1;
+            let f = self.fail(
+                FailureKind::Check(v.check.to_owned()),
+                format!("{}: {}", v.check, v.message),
+            );
+            return Err(self.stop_for(f));
+        }
         Ok(())
+    }
+
+    /// Reads the journal; once the runtime is idle (nothing in flight), feeds every exchange to
+    /// the inference and ends the frames that do not wait for the user.
+    fn catch_up(&mut self) {
+        self.read_journal();
+        if self.idle_seq >= self.seq {
+            self.model_side.feed(true);
+            if let Some(inference) = self.model_side.inference.as_mut() {
+                inference.settle();
+            }
+        }
     }
 
     /// A failure, or the reproduction the scenario expects when it is that check.
@@ -777,20 +685,9 @@ impl<'a> Run<'a> {
 
     /// Reads the journal lines written since the last read.
     pub(super) fn read_journal(&mut self) {
-        let Ok(text) = std::fs::read_to_string(&self.journal) else {
-            return;
-        };
-        for line in text.lines().skip(self.journal_read) {
-            // A line still being written has no newline yet: `lines` gives it, so stop at the
-            // first one that is not whole JSON and read it next time.
-            match serde_json::from_str::<Value>(line) {
-                Ok(v) => {
-                    self.exchanges.push(v);
-                    self.journal_read += 1;
-                }
-                Err(_) => break,
-            }
-        }
+        let arrivals = self.server.arrivals_since(self.model_side.arrivals_read());
+        let journal = self.server.journal_since(self.model_side.lines.len());
+        self.model_side.absorb(arrivals, journal);
     }
 
     /// Model calls answered from each agent's script so far, counted as the mock server routes
@@ -801,7 +698,7 @@ impl<'a> Run<'a> {
 
     /// `no-display-leak`, on the requests journaled so far.
     fn display_leak(&self) -> Option<Failure> {
-        let (n, leak) = model_side::display_leak(&self.exchanges)?;
+        let (n, leak) = self.model_side.leak?;
         Some(self.fail(
             FailureKind::Check(names::NO_DISPLAY_LEAK.to_owned()),
             format!(
@@ -809,63 +706,5 @@ impl<'a> Run<'a> {
                 names::NO_DISPLAY_LEAK
             ),
         ))
-    }
-
-    /// Stops the runtime: `shutdown`, then its exit within the shutdown timeout (`SIGTERM`, then
-    /// `SIGKILL`). With `judge`, a runtime that does not exit cleanly is the failure returned.
-    pub(super) async fn stop(&mut self, judge: bool) -> Option<Failure> {
-        let mut proc = self.proc.take()?;
-        let line = encode_line(&ToRuntime::Shutdown).expect("shutdown encodes");
-        self.session.sent(&ToRuntime::Shutdown);
-        let wrote = proc.write(&line).await.is_ok();
-        if wrote {
-            self.note("→ shutdown".to_owned());
-        }
-        proc.close_stdin();
-        let wait = self.options.timeouts.shutdown;
-        let deadline = Instant::now() + wait;
-        // Lines that crossed `shutdown` are recorded and judged by nothing but `error`.
-        let mut failure = None;
-        loop {
-            tokio::select! {
-                out = proc.out.recv() => match out {
-                    Some(Out::Line(raw)) => {
-                        self.line_no += 1;
-                        let quoted = crate::outside::quote_line(&raw);
-                        if let Err(e) = self.session.receive_line(&raw, self.line_no) {
-                            if judge && failure.is_none() {
-                                failure = Some(self.protocol(e));
-                            }
-                        }
-                        self.note(format!("runtime → {quoted}"));
-                    }
-                    Some(Out::Eof) | None => break,
-                },
-                () = tokio::time::sleep_until(deadline) => break,
-            }
-        }
-        let status = proc
-            .exit_status(deadline.saturating_duration_since(Instant::now()))
-            .await;
-        let clean = status.is_some_and(|s| s.success());
-        if status.is_none() {
-            proc.terminate(Duration::from_secs(1)).await;
-        }
-        if judge && failure.is_none() && !clean {
-            let what = match status {
-                None => format!(
-                    "it did not exit within {} s of `shutdown` (shutdown timeout, --shutdown-timeout)",
-                    wait.as_secs_f64()
-                ),
-                Some(_) => format!("it exited with {} after `shutdown`", process::describe(status)),
-            };
-            let kind = if status.is_none() {
-                FailureKind::Timeout("shutdown")
-            } else {
-                FailureKind::UnexpectedExit
-            };
-            failure = Some(self.fail_process(kind, what));
-        }
-        failure
     }
 }
