@@ -46,6 +46,11 @@ pub(crate) struct ServeArgs {
     /// own `question_callback` keep it. Default: the scenario's `question_callback_url`.
     #[arg(long, value_name = "URL")]
     question_callback: Option<String>,
+    /// At start, end as failed the sessions the --db holds that have not ended but that this
+    /// service cannot resume (no --state, or another one than they ran with); answers to them
+    /// then get 410. Without it, such sessions refuse the start.
+    #[arg(long)]
+    abandon_sessions: bool,
     /// This service's address as callback receivers reach it: each callback's
     /// `answer_url` is URL/agent/answer/{session_id}. Default: http:// and --addr.
     #[arg(long, value_name = "URL")]
@@ -119,6 +124,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         state,
         question_callback,
         public_url,
+        abandon_sessions,
         deploy,
     } = args;
     serve(
@@ -128,6 +134,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         (token, body_limit),
         (db.as_deref(), state),
         (question_callback, public_url),
+        abandon_sessions,
         deploy,
     )
 }
@@ -139,6 +146,7 @@ fn serve(
     (token, body_limit): (Option<String>, usize),
     (db, state_dir): (Option<&Path>, Option<PathBuf>),
     (question_callback, public_url): (Option<String>, Option<String>),
+    abandon_sessions: bool,
     deploy: DeployArgs,
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
@@ -235,6 +243,26 @@ fn serve(
             }
         }
     };
+    // One service owns the database and the state directory for its whole life: a second one
+    // would acknowledge answers to sessions it does not run.
+    let mut owned = Vec::new();
+    let lock_paths = [
+        db.map(|p| (format!("--db {}", p.display()), lock_beside(p))),
+        state_dir
+            .as_deref()
+            .map(|d| (format!("--state {}", d.display()), d.join("owner.lock"))),
+    ];
+    for (what, path) in lock_paths.into_iter().flatten() {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                return usage(format!("{what}: cannot create {}: {e}", dir.display()));
+            }
+        }
+        match agentsim::store::OwnerLock::acquire(&path, &what) {
+            Ok(lock) => owned.push(lock),
+            Err(e) => return usage(e),
+        }
+    }
     let store: agentsim::serve::Store = match db {
         None => Box::new(agentsim::store::MemoryQuestions::new()),
         #[cfg(feature = "sqlite")]
@@ -262,6 +290,7 @@ fn serve(
         body_timeout: deploy.body_timeout,
         max_connections: deploy.max_connections as usize,
         shutdown_timeout: deploy.shutdown_timeout,
+        abandon_sessions,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;
@@ -271,10 +300,17 @@ fn serve(
             signalled.await;
             stop();
         });
-        println!("listening on http://{}", running.addr);
+        let listening = format!("http://{}", running.addr);
+        for lock in &mut owned {
+            if let Err(e) = lock.describe(Some(&listening)) {
+                tracing::warn!(file = %lock.path().display(), error = %e, "the owner's lock file could not be written");
+            }
+        }
+        println!("listening on {listening}");
         let _ = std::io::stdout().flush();
         running.finish().await
     });
+    drop(owned);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -282,4 +318,11 @@ fn serve(
             ExitCode::from(2)
         }
     }
+}
+
+/// The lock file that makes one service the owner of the database at `db`: `<db>.lock` beside it.
+fn lock_beside(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    db.with_file_name(name)
 }

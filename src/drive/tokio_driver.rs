@@ -165,6 +165,9 @@ pub struct Engine {
     lenient: bool,
     model_calls: u64,
     tool_runs: u64,
+    /// Whether a scripted model or tool moved on during this pump (its position is then
+    /// persisted before the pump returns, when the engine persists to files).
+    scripts_moved: bool,
 }
 
 impl Drop for Engine {
@@ -230,7 +233,55 @@ impl Engine {
             lenient,
             model_calls: 0,
             tool_runs: 0,
+            scripts_moved: false,
         }
+    }
+
+    /// Goes on with the scripts where they were when the engine's files were last written
+    /// (`scripted.json` beside the state): each agent's and tool's next call is the one after
+    /// those made before the restart, instead of the script's first. Nothing to do for an engine
+    /// in memory or files without that record; a record that cannot be read is an error naming
+    /// the file.
+    pub fn resume_scripts(&mut self, backend: &mut Backend) -> Result<(), String> {
+        let Persist::Files(files) = self.core.persistence() else {
+            return Ok(());
+        };
+        let path = files.scripts_path();
+        let bad = |e: String| format!("{}: {e}", path.display());
+        let Some(text) = files.load_scripts().map_err(|e| bad(e.to_string()))? else {
+            return Ok(());
+        };
+        let record: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        if let (Backend::Scripted(mock), Some(model)) = (backend, record.get("model")) {
+            if !model.is_null() {
+                mock.resume(model).map_err(|e| bad(format!("model: {e}")))?;
+            }
+        }
+        if let Some(tools) = record.get("tools") {
+            self.tools
+                .resume(tools)
+                .map_err(|e| bad(format!("tools: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Persists how far the scripts went, if they moved and the engine persists to files.
+    fn persist_scripts(&mut self, backend: &Backend) -> Result<(), DriveError> {
+        if !std::mem::take(&mut self.scripts_moved) {
+            return Ok(());
+        }
+        let Persist::Files(files) = self.core.persistence() else {
+            return Ok(());
+        };
+        let model = match backend {
+            Backend::Scripted(mock) => mock.position(),
+            Backend::Http(_) => serde_json::Value::Null,
+        };
+        let record = json!({ "model": model, "tools": self.tools.position() });
+        files.write_scripts(&record.to_string()).map_err(|e| {
+            RunError::Persist(format!("{}: {e}", files.scripts_path().display())).into()
+        })
     }
 
     /// The runtime, to read.
@@ -308,6 +359,7 @@ impl Engine {
                     let model = match backend {
                         Backend::Http(model) => model,
                         Backend::Scripted(mock) => {
+                            self.scripts_moved = true;
                             let answer = match mock.answer(&request, &mut Vec::new()) {
                                 Ok(answer) => answer,
                                 Err(e) if self.lenient => {
@@ -382,6 +434,7 @@ impl Engine {
                 }
                 Work::RunTool { call, run } => {
                     self.tool_runs += 1;
+                    self.scripts_moved = true;
                     let step: ToolStep = match self.tools.next(run.name, run.input) {
                         Ok(step) => step,
                         Err(e) if self.lenient => {
@@ -433,6 +486,9 @@ impl Engine {
                 Work::Output | Work::Done | Work::Session(_) => {}
             }
         }
+        // Before any reply of this pump reaches the runtime (they come back as inputs, after
+        // it returns), the scripts' position is durable: a restart never replays a reply.
+        self.persist_scripts(backend)?;
         for effect in &sessions {
             output(effect);
         }

@@ -104,6 +104,53 @@ fn replayed(shared: &Shared, key: &str) -> Result<Option<String>, StoreError> {
     }
 }
 
+/// What a start does with the store's sessions that have not ended but that the runtime does
+/// not hold (a service restarted on its `--db` without the `--state` it ran with, or with
+/// another): nothing here can resume them, so an answer to one must not be acknowledged as if
+/// something would act on it. With `abandon` each is ended as `failed`, the reason kept (an
+/// answer then gets 410); without it the start is refused with what to do.
+pub(super) fn settle_orphans(
+    engine: &Engine,
+    store: &mut (dyn QuestionStore + Send),
+    abandon: bool,
+) -> Result<(), String> {
+    let known: std::collections::BTreeSet<String> = engine
+        .runtime()
+        .async_sessions()
+        .map(|s| s.id.to_string())
+        .collect();
+    let open = store
+        .open_sessions()
+        .map_err(|e| format!("the session store could not be read: {e}"))?;
+    let orphans: Vec<_> = open
+        .into_iter()
+        .filter(|s| !known.contains(&s.id))
+        .collect();
+    let Some(first) = orphans.first() else {
+        return Ok(());
+    };
+    if !abandon {
+        return Err(format!(
+            "the session store holds {} session(s) that have not ended (the first: {} of agent {}, {}) but that the runtime this service starts from does not hold, so nothing would act on their answers. Start with the --state DIR of the service that ran them, or give --abandon-sessions to end them as failed (an answer to one is then refused with 410)",
+            orphans.len(),
+            first.id,
+            first.agent_name,
+            first.status
+        ));
+    }
+    let now = wall_ms();
+    for s in &orphans {
+        let reason = format!(
+            "the service restarted without the runtime state that ran this session (it was {}); ended by --abandon-sessions",
+            s.status
+        );
+        crate::store::questions::abandon(store, &s.id, &reason, now)
+            .map_err(|e| format!("session {} could not be abandoned: {e}", s.id))?;
+        tracing::warn!(session = %s.id, agent = %s.agent_name, "a session nothing can resume is abandoned (failed)");
+    }
+    Ok(())
+}
+
 /// After a restart, the runtime's persisted state and the store are made to agree on every open
 /// question: one the store acknowledged an answer to (the service stopped before the runtime
 /// persisted it) is answered again, so that nothing acknowledged is lost; one the store never

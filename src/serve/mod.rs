@@ -103,6 +103,9 @@ pub struct Options {
     pub max_connections: usize,
     /// How long a graceful stop waits for the requests in flight before it closes what is left.
     pub shutdown_timeout: Duration,
+    /// End as `failed` the store's open sessions that the runtime does not hold (nothing could
+    /// resume them); without it such sessions refuse the start.
+    pub abandon_sessions: bool,
 }
 
 /// How long a request's headers may take by default.
@@ -131,6 +134,7 @@ impl Default for Options {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            abandon_sessions: false,
         }
     }
 }
@@ -295,7 +299,7 @@ impl Running {
 /// kept in `store`.
 pub async fn start(
     setup: Setup,
-    backend: Backend,
+    mut backend: Backend,
     store: Store,
     options: Options,
 ) -> std::io::Result<Running> {
@@ -344,6 +348,9 @@ pub async fn start(
             Engine::with_files(&setup, true, files, wall_ms()).map_err(std::io::Error::other)?
         }
     };
+    engine
+        .resume_scripts(&mut backend)
+        .map_err(std::io::Error::other)?;
     if let Some(dir) = &options.state_dir {
         let mut store = lock(&shared.store);
         if !store.durable() {
@@ -354,6 +361,12 @@ pub async fn start(
             *lock(&shared.key_file) = Some(file);
         }
     }
+    engine::settle_orphans(
+        &engine,
+        &mut **lock(&shared.store),
+        options.abandon_sessions,
+    )
+    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     reconcile(&mut engine, &shared);
     let engine = tokio::spawn(run_engine(engine, backend, rx, shared.clone()));
     let app = Router::new()

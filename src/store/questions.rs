@@ -230,6 +230,9 @@ pub trait QuestionStore {
     /// A session's questions, in creation order.
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError>;
 
+    /// The sessions that have not ended (`running` or `pending_input`), oldest first.
+    fn open_sessions(&self) -> Result<Vec<SessionRow>, StoreError>;
+
     /// Remembers that the request with the idempotency `key` (a webhook's `Idempotency-Key` or
     /// `X-Event-Id`) started `session_id`, replacing what the key named before. The store keeps
     /// the newest [`WEBHOOK_KEYS_KEPT`] keys and forgets older ones.
@@ -313,6 +316,29 @@ impl SessionRow {
             serde_json::from_str(self.execution_state.as_deref()?).ok()?;
         state.get("result")?.as_str().map(str::to_owned)
     }
+
+    /// Why the session was abandoned, if it was: a service that could not resume it ended it
+    /// as `failed` and kept the reason in its `execution_state` as `{"abandoned": ...}` (see
+    /// [`abandon`]).
+    pub fn abandoned(&self) -> Option<String> {
+        let state: serde_json::Value =
+            serde_json::from_str(self.execution_state.as_deref()?).ok()?;
+        state.get("abandoned")?.as_str().map(str::to_owned)
+    }
+}
+
+/// Ends a session that nothing can resume any more: `failed`, with `reason` kept in its
+/// `execution_state` as `{"abandoned": reason}`; its open question leaves the pending list and
+/// answers to it are refused.
+pub fn abandon(
+    store: &mut dyn QuestionStore,
+    id: &str,
+    reason: &str,
+    now: u64,
+) -> Result<(), StoreError> {
+    let state = serde_json::json!({ "abandoned": reason }).to_string();
+    store.save_state(id, &state, now)?;
+    store.transition(id, SessionStatus::Failed, now)
 }
 
 /// The checks shared by every store: what `answer` decides from a session and its question.
@@ -511,6 +537,15 @@ impl QuestionStore for MemoryQuestions {
             .questions
             .iter()
             .filter(|q| q.session_id == session_id)
+            .cloned()
+            .collect())
+    }
+
+    fn open_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        Ok(self
+            .sessions
+            .iter()
+            .filter(|s| !s.status.is_terminal())
             .cloned()
             .collect())
     }

@@ -461,6 +461,20 @@ impl QuestionStore for SqliteQuestions {
             .map_err(io)
     }
 
+    fn open_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        let ids: Vec<String> = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id FROM agent_sessions WHERE status IN ('running', 'pending_input') ORDER BY created_at, rowid")
+                .map_err(io)?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(io)?;
+            rows.collect::<Result<_, _>>().map_err(io)?
+        };
+        ids.iter()
+            .filter_map(|id| SqliteQuestions::session_in(&self.conn, id).transpose())
+            .collect()
+    }
+
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError> {
         Ok(
             SqliteQuestions::question_rows(&self.conn, "q.session_id = ?1", Some(session_id))?

@@ -298,6 +298,41 @@ impl MockLlm {
         self.script(agent).map_or(0, |s| s.used)
     }
 
+    /// How far every script was used, as JSON (`{"calls": {agent: n}, "next_id": n}`): what a
+    /// service persists so that a restart goes on where the scripts were instead of replaying
+    /// them from the start ([`MockLlm::resume`]).
+    pub fn position(&self) -> Value {
+        let calls: BTreeMap<&str, usize> = self
+            .scripts
+            .iter()
+            .filter(|s| s.used > 0)
+            .map(|s| (s.agent.as_str(), s.used))
+            .collect();
+        serde_json::json!({ "calls": calls, "next_id": self.next_id })
+    }
+
+    /// Goes on from a [`MockLlm::position`]: each agent's next call is the one after those it
+    /// made. A position that is not one is an error saying what is wrong.
+    pub fn resume(&mut self, position: &Value) -> Result<(), String> {
+        let calls = position
+            .get("calls")
+            .and_then(Value::as_object)
+            .ok_or("no `calls` object")?;
+        let next_id = position
+            .get("next_id")
+            .and_then(Value::as_u64)
+            .ok_or("no `next_id` number")?;
+        for (agent, used) in calls {
+            let used = used
+                .as_u64()
+                .ok_or_else(|| format!("calls of {agent:?} is not a count"))?;
+            let i = self.find(agent);
+            self.scripts[i].used = used as usize;
+        }
+        self.next_id = next_id;
+        Ok(())
+    }
+
     /// Script entries left unused, by agent.
     pub fn unused(&self) -> BTreeMap<&str, usize> {
         self.scripts

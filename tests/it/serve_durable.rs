@@ -1,0 +1,264 @@
+//! `agentsim serve` across SIGKILLs and beside another instance (issue 42, items 1 to 3): no
+//! answer acknowledged that nothing will act on, one owner per database and state directory,
+//! scripted replies that go on where they were. The binary runs over loopback; every wait is
+//! bounded. The helpers are `serve.rs`'s.
+#![cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::serve::{get_json, poll, post_json, spawn_listening, wait_pending, Child};
+
+/// An agent that asks once, then writes, then answers; twice (scripts are per agent, across
+/// sessions).
+pub(super) const DURABLE: &str = r#"
+name: durable
+agents:
+  main: {}
+  poet: { kind: agent, async_questions: true }
+tools:
+  write: { result: written, after: 10ms }
+llm:
+  poet:
+    - ask_user: { question: Which style?, options: [free verse, haiku] }
+    - tool_use: { name: write, input: { path: poem.md } }
+    - Wrote the poem.
+    - ask_user: { question: Which style now? }
+    - tool_use: { name: write, input: { path: poem2.md } }
+    - Wrote the second poem.
+steps: []
+"#;
+
+pub(super) fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentsim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub(super) fn text(p: &Path) -> String {
+    p.to_str().unwrap().to_owned()
+}
+
+/// Runs the binary with `args`, expecting it to stop by itself within ten seconds: its exit code
+/// and stderr. One that is still running then (it served instead of refusing) is killed, and
+/// the code is `None`.
+pub(super) fn run_bounded(args: &[String]) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+    (code, stderr)
+}
+
+fn kill(mut server: Child) {
+    server.0.kill().unwrap(); // SIGKILL
+    server.0.wait().unwrap();
+}
+
+fn spawn(args: &[String]) -> (Child, String) {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    spawn_listening(&args)
+}
+
+async fn answer(client: &reqwest::Client, base: &str, sid: &str, qid: &str) -> (u16, Value) {
+    let r = client
+        .post(format!("{base}/agent/answer/{sid}"))
+        .json(&json!({ "question_id": qid, "answer": "haiku" }))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_database_without_its_runtime_state_refuses_the_start_or_its_sessions_are_abandoned() {
+    let dir = temp_dir("serve-orphans");
+    let file = dir.join("durable.yaml");
+    std::fs::write(&file, DURABLE).unwrap();
+    let db = text(&dir.join("sessions.db"));
+    let args: Vec<String> = ["serve", &text(&file), "--db", &db, "--addr", "127.0.0.1:0"]
+        .map(str::to_owned)
+        .to_vec();
+    let client = reqwest::Client::new();
+
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
+    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = wait_pending(&client, &base, 1).await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    kill(server);
+
+    // The runtime that asked is gone with the process: the database alone cannot resume it, and
+    // the start says so, with what to do.
+    let (code, stderr) = run_bounded(&args);
+    assert_eq!(code, Some(2), "it must refuse to start: {stderr}");
+    for says in [
+        sid.as_str(),
+        "poet",
+        "pending_input",
+        "--state",
+        "--abandon-sessions",
+    ] {
+        assert!(stderr.contains(says), "{says}: {stderr}");
+    }
+
+    // Said explicitly: the session ends as failed, and an answer is refused, never "resumed".
+    let mut abandon = args.clone();
+    abandon.push("--abandon-sessions".to_owned());
+    let (server, addr) = spawn(&abandon);
+    let base = format!("http://{addr}");
+    let listed = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
+    assert_eq!(listed["questions"], json!([]), "{listed}");
+    let (status, body) = answer(&client, &base, &sid, &qid).await;
+    assert_eq!(status, 410, "{body}");
+    assert_eq!(body["ok"], false);
+    assert!(
+        body["error"].as_str().unwrap().contains("abandoned"),
+        "{body}"
+    );
+    let session = get_json(&client, format!("{base}/agent/session/{sid}")).await;
+    assert_eq!(session["status"], "failed", "{session}");
+    // Nothing is left to refuse the next start.
+    kill(server);
+    let (server, _) = spawn(&args);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn one_instance_owns_a_database_and_a_state_and_a_killed_owner_frees_them() {
+    let dir = temp_dir("serve-owner");
+    let file = dir.join("durable.yaml");
+    std::fs::write(&file, DURABLE).unwrap();
+    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
+    let serve = |db: &str, state: &str| -> Vec<String> {
+        let f = text(&file);
+        [
+            "serve",
+            &f,
+            "--db",
+            db,
+            "--state",
+            state,
+            "--addr",
+            "127.0.0.1:0",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let (owner, addr) = spawn(&serve(&db, &state));
+    let pid = owner.0.id();
+
+    // Another instance on the same database, or on the same state, is refused at once, told who
+    // owns it.
+    let other_db = text(&dir.join("other.db"));
+    let other_state = text(&dir.join("other-state"));
+    for (args, what) in [
+        (serve(&db, &other_state), "--db"),
+        (serve(&other_db, &state), "--state"),
+    ] {
+        let (code, stderr) = run_bounded(&args);
+        assert_eq!(
+            code,
+            Some(2),
+            "{what}: a second owner must be refused: {stderr}"
+        );
+        for says in [
+            what.to_owned(),
+            format!("process {pid}"),
+            format!("listening on http://{addr}"),
+        ] {
+            assert!(stderr.contains(&says), "{says}: {stderr}");
+        }
+    }
+    // The refused ones changed nothing: the owner still serves.
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let listed = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
+    assert_eq!(listed["questions"], json!([]));
+
+    // Killed, the owner leaves its lock files behind but holds nothing: the next one starts.
+    kill(owner);
+    assert!(dir.join("sessions.db.lock").exists());
+    let (next, addr) = spawn(&serve(&db, &state));
+    let base = format!("http://{addr}");
+    let listed = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
+    assert_eq!(listed["questions"], json!([]));
+    drop(next);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn scripted_replies_go_on_where_they_were_across_sigkills() {
+    let dir = temp_dir("serve-scripted-kill");
+    let file = dir.join("durable.yaml");
+    std::fs::write(&file, DURABLE).unwrap();
+    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
+    let args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--db",
+        &db,
+        "--state",
+        &state,
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+    let (mut server, mut addr) = spawn(&args);
+    // Two sessions, each killed while it waits for its answer and answered by the next
+    // instance: each asks its own question once and ends with its own reply.
+    for (asks, wrote) in [
+        ("Which style?", "Wrote the poem."),
+        ("Which style now?", "Wrote the second poem."),
+    ] {
+        let base = format!("http://{addr}");
+        let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
+        let sid = accepted["session_id"].as_str().unwrap().to_owned();
+        let pending = wait_pending(&client, &base, 1).await;
+        let q = &pending["questions"][0];
+        assert!(q["question"].as_str().unwrap().starts_with(asks), "{q}");
+        let qid = q["id"].as_str().unwrap().to_owned();
+        kill(server);
+        (server, addr) = spawn(&args);
+        let base = format!("http://{addr}");
+        let (status, body) = answer(&client, &base, &sid, &qid).await;
+        assert_eq!(
+            (status, &body["status"]),
+            (200, &json!("resumed")),
+            "{body}"
+        );
+        let done = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
+            s["status"] != "running"
+        })
+        .await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["result"], json!({ "raw_result": wrote }));
+        assert_eq!(done["questions_asked"], 1, "{done}");
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
