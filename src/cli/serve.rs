@@ -46,6 +46,15 @@ pub(crate) struct ServeArgs {
     /// own `question_callback` keep it. Default: the scenario's `question_callback_url`.
     #[arg(long, value_name = "URL")]
     question_callback: Option<String>,
+    /// Sign every question callback with this secret: the header X-Agentsim-Signature:
+    /// sha256=<hex>, the HMAC-SHA256 of the body's bytes. Default: unsigned.
+    #[arg(
+        long,
+        env = "AGENTSIM_CALLBACK_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    callback_secret: Option<String>,
     /// At start, end as failed the sessions the --db holds that have not ended but that this
     /// service cannot resume (no --state, or another one than they ran with); answers to them
     /// then get 410. Without it, such sessions refuse the start.
@@ -124,6 +133,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         state,
         question_callback,
         public_url,
+        callback_secret,
         abandon_sessions,
         deploy,
     } = args;
@@ -133,7 +143,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         (llm, base_url),
         (token, body_limit),
         (db.as_deref(), state),
-        (question_callback, public_url),
+        (question_callback, public_url, callback_secret),
         abandon_sessions,
         deploy,
     )
@@ -145,7 +155,11 @@ fn serve(
     (llm, base_url): (ServeLlm, Option<String>),
     (token, body_limit): (Option<String>, usize),
     (db, state_dir): (Option<&Path>, Option<PathBuf>),
-    (question_callback, public_url): (Option<String>, Option<String>),
+    (question_callback, public_url, callback_secret): (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
     abandon_sessions: bool,
     deploy: DeployArgs,
 ) -> ExitCode {
@@ -189,6 +203,12 @@ fn serve(
     setup.limits.max_steps = u64::MAX;
     if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return usage("--token cannot be empty".to_owned());
+    }
+    if callback_secret
+        .as_deref()
+        .is_some_and(|t| t.trim().is_empty())
+    {
+        return usage("--callback-secret cannot be empty".to_owned());
     }
     for (flag, url) in [
         ("--question-callback", &question_callback),
@@ -290,6 +310,7 @@ fn serve(
         body_timeout: deploy.body_timeout,
         max_connections: deploy.max_connections as usize,
         shutdown_timeout: deploy.shutdown_timeout,
+        callback_secret,
         abandon_sessions,
     };
     let result = runtime.block_on(async {

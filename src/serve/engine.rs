@@ -172,13 +172,38 @@ pub(super) fn reconcile(engine: &mut Engine, shared: &Shared) {
                     }
                 }
                 None => {
+                    // Its callback goes in the outbox with it (sent once the start is done).
+                    let session = engine
+                        .runtime()
+                        .async_sessions()
+                        .find(|s| *s.id.to_string() == *q.key);
+                    let callback = session.and_then(|s| {
+                        let url = s
+                            .agent
+                            .async_questions
+                            .as_ref()
+                            .and_then(|a| a.callback.clone())
+                            .or_else(|| engine.runtime().config().callbacks.url.clone())?;
+                        let agent = s.agent.name.to_string();
+                        Some(super::callbacks::callback(
+                            shared,
+                            (s.id, q.id),
+                            &agent,
+                            (&q.text, None),
+                            &url,
+                        ))
+                    });
                     let question = NewQuestion {
                         id,
                         session_id: q.key.to_string(),
                         question: q.text.to_string(),
                         context: None,
                     };
-                    if let Err(e) = store.ask(&question, wall_ms()) {
+                    let asked = match &callback {
+                        Some(callback) => store.ask_with_callback(&question, callback, wall_ms()),
+                        None => store.ask(&question, wall_ms()),
+                    };
+                    if let Err(e) = asked {
                         tracing::error!(error = %e, "a question could not be stored again");
                     }
                 }
@@ -290,7 +315,7 @@ pub(super) fn apply(engine: &mut Engine, command: Command, shared: &Shared) {
 
 /// Publishes what the runtime sends out: text for a user is kept with its conversation and
 /// broadcast as a `message`; a stream event is broadcast under its type.
-pub(super) fn publish(shared: &Shared, effect: &Effect) {
+pub(super) fn publish(shared: &Arc<Shared>, effect: &Effect) {
     match effect {
         Effect::Send { key, text, .. } => {
             lock(&shared.sent)
@@ -301,32 +326,56 @@ pub(super) fn publish(shared: &Shared, effect: &Effect) {
             shared.events.push("message".to_owned(), &data);
         }
         Effect::Session(op) => {
-            if let Err(e) =
-                crate::store::questions::record(&mut **lock(&shared.store), op, wall_ms())
-            {
+            // A question with a callback is stored with it, in one operation (the outbox).
+            let callback = match &**op {
+                crate::protocol::SessionOp::Asked {
+                    session,
+                    question,
+                    text,
+                    context,
+                    agent,
+                    callback: Some(url),
+                } => Some(super::callbacks::callback(
+                    shared,
+                    (*session, *question),
+                    agent,
+                    (text, context.as_deref()),
+                    url,
+                )),
+                _ => None,
+            };
+            let recorded = {
+                let mut store = lock(&shared.store);
+                match (&callback, &**op) {
+                    (
+                        Some(callback),
+                        crate::protocol::SessionOp::Asked {
+                            session,
+                            question,
+                            text,
+                            context,
+                            ..
+                        },
+                    ) => {
+                        let question = NewQuestion {
+                            id: question.to_string(),
+                            session_id: session.to_string(),
+                            question: text.to_string(),
+                            context: context.as_ref().map(|c| c.to_string()),
+                        };
+                        store.ask_with_callback(&question, callback, wall_ms())
+                    }
+                    _ => crate::store::questions::record(&mut **store, op, wall_ms()),
+                }
+            };
+            if let Err(e) = recorded {
                 // The runtime told the store something its lifecycle refuses: a runtime bug,
                 // reported, never applied.
                 tracing::error!(error = %e, "the session store refused an operation");
                 return;
             }
-            if let crate::protocol::SessionOp::Asked {
-                session,
-                question,
-                text,
-                context,
-                agent,
-                callback: Some(url),
-            } = &**op
-            {
-                let body = crate::agents::session::callback_body(
-                    *session,
-                    agent,
-                    *question,
-                    text,
-                    context.as_deref(),
-                    &shared.callbacks.public_url,
-                );
-                shared.callbacks.send(url, *session, body);
+            if let Some(callback) = callback {
+                shared.callbacks.send(shared.clone(), callback);
             }
         }
         Effect::Stream { key, event } => {

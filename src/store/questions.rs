@@ -190,6 +190,39 @@ pub struct NewQuestion {
     pub context: Option<String>,
 }
 
+/// A question's callback to deliver (the outbox): stored with its question, in the same
+/// operation, so that a question is never open without its callback on record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Callback {
+    /// The question it announces (also the idempotency key its receiver sees).
+    pub question_id: String,
+    /// The question's session.
+    pub session_id: String,
+    /// Where it goes.
+    pub url: String,
+    /// The body, as JSON text: sent byte for byte the same on every attempt.
+    pub body: String,
+}
+
+/// What became of a callback: it leaves the outbox either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// A receiver took it (a 2xx reply).
+    Delivered,
+    /// Its question was answered, or its session ended, before it got through: nobody needs it.
+    Obsolete,
+}
+
+impl Settled {
+    /// The name stored (`delivered`, `obsolete`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settled::Delivered => "delivered",
+            Settled::Obsolete => "obsolete",
+        }
+    }
+}
+
 /// Where sessions and questions are kept. Every method that changes something has done so
 /// durably when it returns `Ok`.
 pub trait QuestionStore {
@@ -214,6 +247,26 @@ pub trait QuestionStore {
     /// Opens a question on a running session with none open; the session becomes
     /// `pending_input`.
     fn ask(&mut self, question: &NewQuestion, at_ms: u64) -> Result<(), StoreError>;
+
+    /// Opens a question as [`QuestionStore::ask`] does and puts its callback in the outbox, in
+    /// one operation: both or neither.
+    fn ask_with_callback(
+        &mut self,
+        question: &NewQuestion,
+        callback: &Callback,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+
+    /// The callbacks in the outbox (neither delivered nor obsolete), oldest first.
+    fn outbox(&self) -> Result<Vec<Callback>, StoreError>;
+
+    /// Takes a question's callback out of the outbox, saying what became of it.
+    fn settle_callback(
+        &mut self,
+        question_id: &str,
+        settled: Settled,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
 
     /// Answers `question_id` of `session_id`: the first answer wins.
     fn answer(
@@ -383,6 +436,8 @@ pub struct MemoryQuestions {
     /// Idempotency keys and their sessions, and the keys oldest first (to forget the oldest).
     keys: std::collections::BTreeMap<String, String>,
     key_order: std::collections::VecDeque<String>,
+    /// The callbacks not yet settled, oldest first.
+    outbox: Vec<Callback>,
 }
 
 impl MemoryQuestions {
@@ -471,6 +526,31 @@ impl QuestionStore for MemoryQuestions {
             answered_at: None,
             created_at: at_ms,
         });
+        Ok(())
+    }
+
+    fn ask_with_callback(
+        &mut self,
+        q: &NewQuestion,
+        callback: &Callback,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.ask(q, at_ms)?;
+        self.outbox.push(callback.clone());
+        Ok(())
+    }
+
+    fn outbox(&self) -> Result<Vec<Callback>, StoreError> {
+        Ok(self.outbox.clone())
+    }
+
+    fn settle_callback(
+        &mut self,
+        question_id: &str,
+        _settled: Settled,
+        _at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.outbox.retain(|c| c.question_id != question_id);
         Ok(())
     }
 

@@ -262,3 +262,174 @@ async fn scripted_replies_go_on_where_they_were_across_sigkills() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One POST a callback receiver got: its idempotency key, signature, session header and body.
+#[derive(Clone, Debug)]
+struct Got {
+    key: String,
+    signature: String,
+    session: String,
+    body: Vec<u8>,
+    accepted: bool,
+}
+
+/// A callback receiver on loopback that refuses (503) until `accept` is set, then takes.
+async fn outbox_receiver() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Got>>>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use axum::http::{HeaderMap, StatusCode};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let got = Arc::new(Mutex::new(Vec::<Got>::new()));
+    let accept = Arc::new(AtomicBool::new(false));
+    let (seen, open) = (got.clone(), accept.clone());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: axum::body::Bytes| {
+            let (seen, open) = (seen.clone(), open.clone());
+            async move {
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let accepted = open.load(Ordering::SeqCst);
+                seen.lock().unwrap().push(Got {
+                    key: header("idempotency-key"),
+                    signature: header("x-agentsim-signature"),
+                    session: header("x-agent-session"),
+                    body: body.to_vec(),
+                    accepted,
+                });
+                if accepted {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got, accept)
+}
+
+/// Waits (at most ten seconds) until `got` holds `n` accepted posts; all it holds then.
+async fn accepted(got: &std::sync::Mutex<Vec<Got>>, n: usize) -> Vec<Got> {
+    for _ in 0..500 {
+        if got.lock().unwrap().iter().filter(|g| g.accepted).count() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    got.lock().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callbacks_not_delivered_before_a_kill_are_delivered_after_it_keyed_and_signed() {
+    use hmac::Mac;
+    let dir = temp_dir("serve-outbox");
+    let file = dir.join("outbox.yaml");
+    std::fs::write(
+        &file,
+        "name: outbox\nsettings:\n  callbacks: { retries: 0, timeout: 300ms }\n\
+         agents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
+         llm:\n  poet:\n    - ask_user: One?\n    - ask_user: Two?\n    - ask_user: Three?\n",
+    )
+    .unwrap();
+    let (url, got, accept) = outbox_receiver().await;
+    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
+    let args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--db",
+        &db,
+        "--state",
+        &state,
+        "--question-callback",
+        &url,
+        "--callback-secret",
+        "s3cret",
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+
+    // Three questions whose callbacks the receiver refuses, then a kill.
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    for _ in 0..3 {
+        post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
+    }
+    let pending = wait_pending(&client, &base, 3).await;
+    let mut questions: Vec<(String, String)> = pending["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            let id = q["id"].as_str().unwrap().to_owned();
+            (id, q["session_id"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    questions.sort();
+    for _ in 0..500 {
+        if got.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(got.lock().unwrap().len(), 3, "three refused attempts");
+    kill(server);
+
+    // The next instance delivers each from the outbox, once the receiver takes them.
+    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (server, _) = spawn(&args);
+    let all = accepted(&got, 3).await;
+    let delivered: Vec<&Got> = all.iter().filter(|g| g.accepted).collect();
+    let mut keys: Vec<(String, String)> = delivered
+        .iter()
+        .map(|g| (g.key.clone(), g.session.clone()))
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys, questions,
+        "one delivery per question, keyed by its id"
+    );
+    for g in &all {
+        // Signed: the HMAC-SHA256 of the exact body under the secret.
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"s3cret").unwrap();
+        mac.update(&g.body);
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(g.signature, format!("sha256={hex}"));
+        let body: Value = serde_json::from_slice(&g.body).unwrap();
+        assert_eq!(body["event"], "question_pending");
+        assert_eq!(body["question"]["id"], json!(g.key));
+        assert_eq!(body["session_id"], json!(g.session));
+        // A repeat is the same bytes under the same key.
+        let first = all.iter().find(|o| o.key == g.key).unwrap();
+        assert_eq!(first.body, g.body);
+    }
+
+    // Delivered callbacks left the outbox: a further kill and start sends none again.
+    kill(server);
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let still = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
+    assert_eq!(still["questions"].as_array().unwrap().len(), 3);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(got.lock().unwrap().len(), all.len(), "nothing sent twice");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
