@@ -1,5 +1,5 @@
 //! Questions' callbacks (seed 003's B20) from an outbox: each callback is stored with its question
-//! in one operation ([`QuestionStore::ask_with_callback`]), posted from a task of its own (so a
+//! in one operation ([`QuestionStore::ask_with`]), posted from a task of its own (so a
 //! receiver that hangs or refuses delays nothing else), retried by the scenario's policy, and
 //! settled in the store once delivered. A callback still in the outbox at a start (the service
 //! was killed before it got through, or it was given up) is posted again if its question is

@@ -130,8 +130,18 @@ pub(super) fn settle_orphans(
         return Ok(());
     };
     if !abandon {
+        // A waiting session names the state directory of the runtime that ran it.
+        let ran_with = first
+            .execution_state
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            .and_then(|v| v.get("state_dir")?.as_str().map(str::to_owned));
+        let state = match ran_with {
+            Some(dir) => format!("--state {dir} (the one it ran with)"),
+            None => "the --state DIR of the service that ran them".to_owned(),
+        };
         return Err(format!(
-            "the session store holds {} session(s) that have not ended (the first: {} of agent {}, {}) but that the runtime this service starts from does not hold, so nothing would act on their answers. Start with the --state DIR of the service that ran them, or give --abandon-sessions to end them as failed (an answer to one is then refused with 410)",
+            "the session store holds {} session(s) that have not ended (the first: {} of agent {}, {}) but that the runtime this service starts from does not hold, so nothing would act on their answers. Start with {state}, or give --abandon-sessions to end them as failed (an answer to one is then refused with 410)",
             orphans.len(),
             first.id,
             first.agent_name,
@@ -199,10 +209,9 @@ pub(super) fn reconcile(engine: &mut Engine, shared: &Shared) {
                         question: q.text.to_string(),
                         context: None,
                     };
-                    let asked = match &callback {
-                        Some(callback) => store.ask_with_callback(&question, callback, wall_ms()),
-                        None => store.ask(&question, wall_ms()),
-                    };
+                    let state = waiting_state(shared, &q.id.to_string());
+                    let asked =
+                        store.ask_with(&question, callback.as_ref(), Some(&state), wall_ms());
                     if let Err(e) = asked {
                         tracing::error!(error = %e, "a question could not be stored again");
                     }
@@ -271,6 +280,20 @@ pub(super) fn reconcile_sessions(engine: &Engine, store: &mut (dyn QuestionStore
             }
         }
     }
+}
+
+/// What a waiting session's `execution_state` holds: the question it waits for and where the
+/// runtime that will resume it keeps its state (`state_dir`, absolute; `null` when the runtime
+/// is in memory and the session cannot outlive the process). The agent's own state is the
+/// runtime's, in `state_dir`'s `state.json` and `context.jsonl`; an ended session's
+/// `execution_state` is replaced by its result.
+pub(super) fn waiting_state(shared: &Shared, question: &str) -> String {
+    json!({
+        "waiting_for": question,
+        "runtime": "agentsim serve",
+        "state_dir": shared.state_dir.as_deref().map(|d| d.display().to_string()),
+    })
+    .to_string()
 }
 
 pub(super) fn fail(shared: &Shared, e: &str) {
@@ -346,24 +369,22 @@ pub(super) fn publish(shared: &Arc<Shared>, effect: &Effect) {
             };
             let recorded = {
                 let mut store = lock(&shared.store);
-                match (&callback, &**op) {
-                    (
-                        Some(callback),
-                        crate::protocol::SessionOp::Asked {
-                            session,
-                            question,
-                            text,
-                            context,
-                            ..
-                        },
-                    ) => {
+                match &**op {
+                    crate::protocol::SessionOp::Asked {
+                        session,
+                        question,
+                        text,
+                        context,
+                        ..
+                    } => {
+                        let state = waiting_state(shared, &question.to_string());
                         let question = NewQuestion {
                             id: question.to_string(),
                             session_id: session.to_string(),
                             question: text.to_string(),
                             context: context.as_ref().map(|c| c.to_string()),
                         };
-                        store.ask_with_callback(&question, callback, wall_ms())
+                        store.ask_with(&question, callback.as_ref(), Some(&state), wall_ms())
                     }
                     _ => crate::store::questions::record(&mut **store, op, wall_ms()),
                 }

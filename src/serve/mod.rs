@@ -208,6 +208,9 @@ struct Shared {
     callbacks: callbacks::CallbackSender,
     /// The webhooks' idempotency keys beside `--state` when the store forgets them at a restart.
     key_file: Mutex<Option<keys::KeyFile>>,
+    /// Where the runtime persists (absolute), if it does: named in waiting sessions'
+    /// `execution_state`.
+    state_dir: Option<std::path::PathBuf>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -288,6 +291,10 @@ pub async fn start(
         failure: Mutex::new(None),
         store: Mutex::new(store),
         key_file: Mutex::new(None),
+        state_dir: options
+            .state_dir
+            .as_deref()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_owned())),
         callbacks: callbacks::CallbackSender {
             client: reqwest::Client::new(),
             policy: setup.config.callbacks.policy,

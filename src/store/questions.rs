@@ -248,12 +248,14 @@ pub trait QuestionStore {
     /// `pending_input`.
     fn ask(&mut self, question: &NewQuestion, at_ms: u64) -> Result<(), StoreError>;
 
-    /// Opens a question as [`QuestionStore::ask`] does and puts its callback in the outbox, in
-    /// one operation: both or neither.
-    fn ask_with_callback(
+    /// Opens a question as [`QuestionStore::ask`] does, puts its callback (if any) in the
+    /// outbox and saves the session's `execution_state` (if given), in one operation: all or
+    /// nothing.
+    fn ask_with(
         &mut self,
         question: &NewQuestion,
-        callback: &Callback,
+        callback: Option<&Callback>,
+        execution_state: Option<&str>,
         at_ms: u64,
     ) -> Result<(), StoreError>;
 
@@ -529,14 +531,18 @@ impl QuestionStore for MemoryQuestions {
         Ok(())
     }
 
-    fn ask_with_callback(
+    fn ask_with(
         &mut self,
         q: &NewQuestion,
-        callback: &Callback,
+        callback: Option<&Callback>,
+        execution_state: Option<&str>,
         at_ms: u64,
     ) -> Result<(), StoreError> {
         self.ask(q, at_ms)?;
-        self.outbox.push(callback.clone());
+        if let Some(state) = execution_state {
+            self.save_state(&q.session_id, state, at_ms)?;
+        }
+        self.outbox.extend(callback.cloned());
         Ok(())
     }
 

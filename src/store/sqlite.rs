@@ -424,14 +424,25 @@ impl QuestionStore for SqliteQuestions {
         self.write(|c| SqliteQuestions::ask_in(c, q, at_ms))
     }
 
-    fn ask_with_callback(
+    fn ask_with(
         &mut self,
         q: &NewQuestion,
-        callback: &Callback,
+        callback: Option<&Callback>,
+        execution_state: Option<&str>,
         at_ms: u64,
     ) -> Result<(), StoreError> {
         self.write(|c| {
             SqliteQuestions::ask_in(c, q, at_ms)?;
+            if let Some(state) = execution_state {
+                c.execute(
+                    "UPDATE agent_sessions SET execution_state = ?2 WHERE id = ?1",
+                    params![q.session_id, state],
+                )
+                .map_err(io)?;
+            }
+            let Some(callback) = callback else {
+                return Ok(());
+            };
             c.execute(
                 "INSERT INTO agentsim_callbacks (question_id, session_id, url, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![callback.question_id, callback.session_id, callback.url, callback.body, timestamp(at_ms)],

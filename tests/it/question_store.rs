@@ -28,14 +28,29 @@ fn outbox_conformance(store: &mut dyn QuestionStore) {
     store.create_session("o2", "poet", "{}", 2).unwrap();
     store.create_session("o3", "poet", "{}", 3).unwrap();
     store
-        .ask_with_callback(&question("oq1", "o1"), &callback("oq1", "o1"), 4)
+        .ask_with(
+            &question("oq1", "o1"),
+            Some(&callback("oq1", "o1")),
+            Some(r#"{"waiting":1}"#),
+            4,
+        )
         .unwrap();
     // A question refused (its session already asks) leaves no callback behind.
     assert!(store
-        .ask_with_callback(&question("oq1b", "o1"), &callback("oq1b", "o1"), 5)
+        .ask_with(
+            &question("oq1b", "o1"),
+            Some(&callback("oq1b", "o1")),
+            Some("{}"),
+            5
+        )
         .is_err());
     store
-        .ask_with_callback(&question("oq2", "o2"), &callback("oq2", "o2"), 6)
+        .ask_with(
+            &question("oq2", "o2"),
+            Some(&callback("oq2", "o2")),
+            None,
+            6,
+        )
         .unwrap();
     let ids = |store: &dyn QuestionStore| -> Vec<String> {
         store
@@ -46,6 +61,10 @@ fn outbox_conformance(store: &mut dyn QuestionStore) {
             .collect()
     };
     assert_eq!(ids(store), ["oq1", "oq2"]);
+    // The execution state went with the first question, and the refused one changed nothing.
+    let o1 = store.session("o1").unwrap().unwrap();
+    assert_eq!(o1.execution_state.as_deref(), Some(r#"{"waiting":1}"#));
+    assert_eq!(store.session("o2").unwrap().unwrap().execution_state, None);
     assert_eq!(store.outbox().unwrap()[0], callback("oq1", "o1"));
     store.settle_callback("oq1", Settled::Delivered, 7).unwrap();
     assert_eq!(ids(store), ["oq2"]);

@@ -101,23 +101,43 @@ async fn a_database_without_its_runtime_state_refuses_the_start_or_its_sessions_
         .to_vec();
     let client = reqwest::Client::new();
 
-    let (server, addr) = spawn(&args);
+    // The first service runs with its runtime state in `ran`.
+    let ran = dir.join("ran");
+    let mut first = args.clone();
+    first.extend(["--state".to_owned(), text(&ran)]);
+    let (server, addr) = spawn(&first);
     let base = format!("http://{addr}");
     let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
     let sid = accepted["session_id"].as_str().unwrap().to_owned();
     let pending = wait_pending(&client, &base, 1).await;
     let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    // While it waits, its execution_state names its question and the runtime's state.
+    let state: Value = {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let text: String = conn
+            .query_row(
+                "SELECT execution_state FROM agent_sessions WHERE id = ?1",
+                [&sid],
+                |r| r.get(0),
+            )
+            .unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    assert_eq!(state["waiting_for"], json!(qid), "{state}");
+    let ran = std::path::absolute(&ran).unwrap();
+    assert_eq!(state["state_dir"], json!(text(&ran)), "{state}");
     kill(server);
 
-    // The runtime that asked is gone with the process: the database alone cannot resume it, and
-    // the start says so, with what to do.
+    // Started on the database alone, nothing could act on an answer: the start is refused,
+    // naming the session and the state it ran with.
     let (code, stderr) = run_bounded(&args);
     assert_eq!(code, Some(2), "it must refuse to start: {stderr}");
+    let with_state = format!("--state {}", ran.display());
     for says in [
         sid.as_str(),
         "poet",
         "pending_input",
-        "--state",
+        &with_state,
         "--abandon-sessions",
     ] {
         assert!(stderr.contains(says), "{says}: {stderr}");
