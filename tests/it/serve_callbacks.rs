@@ -121,6 +121,12 @@ llm:
     assert_eq!(body["agent_name"], "poet");
     assert_eq!(body["question"]["id"], qid);
     assert_eq!(body["question"]["options"], json!(["free verse", "haiku"]));
+    // No context of its own: the callback's is the list's, never null beside it.
+    assert_eq!(
+        body["question"]["context"],
+        pending["questions"][0]["context"]
+    );
+    assert!(!body["question"]["context"].is_null(), "{body}");
     assert_eq!(
         body["answer_url"],
         format!("{base}/agent/answer/{sid}").as_str()
