@@ -272,12 +272,12 @@ fn serve(
             .as_deref()
             .map(|d| (format!("--state {}", d.display()), d.join("owner.lock"))),
     ];
-    for (what, path) in lock_paths.into_iter().flatten() {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Err(e) = std::fs::create_dir_all(dir) {
-                return usage(format!("{what}: cannot create {}: {e}", dir.display()));
-            }
+    if let Some(dir) = &state_dir {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return usage(format!("--state {}: cannot create it: {e}", dir.display()));
         }
+    }
+    for (what, path) in lock_paths.into_iter().flatten() {
         match agentsim::store::OwnerLock::acquire(&path, &what) {
             Ok(lock) => owned.push(lock),
             Err(e) => return usage(e),

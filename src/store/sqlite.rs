@@ -70,7 +70,7 @@ const KEY_COLUMNS: [&str; 4] = ["seq", "key", "session_id", "created_at"];
 
 /// agentsim's outbox beside the seed's tables: each question's callback, written in the
 /// question's own transaction, settled (`delivered` or `obsolete`) once it needs no sending.
-/// Settled rows older than the newest [`CALLBACKS_KEPT`] settled ones are deleted.
+/// Settled rows older than the newest [`CALLBACKS_KEPT`] callbacks are deleted.
 const CALLBACKS_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS agentsim_callbacks (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -95,7 +95,7 @@ const CALLBACK_COLUMNS: [&str; 8] = [
     "settled_at",
 ];
 
-/// How many settled callbacks the outbox keeps (for a look at what was sent), the newest.
+/// How many of the newest callbacks the outbox keeps once settled (for a look at what was sent).
 const CALLBACKS_KEPT: i64 = 10_000;
 
 /// How long an operation waits for a lock another process holds.
@@ -482,9 +482,10 @@ impl QuestionStore for SqliteQuestions {
                 params![question_id, settled.as_str(), timestamp(at_ms)],
             )
             .map_err(io)?;
-            // The settled rows beyond the newest ones kept go.
+            // Settled rows older than the newest callbacks kept go (a range of the key: the
+            // cost does not grow with the callbacks ever sent).
             c.execute(
-                "DELETE FROM agentsim_callbacks WHERE outcome IS NOT NULL AND seq <= (SELECT seq FROM agentsim_callbacks WHERE outcome IS NOT NULL ORDER BY seq DESC LIMIT 1 OFFSET ?1)",
+                "DELETE FROM agentsim_callbacks WHERE seq <= (SELECT MAX(seq) FROM agentsim_callbacks) - ?1 AND outcome IS NOT NULL",
                 params![CALLBACKS_KEPT],
             )
             .map_err(io)?;
