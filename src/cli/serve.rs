@@ -142,9 +142,8 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         addr,
         (llm, base_url),
         (token, body_limit),
-        (db.as_deref(), state),
+        (db.as_deref(), state, abandon_sessions),
         (question_callback, public_url, callback_secret),
-        abandon_sessions,
         deploy,
     )
 }
@@ -154,13 +153,12 @@ fn serve(
     addr: std::net::SocketAddr,
     (llm, base_url): (ServeLlm, Option<String>),
     (token, body_limit): (Option<String>, usize),
-    (db, state_dir): (Option<&Path>, Option<PathBuf>),
+    (db, state_dir, abandon_sessions): (Option<&Path>, Option<PathBuf>, bool),
     (question_callback, public_url, callback_secret): (
         Option<String>,
         Option<String>,
         Option<String>,
     ),
-    abandon_sessions: bool,
     deploy: DeployArgs,
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
