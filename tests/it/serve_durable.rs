@@ -442,7 +442,22 @@ async fn callbacks_not_delivered_before_a_kill_are_delivered_after_it_keyed_and_
         assert_eq!(first.body, g.body);
     }
 
-    // Delivered callbacks left the outbox: a further kill and start sends none again.
+    // Delivered callbacks leave the outbox (once their replies reached the sender: a kill
+    // before that sends one again, which its key makes harmless), and a further kill and start
+    // sends none again.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    for _ in 0..500 {
+        if count("SELECT COUNT(*) FROM agentsim_callbacks WHERE outcome IS NULL") == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        count("SELECT COUNT(*) FROM agentsim_callbacks WHERE outcome = 'delivered'"),
+        3
+    );
+    drop(conn);
     kill(server);
     let (server, addr) = spawn(&args);
     let base = format!("http://{addr}");
@@ -450,6 +465,62 @@ async fn callbacks_not_delivered_before_a_kill_are_delivered_after_it_keyed_and_
     assert_eq!(still["questions"].as_array().unwrap().len(), 3);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(got.lock().unwrap().len(), all.len(), "nothing sent twice");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_scripted_call_in_flight_at_a_kill_gets_the_same_reply_after_it() {
+    let dir = temp_dir("serve-scripted-in-flight");
+    let file = dir.join("slow.yaml");
+    std::fs::write(
+        &file,
+        "name: slow\nagents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
+         llm:\n  poet:\n    - ask_user: Which style?\n    \
+         - { text: Wrote the poem., after: 1500ms }\n    - The script's next reply.\n",
+    )
+    .unwrap();
+    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
+    let args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--db",
+        &db,
+        "--state",
+        &state,
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
+    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = wait_pending(&client, &base, 1).await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    let (status, body) = answer(&client, &base, &sid, &qid).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &json!("resumed")),
+        "{body}"
+    );
+    // Killed while the reply to the answered session's call takes its 1.5 s.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kill(server);
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let done = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
+        s["status"] != "running"
+    })
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"],
+        json!({ "raw_result": "Wrote the poem." }),
+        "the call issued again gets the lost call's reply, not the script's next one"
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

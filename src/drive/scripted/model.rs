@@ -201,6 +201,20 @@ impl MockLlm {
         let script = &mut self.scripts[i];
         script.used += 1;
         let call = script.used;
+        self.answer_at(i, agent, call)
+    }
+
+    /// The reply of call `call` (1-based) of `agent` again, without moving its script on: what a
+    /// call issued again after a restart gets, when the call it replaces had that reply.
+    pub fn replay(&mut self, agent: &str, call: usize) -> Result<Answer, Exhausted> {
+        let i = self.find(agent);
+        self.answer_at(i, agent, call.max(1))
+    }
+
+    /// The answer of call `call` of script `i` (of `agent`).
+    #[inline]
+    fn answer_at(&mut self, i: usize, agent: &str, call: usize) -> Result<Answer, Exhausted> {
+        let script = &mut self.scripts[i];
         if call == script.replies.len() + 1 {
             if let Some(reply) = self.more.as_ref().and_then(|m| m.reply(agent, call)) {
                 script.replies.push(reply);
