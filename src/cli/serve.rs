@@ -170,7 +170,13 @@ fn serve(
         ExitCode::from(2)
     };
     if let Some(file) = file {
-        let stores = [("--db", db), ("--state", state_dir.as_deref())];
+        // The lock file beside the database is written too.
+        let db_lock = db.map(lock_beside);
+        let stores = [
+            ("--db", db),
+            ("--state", state_dir.as_deref()),
+            ("--db's lock file", db_lock.as_deref()),
+        ];
         let stores: Vec<(&str, &Path)> = stores
             .into_iter()
             .filter_map(|(flag, path)| Some((flag, path?)))

@@ -524,3 +524,35 @@ async fn a_scripted_call_in_flight_at_a_kill_gets_the_same_reply_after_it() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_lock_file_over_an_input_and_an_empty_callback_secret_are_refused() {
+    let dir = temp_dir("serve-lock-input");
+    // The scenario is named as the database's lock file would be: never written over.
+    let file = dir.join("s.db.lock");
+    std::fs::write(&file, DURABLE).unwrap();
+    let db = text(&dir.join("s.db"));
+    let (code, stderr) = run_bounded(
+        &["serve", &text(&file), "--db", &db, "--addr", "127.0.0.1:0"].map(str::to_owned),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("lock file"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), DURABLE);
+    let (code, stderr) = run_bounded(
+        &[
+            "serve",
+            &text(&file),
+            "--callback-secret",
+            " ",
+            "--addr",
+            "127.0.0.1:0",
+        ]
+        .map(str::to_owned),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--callback-secret cannot be empty"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
