@@ -556,3 +556,79 @@ fn a_lock_file_over_an_input_and_an_empty_callback_secret_are_refused() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_question_gets_its_callback_through_a_loop_of_kills_right_after_it_is_asked() {
+    let dir = temp_dir("serve-outbox-loop");
+    let file = dir.join("loop.yaml");
+    let rounds = 8;
+    let asks: String = (1..=rounds)
+        .map(|n| format!("    - ask_user: Question {n}?\n"))
+        .collect();
+    std::fs::write(
+        &file,
+        format!(
+            "name: loop\nagents:\n  main: {{}}\n  poet: {{ kind: agent, async_questions: true }}\n\
+             llm:\n  poet:\n{asks}"
+        ),
+    )
+    .unwrap();
+    let (url, got, accept) = outbox_receiver().await;
+    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
+    let args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--db",
+        &db,
+        "--state",
+        &state,
+        "--question-callback",
+        &url,
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+    let mut questions = std::collections::BTreeSet::new();
+    let (mut server, mut addr) = spawn(&args);
+    for n in 1..=rounds {
+        // Killed as soon as the question is listed: its callback may or may not have gone out.
+        let base = format!("http://{addr}");
+        post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
+        let pending = wait_pending(&client, &base, n).await;
+        for q in pending["questions"].as_array().unwrap() {
+            questions.insert(q["id"].as_str().unwrap().to_owned());
+        }
+        kill(server);
+        (server, addr) = spawn(&args);
+    }
+    assert_eq!(
+        questions.len(),
+        rounds,
+        "one question per session, none asked twice"
+    );
+    // Every question's callback arrives (some more than once: a repeat has its key).
+    let delivered = || -> std::collections::BTreeSet<String> {
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|g| g.accepted)
+            .map(|g| g.key.clone())
+            .collect()
+    };
+    for _ in 0..500 {
+        if delivered() == questions {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        delivered(),
+        questions,
+        "every question's callback delivered"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
