@@ -185,7 +185,8 @@ pub fn callback_attempts(
 /// The body of a question's callback (B20): `{event: "question_pending", session_id,
 /// agent_name, question: {id, text, options, context}, answer_url}`, the answer URL under
 /// `base` (the service's public address). `context` is the question's stored context (JSON
-/// text with `options` and `context`, as the runtime writes it).
+/// text with `options` and `context`, as the runtime writes it); the body's `question.context`
+/// is its `context`, or the whole stored context when the agent gave none.
 pub fn callback_body(
     session: Uuid,
     agent: &str,
@@ -205,7 +206,9 @@ pub fn callback_body(
             "id": question.to_string(),
             "text": text,
             "options": context.get("options").cloned().unwrap_or(Value::Null),
-            "context": context.get("context").cloned().unwrap_or(Value::Null),
+            // The agent's own context; without one, the question's context as the pending list
+            // shows it (its options): a receiver never sees null where the list shows something.
+            "context": context.get("context").cloned().unwrap_or(context.clone()),
         },
         "answer_url": format!("{}/agent/answer/{session}", base.trim_end_matches('/')),
     })
@@ -282,6 +285,16 @@ mod tests {
             b["answer_url"],
             format!("http://127.0.0.1:8080/agent/answer/{s}")
         );
+        // Options alone: the context is what the pending list shows, not null.
+        let b = callback_body(
+            s,
+            "t",
+            q,
+            "Which?",
+            Some(r#"{"options":["a"]}"#),
+            "http://h",
+        );
+        assert_eq!(b["question"]["context"], json!({ "options": ["a"] }));
         let b = callback_body(s, "triage", q, "Which?", None, "http://h");
         assert!(b["question"]["options"].is_null() && b["question"]["context"].is_null());
     }

@@ -46,6 +46,20 @@ pub(crate) struct ServeArgs {
     /// own `question_callback` keep it. Default: the scenario's `question_callback_url`.
     #[arg(long, value_name = "URL")]
     question_callback: Option<String>,
+    /// Sign every question callback with this secret: the header X-Agentsim-Signature:
+    /// sha256=<hex>, the HMAC-SHA256 of the body's bytes. Default: unsigned.
+    #[arg(
+        long,
+        env = "AGENTSIM_CALLBACK_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    callback_secret: Option<String>,
+    /// At start, end as failed the sessions the --db holds that have not ended but that this
+    /// service cannot resume (no --state, or another one than they ran with); answers to them
+    /// then get 410. Without it, such sessions refuse the start.
+    #[arg(long)]
+    abandon_sessions: bool,
     /// This service's address as callback receivers reach it: each callback's
     /// `answer_url` is URL/agent/answer/{session_id}. Default: http:// and --addr.
     #[arg(long, value_name = "URL")]
@@ -119,6 +133,8 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         state,
         question_callback,
         public_url,
+        callback_secret,
+        abandon_sessions,
         deploy,
     } = args;
     serve(
@@ -126,8 +142,8 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         addr,
         (llm, base_url),
         (token, body_limit),
-        (db.as_deref(), state),
-        (question_callback, public_url),
+        (db.as_deref(), state, abandon_sessions),
+        (question_callback, public_url, callback_secret),
         deploy,
     )
 }
@@ -137,8 +153,12 @@ fn serve(
     addr: std::net::SocketAddr,
     (llm, base_url): (ServeLlm, Option<String>),
     (token, body_limit): (Option<String>, usize),
-    (db, state_dir): (Option<&Path>, Option<PathBuf>),
-    (question_callback, public_url): (Option<String>, Option<String>),
+    (db, state_dir, abandon_sessions): (Option<&Path>, Option<PathBuf>, bool),
+    (question_callback, public_url, callback_secret): (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
     deploy: DeployArgs,
 ) -> ExitCode {
     use agentsim::drive::scripted::MockLlm;
@@ -150,7 +170,13 @@ fn serve(
         ExitCode::from(2)
     };
     if let Some(file) = file {
-        let stores = [("--db", db), ("--state", state_dir.as_deref())];
+        // The lock file beside the database is written too.
+        let db_lock = db.map(lock_beside);
+        let stores = [
+            ("--db", db),
+            ("--state", state_dir.as_deref()),
+            ("--db's lock file", db_lock.as_deref()),
+        ];
         let stores: Vec<(&str, &Path)> = stores
             .into_iter()
             .filter_map(|(flag, path)| Some((flag, path?)))
@@ -181,6 +207,12 @@ fn serve(
     setup.limits.max_steps = u64::MAX;
     if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return usage("--token cannot be empty".to_owned());
+    }
+    if callback_secret
+        .as_deref()
+        .is_some_and(|t| t.trim().is_empty())
+    {
+        return usage("--callback-secret cannot be empty".to_owned());
     }
     for (flag, url) in [
         ("--question-callback", &question_callback),
@@ -235,6 +267,26 @@ fn serve(
             }
         }
     };
+    // One service owns the database and the state directory for its whole life: a second one
+    // would acknowledge answers to sessions it does not run.
+    let mut owned = Vec::new();
+    let lock_paths = [
+        db.map(|p| (format!("--db {}", p.display()), lock_beside(p))),
+        state_dir
+            .as_deref()
+            .map(|d| (format!("--state {}", d.display()), d.join("owner.lock"))),
+    ];
+    if let Some(dir) = &state_dir {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return usage(format!("--state {}: cannot create it: {e}", dir.display()));
+        }
+    }
+    for (what, path) in lock_paths.into_iter().flatten() {
+        match agentsim::store::OwnerLock::acquire(&path, &what) {
+            Ok(lock) => owned.push(lock),
+            Err(e) => return usage(e),
+        }
+    }
     let store: agentsim::serve::Store = match db {
         None => Box::new(agentsim::store::MemoryQuestions::new()),
         #[cfg(feature = "sqlite")]
@@ -262,6 +314,8 @@ fn serve(
         body_timeout: deploy.body_timeout,
         max_connections: deploy.max_connections as usize,
         shutdown_timeout: deploy.shutdown_timeout,
+        callback_secret,
+        abandon_sessions,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;
@@ -271,10 +325,17 @@ fn serve(
             signalled.await;
             stop();
         });
-        println!("listening on http://{}", running.addr);
+        let listening = format!("http://{}", running.addr);
+        for lock in &mut owned {
+            if let Err(e) = lock.describe(Some(&listening)) {
+                tracing::warn!(file = %lock.path().display(), error = %e, "the owner's lock file could not be written");
+            }
+        }
+        println!("listening on {listening}");
         let _ = std::io::stdout().flush();
         running.finish().await
     });
+    drop(owned);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -282,4 +343,11 @@ fn serve(
             ExitCode::from(2)
         }
     }
+}
+
+/// The lock file that makes one service the owner of the database at `db`: `<db>.lock` beside it.
+fn lock_beside(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    db.with_file_name(name)
 }

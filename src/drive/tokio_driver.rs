@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::backend::{Delivery, Model, ToolBehavior, ToolStep};
+use super::backend::{BackendError, Delivery, Model, ModelAnswer, ToolBehavior, ToolStep};
 use super::core::{Core, Limits, Memory, Persist, RunError, Work};
 use super::http::HttpModel;
 use super::scripted::{MockLlm, MockTools, ToolScript};
@@ -157,7 +157,8 @@ pub struct Engine {
     rx: mpsc::UnboundedReceiver<Input>,
     started: Instant,
     timers: BTreeMap<CallId, tokio::task::JoinHandle<()>>,
-    in_flight: usize,
+    /// Model calls and tool runs started whose outcome has not come back.
+    tasks: usize,
     step: u64,
     schema: serde_json::Value,
     /// A script that runs out answers its call with a model error (or a tool failure) instead of
@@ -165,6 +166,26 @@ pub struct Engine {
     lenient: bool,
     model_calls: u64,
     tool_runs: u64,
+    /// Whether a scripted model or tool moved on during this pump (its position is then
+    /// persisted before the pump returns, when the engine persists to files).
+    scripts_moved: bool,
+    /// The scripted model's calls answered whose replies have not come back to the runtime yet:
+    /// persisted with the scripts' position, so that a call issued again after a restart gets
+    /// the reply the lost one had.
+    in_flight: BTreeMap<CallId, InFlight>,
+    /// After a restart, the calls that were in flight: the restored runtime's first calls that
+    /// match one (same conversation, agent and number of messages) get its reply again.
+    replays: Vec<InFlight>,
+}
+
+/// A scripted model call in flight: what identifies it across a restart, and the script's call
+/// number that answered it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct InFlight {
+    key: String,
+    agent: String,
+    messages: usize,
+    call: usize,
 }
 
 impl Drop for Engine {
@@ -224,13 +245,97 @@ impl Engine {
             rx,
             started: Instant::now(),
             timers: BTreeMap::new(),
-            in_flight: 0,
+            tasks: 0,
             step: 0,
             schema: json!({"type": "object"}),
             lenient,
             model_calls: 0,
             tool_runs: 0,
+            scripts_moved: false,
+            in_flight: BTreeMap::new(),
+            replays: Vec::new(),
         }
+    }
+
+    /// Goes on with the scripts where they were when the engine's files were last written
+    /// (`scripted.json` beside the state): each agent's and tool's next call is the one after
+    /// those made before the restart, instead of the script's first. Nothing to do for an engine
+    /// in memory or files without that record; a record that cannot be read is an error naming
+    /// the file.
+    pub fn resume_scripts(&mut self, backend: &mut Backend) -> Result<(), String> {
+        let Persist::Files(files) = self.core.persistence() else {
+            return Ok(());
+        };
+        let path = files.scripts_path();
+        let bad = |e: String| format!("{}: {e}", path.display());
+        let Some(text) = files.load_scripts().map_err(|e| bad(e.to_string()))? else {
+            return Ok(());
+        };
+        let record: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        if let (Backend::Scripted(mock), Some(model)) = (backend, record.get("model")) {
+            if !model.is_null() {
+                mock.resume(model).map_err(|e| bad(format!("model: {e}")))?;
+            }
+        }
+        if let Some(tools) = record.get("tools") {
+            self.tools
+                .resume(tools)
+                .map_err(|e| bad(format!("tools: {e}")))?;
+        }
+        let calls = record.get("in_flight").and_then(|v| v.as_array());
+        for c in calls.into_iter().flatten() {
+            let field = |name: &str| {
+                c.get(name)
+                    .ok_or_else(|| bad(format!("in_flight: no {name}")))
+            };
+            let text = |name: &str| -> Result<String, String> {
+                Ok(field(name)?
+                    .as_str()
+                    .ok_or_else(|| bad(format!("in_flight: {name} is not text")))?
+                    .to_owned())
+            };
+            let count = |name: &str| -> Result<usize, String> {
+                Ok(field(name)?
+                    .as_u64()
+                    .ok_or_else(|| bad(format!("in_flight: {name} is not a count")))?
+                    as usize)
+            };
+            self.replays.push(InFlight {
+                key: text("key")?,
+                agent: text("agent")?,
+                messages: count("messages")?,
+                call: count("call")?,
+            });
+        }
+        Ok(())
+    }
+
+    /// Persists how far the scripts went, if they moved and the engine persists to files.
+    fn persist_scripts(&mut self, backend: &Backend) -> Result<(), DriveError> {
+        if !std::mem::take(&mut self.scripts_moved) {
+            return Ok(());
+        }
+        let Persist::Files(files) = self.core.persistence() else {
+            return Ok(());
+        };
+        let model = match backend {
+            Backend::Scripted(mock) => mock.position(),
+            Backend::Http(_) => serde_json::Value::Null,
+        };
+        let in_flight: Vec<serde_json::Value> = self
+            .in_flight
+            .values()
+            .map(|c| json!({ "key": c.key, "agent": c.agent, "messages": c.messages, "call": c.call }))
+            .collect();
+        let record = json!({
+            "model": model,
+            "tools": self.tools.position(),
+            "in_flight": in_flight,
+        });
+        files.write_scripts(&record.to_string()).map_err(|e| {
+            RunError::Persist(format!("{}: {e}", files.scripts_path().display())).into()
+        })
     }
 
     /// The runtime, to read.
@@ -259,7 +364,7 @@ impl Engine {
 
     /// Whether the runtime waits for nothing the engine started and has nothing to do.
     pub fn is_idle(&self) -> bool {
-        self.rt.is_idle() && self.in_flight == 0
+        self.rt.is_idle() && self.tasks == 0
     }
 
     /// Model calls and tool runs started so far.
@@ -274,7 +379,15 @@ impl Engine {
         if let Input::Timer { timer } = &input {
             self.timers.remove(timer);
         } else if ends_a_task(&input) {
-            self.in_flight = self.in_flight.saturating_sub(1);
+            self.tasks = self.tasks.saturating_sub(1);
+            if let Input::LlmReply { call, .. }
+            | Input::LlmEnd { call, .. }
+            | Input::LlmError { call, .. } = &input
+            {
+                if self.in_flight.remove(call).is_some() {
+                    self.scripts_moved = true;
+                }
+            }
         }
         Some(input)
     }
@@ -308,8 +421,43 @@ impl Engine {
                     let model = match backend {
                         Backend::Http(model) => model,
                         Backend::Scripted(mock) => {
-                            let answer = match mock.answer(&request, &mut Vec::new()) {
-                                Ok(answer) => answer,
+                            self.scripts_moved = true;
+                            let agent = &request.agent.name;
+                            let (key, messages) = (&**request.key, request.messages.len());
+                            // A call the restored runtime issues again gets the lost one's reply.
+                            let replayed = self.replays.iter().position(|r| {
+                                r.key == key && r.agent == **agent && r.messages == messages
+                            });
+                            let answered = match replayed {
+                                Some(at) => {
+                                    let number = self.replays.remove(at).call;
+                                    mock.replay(agent, number)
+                                        .map(|a| ModelAnswer {
+                                            delivery: a.delivery,
+                                            after_ms: a.after_ms,
+                                            usage: a.usage,
+                                        })
+                                        .map_err(|e| BackendError::ScriptExhausted {
+                                            agent: e.agent,
+                                            call: e.call,
+                                        })
+                                        .map(|a| (a, number))
+                                }
+                                None => mock
+                                    .answer(&request, &mut Vec::new())
+                                    .map(|a| (a, mock.calls(agent))),
+                            };
+                            let answer = match answered {
+                                Ok((answer, number)) => {
+                                    let call_in_flight = InFlight {
+                                        key: key.to_owned(),
+                                        agent: agent.to_string(),
+                                        messages,
+                                        call: number,
+                                    };
+                                    self.in_flight.insert(call, call_in_flight);
+                                    answer
+                                }
                                 Err(e) if self.lenient => {
                                     let message = e.into_run_error(String::new).to_string();
                                     tracing::warn!(%message, "a model script ran out");
@@ -317,13 +465,13 @@ impl Engine {
                                         kind: crate::model::llm::LlmErrorKind::Other,
                                         message,
                                     };
-                                    self.in_flight += 1;
+                                    self.tasks += 1;
                                     let _ = tx.send(Input::LlmError { call, error });
                                     continue;
                                 }
                                 Err(e) => return Err(e.into_run_error(String::new).into()),
                             };
-                            self.in_flight += 1;
+                            self.tasks += 1;
                             if answer.delivery == Delivery::Stall {
                                 // Never answers: the runtime waits, and so does the driver.
                                 continue;
@@ -357,7 +505,7 @@ impl Engine {
                     let body = crate::wire::encode::request(model.provider(), &out);
                     let streamed = out.stream;
                     let model = model.clone();
-                    self.in_flight += 1;
+                    self.tasks += 1;
                     tokio::spawn(async move {
                         let pieces = tx.clone();
                         let on_text = move |t: &str| {
@@ -382,6 +530,7 @@ impl Engine {
                 }
                 Work::RunTool { call, run } => {
                     self.tool_runs += 1;
+                    self.scripts_moved = true;
                     let step: ToolStep = match self.tools.next(run.name, run.input) {
                         Ok(step) => step,
                         Err(e) if self.lenient => {
@@ -390,7 +539,7 @@ impl Engine {
                                 e.tool, e.call
                             );
                             tracing::warn!(%message, "a tool script ran out");
-                            self.in_flight += 1;
+                            self.tasks += 1;
                             let result = Err(ToolError(message));
                             let _ = self.tx.send(Input::ToolDone { call, result });
                             continue;
@@ -411,7 +560,7 @@ impl Engine {
                         ToolBehavior::Hang => continue,
                     };
                     let tx = self.tx.clone();
-                    self.in_flight += 1;
+                    self.tasks += 1;
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
                         let _ = tx.send(Input::ToolDone { call, result });
@@ -433,6 +582,12 @@ impl Engine {
                 Work::Output | Work::Done | Work::Session(_) => {}
             }
         }
+        // Only the calls a restored runtime issues at once, in its first pump, replay.
+        self.replays.clear();
+        // Before any reply of this pump reaches the runtime (they come back as inputs, after
+        // it returns), the scripts' position is durable: a restart never replays a reply but
+        // the one a call issued again lost.
+        self.persist_scripts(backend)?;
         for effect in &sessions {
             output(effect);
         }

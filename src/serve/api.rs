@@ -490,7 +490,21 @@ pub(super) async fn answer(
                 let reply = json!({ "ok": true, "status": "duplicate_ignored" });
                 Ok(axum::Json(reply).into_response())
             }
-            Err(StoreError::NotFound(what)) => Err(not_found(format!("not found: {what}"))),
+            Err(StoreError::NotFound(what)) => {
+                // A session a restart abandoned is gone for good, and says why.
+                let abandoned = lock(&shared.store)
+                    .session(&session)
+                    .ok()
+                    .flatten()
+                    .and_then(|row| row.abandoned());
+                match abandoned {
+                    Some(reason) => Err(error(
+                        StatusCode::GONE,
+                        format!("session {session} was abandoned: {reason}"),
+                    )),
+                    None => Err(not_found(format!("not found: {what}"))),
+                }
+            }
             Err(e @ StoreError::Illegal { .. }) => Err(error(StatusCode::CONFLICT, e.to_string())),
             Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
         }

@@ -104,6 +104,63 @@ fn replayed(shared: &Shared, key: &str) -> Result<Option<String>, StoreError> {
     }
 }
 
+/// What a start does with the store's sessions that have not ended but that the runtime does
+/// not hold (a service restarted on its `--db` without the `--state` it ran with, or with
+/// another): nothing here can resume them, so an answer to one must not be acknowledged as if
+/// something would act on it. With `abandon` each is ended as `failed`, the reason kept (an
+/// answer then gets 410); without it the start is refused with what to do.
+pub(super) fn settle_orphans(
+    engine: &Engine,
+    store: &mut (dyn QuestionStore + Send),
+    abandon: bool,
+) -> Result<(), String> {
+    let known: std::collections::BTreeSet<String> = engine
+        .runtime()
+        .async_sessions()
+        .map(|s| s.id.to_string())
+        .collect();
+    let open = store
+        .open_sessions()
+        .map_err(|e| format!("the session store could not be read: {e}"))?;
+    let orphans: Vec<_> = open
+        .into_iter()
+        .filter(|s| !known.contains(&s.id))
+        .collect();
+    let Some(first) = orphans.first() else {
+        return Ok(());
+    };
+    if !abandon {
+        // A waiting session names the state directory of the runtime that ran it.
+        let ran_with = first
+            .execution_state
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            .and_then(|v| v.get("state_dir")?.as_str().map(str::to_owned));
+        let state = match ran_with {
+            Some(dir) => format!("--state {dir} (the one it ran with)"),
+            None => "the --state DIR of the service that ran them".to_owned(),
+        };
+        return Err(format!(
+            "the session store holds {} session(s) that have not ended (the first: {} of agent {}, {}) but that the runtime this service starts from does not hold, so nothing would act on their answers. Start with {state}, or give --abandon-sessions to end them as failed (an answer to one is then refused with 410)",
+            orphans.len(),
+            first.id,
+            first.agent_name,
+            first.status
+        ));
+    }
+    let now = wall_ms();
+    for s in &orphans {
+        let reason = format!(
+            "the service restarted without the runtime state that ran this session (it was {}); ended by --abandon-sessions",
+            s.status
+        );
+        crate::store::questions::abandon(store, &s.id, &reason, now)
+            .map_err(|e| format!("session {} could not be abandoned: {e}", s.id))?;
+        tracing::warn!(session = %s.id, agent = %s.agent_name, "a session nothing can resume is abandoned (failed)");
+    }
+    Ok(())
+}
+
 /// After a restart, the runtime's persisted state and the store are made to agree on every open
 /// question: one the store acknowledged an answer to (the service stopped before the runtime
 /// persisted it) is answered again, so that nothing acknowledged is lost; one the store never
@@ -125,13 +182,37 @@ pub(super) fn reconcile(engine: &mut Engine, shared: &Shared) {
                     }
                 }
                 None => {
+                    // Its callback goes in the outbox with it (sent once the start is done).
+                    let session = engine
+                        .runtime()
+                        .async_sessions()
+                        .find(|s| *s.id.to_string() == *q.key);
+                    let callback = session.and_then(|s| {
+                        let url = s
+                            .agent
+                            .async_questions
+                            .as_ref()
+                            .and_then(|a| a.callback.clone())
+                            .or_else(|| engine.runtime().config().callbacks.url.clone())?;
+                        let agent = s.agent.name.to_string();
+                        Some(super::callbacks::callback(
+                            shared,
+                            (s.id, q.id),
+                            &agent,
+                            (&q.text, None),
+                            &url,
+                        ))
+                    });
                     let question = NewQuestion {
                         id,
                         session_id: q.key.to_string(),
                         question: q.text.to_string(),
                         context: None,
                     };
-                    if let Err(e) = store.ask(&question, wall_ms()) {
+                    let state = waiting_state(shared, &q.id.to_string());
+                    let asked =
+                        store.ask_with(&question, callback.as_ref(), Some(&state), wall_ms());
+                    if let Err(e) = asked {
                         tracing::error!(error = %e, "a question could not be stored again");
                     }
                 }
@@ -201,6 +282,20 @@ pub(super) fn reconcile_sessions(engine: &Engine, store: &mut (dyn QuestionStore
     }
 }
 
+/// What a waiting session's `execution_state` holds: the question it waits for and where the
+/// runtime that will resume it keeps its state (`state_dir`, absolute; `null` when the runtime
+/// is in memory and the session cannot outlive the process). The agent's own state is the
+/// runtime's, in `state_dir`'s `state.json` and `context.jsonl`; an ended session's
+/// `execution_state` is replaced by its result.
+pub(super) fn waiting_state(shared: &Shared, question: &str) -> String {
+    json!({
+        "waiting_for": question,
+        "runtime": "agentsim serve",
+        "state_dir": shared.state_dir.as_deref().map(|d| d.display().to_string()),
+    })
+    .to_string()
+}
+
 pub(super) fn fail(shared: &Shared, e: &str) {
     tracing::error!(error = %e, "the engine stopped");
     *lock(&shared.failure) = Some(e.to_owned());
@@ -243,7 +338,7 @@ pub(super) fn apply(engine: &mut Engine, command: Command, shared: &Shared) {
 
 /// Publishes what the runtime sends out: text for a user is kept with its conversation and
 /// broadcast as a `message`; a stream event is broadcast under its type.
-pub(super) fn publish(shared: &Shared, effect: &Effect) {
+pub(super) fn publish(shared: &Arc<Shared>, effect: &Effect) {
     match effect {
         Effect::Send { key, text, .. } => {
             lock(&shared.sent)
@@ -254,32 +349,54 @@ pub(super) fn publish(shared: &Shared, effect: &Effect) {
             shared.events.push("message".to_owned(), &data);
         }
         Effect::Session(op) => {
-            if let Err(e) =
-                crate::store::questions::record(&mut **lock(&shared.store), op, wall_ms())
-            {
+            // A question with a callback is stored with it, in one operation (the outbox).
+            let callback = match &**op {
+                crate::protocol::SessionOp::Asked {
+                    session,
+                    question,
+                    text,
+                    context,
+                    agent,
+                    callback: Some(url),
+                } => Some(super::callbacks::callback(
+                    shared,
+                    (*session, *question),
+                    agent,
+                    (text, context.as_deref()),
+                    url,
+                )),
+                _ => None,
+            };
+            let recorded = {
+                let mut store = lock(&shared.store);
+                match &**op {
+                    crate::protocol::SessionOp::Asked {
+                        session,
+                        question,
+                        text,
+                        context,
+                        ..
+                    } => {
+                        let state = waiting_state(shared, &question.to_string());
+                        let question = NewQuestion {
+                            id: question.to_string(),
+                            session_id: session.to_string(),
+                            question: text.to_string(),
+                            context: context.as_ref().map(|c| c.to_string()),
+                        };
+                        store.ask_with(&question, callback.as_ref(), Some(&state), wall_ms())
+                    }
+                    _ => crate::store::questions::record(&mut **store, op, wall_ms()),
+                }
+            };
+            if let Err(e) = recorded {
                 // The runtime told the store something its lifecycle refuses: a runtime bug,
                 // reported, never applied.
                 tracing::error!(error = %e, "the session store refused an operation");
                 return;
             }
-            if let crate::protocol::SessionOp::Asked {
-                session,
-                question,
-                text,
-                context,
-                agent,
-                callback: Some(url),
-            } = &**op
-            {
-                let body = crate::agents::session::callback_body(
-                    *session,
-                    agent,
-                    *question,
-                    text,
-                    context.as_deref(),
-                    &shared.callbacks.public_url,
-                );
-                shared.callbacks.send(url, *session, body);
+            if let Some(callback) = callback {
+                shared.callbacks.send(shared.clone(), callback);
             }
         }
         Effect::Stream { key, event } => {

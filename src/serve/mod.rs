@@ -56,6 +56,7 @@ pub type Store = Box<dyn QuestionStore + Send>;
 mod api;
 #[cfg(feature = "sqlite")]
 pub mod bench;
+mod callbacks;
 mod engine;
 mod events;
 mod keys;
@@ -67,6 +68,7 @@ use api::{
 };
 use engine::{reconcile, run_engine};
 
+pub use callbacks::{signature, IDEMPOTENCY_HEADER, SIGNATURE_HEADER};
 pub use events::DEFAULT_EVENT_BUFFER;
 
 /// The largest request body taken by default, in bytes.
@@ -103,6 +105,12 @@ pub struct Options {
     pub max_connections: usize,
     /// How long a graceful stop waits for the requests in flight before it closes what is left.
     pub shutdown_timeout: Duration,
+    /// The secret that signs every question callback (HMAC-SHA256 of the body, in
+    /// [`SIGNATURE_HEADER`]); `None`: unsigned.
+    pub callback_secret: Option<String>,
+    /// End as `failed` the store's open sessions that the runtime does not hold (nothing could
+    /// resume them); without it such sessions refuse the start.
+    pub abandon_sessions: bool,
 }
 
 /// How long a request's headers may take by default.
@@ -131,6 +139,8 @@ impl Default for Options {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            callback_secret: None,
+            abandon_sessions: false,
         }
     }
 }
@@ -195,57 +205,12 @@ struct Shared {
     /// The store of async sessions (seed 003).
     store: Mutex<Store>,
     /// Where questions' callbacks come from.
-    callbacks: CallbackSender,
+    callbacks: callbacks::CallbackSender,
     /// The webhooks' idempotency keys beside `--state` when the store forgets them at a restart.
     key_file: Mutex<Option<keys::KeyFile>>,
-}
-
-/// Sends questions' callbacks (seed 003's B20), each in a task of its own so that a receiver
-/// that hangs or refuses delays nothing else: one POST with `X-Agent-Session`, retried by the
-/// scenario's policy when it fails (refused, timed out, a status other than 2xx). The question
-/// stays listed whatever the callback got.
-#[derive(Clone)]
-struct CallbackSender {
-    client: reqwest::Client,
-    policy: crate::agents::session::CallbackPolicy,
-    public_url: String,
-}
-
-impl CallbackSender {
-    fn send(&self, url: &str, session: Uuid, body: Value) {
-        let (this, url) = (self.clone(), url.to_owned());
-        tokio::spawn(async move {
-            use crate::agents::session::CALLBACK_SESSION_HEADER;
-            let timeout = std::time::Duration::from_millis(this.policy.timeout_ms);
-            for n in 0..=this.policy.retries {
-                if n > 0 {
-                    let wait = this.policy.backoff_before(n);
-                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
-                }
-                let sent = this
-                    .client
-                    .post(&url)
-                    .header(CALLBACK_SESSION_HEADER, session.to_string())
-                    .timeout(timeout)
-                    .json(&body)
-                    .send()
-                    .await;
-                match sent {
-                    Ok(reply) if reply.status().is_success() => {
-                        tracing::info!(%url, %session, attempt = n + 1, "question callback delivered");
-                        return;
-                    }
-                    Ok(reply) => {
-                        tracing::warn!(%url, %session, attempt = n + 1, status = %reply.status(), "question callback refused");
-                    }
-                    Err(e) => {
-                        tracing::warn!(%url, %session, attempt = n + 1, error = %e, "question callback failed");
-                    }
-                }
-            }
-            tracing::warn!(%url, %session, "question callback given up; the question stays listed");
-        });
-    }
+    /// Where the runtime persists (absolute), if it does: named in waiting sessions'
+    /// `execution_state`.
+    state_dir: Option<std::path::PathBuf>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -295,7 +260,7 @@ impl Running {
 /// kept in `store`.
 pub async fn start(
     setup: Setup,
-    backend: Backend,
+    mut backend: Backend,
     store: Store,
     options: Options,
 ) -> std::io::Result<Running> {
@@ -326,9 +291,17 @@ pub async fn start(
         failure: Mutex::new(None),
         store: Mutex::new(store),
         key_file: Mutex::new(None),
-        callbacks: CallbackSender {
+        state_dir: options
+            .state_dir
+            .as_deref()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_owned())),
+        callbacks: callbacks::CallbackSender {
             client: reqwest::Client::new(),
             policy: setup.config.callbacks.policy,
+            secret: options
+                .callback_secret
+                .as_deref()
+                .map(|s| Arc::from(s.as_bytes())),
             public_url: options
                 .public_url
                 .clone()
@@ -344,6 +317,9 @@ pub async fn start(
             Engine::with_files(&setup, true, files, wall_ms()).map_err(std::io::Error::other)?
         }
     };
+    engine
+        .resume_scripts(&mut backend)
+        .map_err(std::io::Error::other)?;
     if let Some(dir) = &options.state_dir {
         let mut store = lock(&shared.store);
         if !store.durable() {
@@ -354,7 +330,14 @@ pub async fn start(
             *lock(&shared.key_file) = Some(file);
         }
     }
+    engine::settle_orphans(
+        &engine,
+        &mut **lock(&shared.store),
+        options.abandon_sessions,
+    )
+    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     reconcile(&mut engine, &shared);
+    callbacks::resend_outbox(&shared);
     let engine = tokio::spawn(run_engine(engine, backend, rx, shared.clone()));
     let app = Router::new()
         .route("/conversations/{key}/messages", post(message))

@@ -1,5 +1,6 @@
 //! `state.json` and `context.jsonl` in a directory: atomic state writes (temporary file, fsync,
-//! rename, fsync of the directory) and synced journal appends.
+//! rename, fsync of the directory) and synced journal appends; beside them `scripted.json`, how
+//! far a service's scripted model and tools went.
 
 use std::fs;
 use std::io::Write;
@@ -29,15 +30,40 @@ impl FileStore {
         self.dir.join("context.jsonl")
     }
 
+    /// Path of `scripted.json`: how far a service's scripted model and tools went.
+    pub fn scripts_path(&self) -> PathBuf {
+        self.dir.join("scripted.json")
+    }
+
     /// Replaces `state.json` atomically: a temporary file, fsync, rename, fsync of the directory.
     pub fn write_state(&self, json: &str) -> std::io::Result<()> {
-        let tmp = self.dir.join("state.json.tmp");
+        self.replace(&self.state_path(), json)
+    }
+
+    /// Replaces `scripted.json` atomically, as `state.json`.
+    pub fn write_scripts(&self, json: &str) -> std::io::Result<()> {
+        self.replace(&self.scripts_path(), json)
+    }
+
+    /// `scripted.json`, if there is one.
+    pub fn load_scripts(&self) -> std::io::Result<Option<String>> {
+        match fs::read_to_string(self.scripts_path()) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn replace(&self, path: &Path, json: &str) -> std::io::Result<()> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         {
             let mut f = fs::File::create(&tmp)?;
             f.write_all(json.as_bytes())?;
             f.sync_all()?;
         }
-        fs::rename(&tmp, self.state_path())?;
+        fs::rename(&tmp, path)?;
         sync_dir(&self.dir)
     }
 

@@ -190,6 +190,39 @@ pub struct NewQuestion {
     pub context: Option<String>,
 }
 
+/// A question's callback to deliver (the outbox): stored with its question, in the same
+/// operation, so that a question is never open without its callback on record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Callback {
+    /// The question it announces (also the idempotency key its receiver sees).
+    pub question_id: String,
+    /// The question's session.
+    pub session_id: String,
+    /// Where it goes.
+    pub url: String,
+    /// The body, as JSON text: sent byte for byte the same on every attempt.
+    pub body: String,
+}
+
+/// What became of a callback: it leaves the outbox either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// A receiver took it (a 2xx reply).
+    Delivered,
+    /// Its question was answered, or its session ended, before it got through: nobody needs it.
+    Obsolete,
+}
+
+impl Settled {
+    /// The name stored (`delivered`, `obsolete`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settled::Delivered => "delivered",
+            Settled::Obsolete => "obsolete",
+        }
+    }
+}
+
 /// Where sessions and questions are kept. Every method that changes something has done so
 /// durably when it returns `Ok`.
 pub trait QuestionStore {
@@ -215,6 +248,28 @@ pub trait QuestionStore {
     /// `pending_input`.
     fn ask(&mut self, question: &NewQuestion, at_ms: u64) -> Result<(), StoreError>;
 
+    /// Opens a question as [`QuestionStore::ask`] does, puts its callback (if any) in the
+    /// outbox and saves the session's `execution_state` (if given), in one operation: all or
+    /// nothing.
+    fn ask_with(
+        &mut self,
+        question: &NewQuestion,
+        callback: Option<&Callback>,
+        execution_state: Option<&str>,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+
+    /// The callbacks in the outbox (neither delivered nor obsolete), oldest first.
+    fn outbox(&self) -> Result<Vec<Callback>, StoreError>;
+
+    /// Takes a question's callback out of the outbox, saying what became of it.
+    fn settle_callback(
+        &mut self,
+        question_id: &str,
+        settled: Settled,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+
     /// Answers `question_id` of `session_id`: the first answer wins.
     fn answer(
         &mut self,
@@ -229,6 +284,9 @@ pub trait QuestionStore {
 
     /// A session's questions, in creation order.
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError>;
+
+    /// The sessions that have not ended (`running` or `pending_input`), oldest first.
+    fn open_sessions(&self) -> Result<Vec<SessionRow>, StoreError>;
 
     /// Remembers that the request with the idempotency `key` (a webhook's `Idempotency-Key` or
     /// `X-Event-Id`) started `session_id`, replacing what the key named before. The store keeps
@@ -313,6 +371,29 @@ impl SessionRow {
             serde_json::from_str(self.execution_state.as_deref()?).ok()?;
         state.get("result")?.as_str().map(str::to_owned)
     }
+
+    /// Why the session was abandoned, if it was: a service that could not resume it ended it
+    /// as `failed` and kept the reason in its `execution_state` as `{"abandoned": ...}` (see
+    /// [`abandon`]).
+    pub fn abandoned(&self) -> Option<String> {
+        let state: serde_json::Value =
+            serde_json::from_str(self.execution_state.as_deref()?).ok()?;
+        state.get("abandoned")?.as_str().map(str::to_owned)
+    }
+}
+
+/// Ends a session that nothing can resume any more: `failed`, with `reason` kept in its
+/// `execution_state` as `{"abandoned": reason}`; its open question leaves the pending list and
+/// answers to it are refused.
+pub fn abandon(
+    store: &mut dyn QuestionStore,
+    id: &str,
+    reason: &str,
+    now: u64,
+) -> Result<(), StoreError> {
+    let state = serde_json::json!({ "abandoned": reason }).to_string();
+    store.save_state(id, &state, now)?;
+    store.transition(id, SessionStatus::Failed, now)
 }
 
 /// The checks shared by every store: what `answer` decides from a session and its question.
@@ -357,6 +438,8 @@ pub struct MemoryQuestions {
     /// Idempotency keys and their sessions, and the keys oldest first (to forget the oldest).
     keys: std::collections::BTreeMap<String, String>,
     key_order: std::collections::VecDeque<String>,
+    /// The callbacks not yet settled, oldest first.
+    outbox: Vec<Callback>,
 }
 
 impl MemoryQuestions {
@@ -448,6 +531,35 @@ impl QuestionStore for MemoryQuestions {
         Ok(())
     }
 
+    fn ask_with(
+        &mut self,
+        q: &NewQuestion,
+        callback: Option<&Callback>,
+        execution_state: Option<&str>,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.ask(q, at_ms)?;
+        if let Some(state) = execution_state {
+            self.save_state(&q.session_id, state, at_ms)?;
+        }
+        self.outbox.extend(callback.cloned());
+        Ok(())
+    }
+
+    fn outbox(&self) -> Result<Vec<Callback>, StoreError> {
+        Ok(self.outbox.clone())
+    }
+
+    fn settle_callback(
+        &mut self,
+        question_id: &str,
+        _settled: Settled,
+        _at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.outbox.retain(|c| c.question_id != question_id);
+        Ok(())
+    }
+
     fn answer(
         &mut self,
         session_id: &str,
@@ -511,6 +623,15 @@ impl QuestionStore for MemoryQuestions {
             .questions
             .iter()
             .filter(|q| q.session_id == session_id)
+            .cloned()
+            .collect())
+    }
+
+    fn open_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        Ok(self
+            .sessions
+            .iter()
+            .filter(|s| !s.status.is_terminal())
             .cloned()
             .collect())
     }

@@ -9,8 +9,8 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::questions::{
-    judge_answer, parse_timestamp, timestamp, Answered, NewQuestion, PendingQuestion, QuestionRow,
-    QuestionStore, SessionRow, SessionStatus, StoreError, WEBHOOK_KEYS_KEPT,
+    judge_answer, parse_timestamp, timestamp, Answered, Callback, NewQuestion, PendingQuestion,
+    QuestionRow, QuestionStore, SessionRow, SessionStatus, Settled, StoreError, WEBHOOK_KEYS_KEPT,
 };
 
 /// The seed's schema (DESIGN §9), created when the database is new.
@@ -67,6 +67,36 @@ CREATE TABLE IF NOT EXISTS agentsim_webhook_keys (
 );
 ";
 const KEY_COLUMNS: [&str; 4] = ["seq", "key", "session_id", "created_at"];
+
+/// agentsim's outbox beside the seed's tables: each question's callback, written in the
+/// question's own transaction, settled (`delivered` or `obsolete`) once it needs no sending.
+/// Settled rows older than the newest [`CALLBACKS_KEPT`] callbacks are deleted.
+const CALLBACKS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS agentsim_callbacks (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    question_id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at TIMESTAMP NOT NULL,
+    outcome TEXT,
+    settled_at TIMESTAMP
+);
+CREATE INDEX IF NOT EXISTS idx_agentsim_callbacks_open ON agentsim_callbacks(outcome);
+";
+const CALLBACK_COLUMNS: [&str; 8] = [
+    "seq",
+    "question_id",
+    "session_id",
+    "url",
+    "body",
+    "created_at",
+    "outcome",
+    "settled_at",
+];
+
+/// How many of the newest callbacks the outbox keeps once settled (for a look at what was sent).
+const CALLBACKS_KEPT: i64 = 10_000;
 
 /// How long an operation waits for a lock another process holds.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -153,6 +183,8 @@ impl SqliteQuestions {
         store.check_columns("agent_questions", &QUESTION_COLUMNS, name)?;
         store.conn.execute_batch(KEYS_SCHEMA).map_err(io)?;
         store.check_columns("agentsim_webhook_keys", &KEY_COLUMNS, name)?;
+        store.conn.execute_batch(CALLBACKS_SCHEMA).map_err(io)?;
+        store.check_columns("agentsim_callbacks", &CALLBACK_COLUMNS, name)?;
         Ok(store)
     }
 
@@ -295,6 +327,33 @@ impl SqliteQuestions {
         Ok(())
     }
 
+    /// Opens a question inside the transaction `c` (see [`QuestionStore::ask`]).
+    fn ask_in(c: &Connection, q: &NewQuestion, at_ms: u64) -> Result<(), StoreError> {
+        if SqliteQuestions::question_in(c, &q.id)?.is_some() {
+            return Err(StoreError::Conflict(format!("question {} exists", q.id)));
+        }
+        let open: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM agent_questions WHERE session_id = ?1 AND answer IS NULL",
+                params![q.session_id],
+                |r| r.get(0),
+            )
+            .map_err(io)?;
+        if open > 0 {
+            return Err(StoreError::Conflict(format!(
+                "session {} already has an open question",
+                q.session_id
+            )));
+        }
+        SqliteQuestions::set_status(c, &q.session_id, SessionStatus::PendingInput, at_ms)?;
+        c.execute(
+            "INSERT INTO agent_questions (id, session_id, question, context, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![q.id, q.session_id, q.question, q.context, timestamp(at_ms)],
+        )
+        .map_err(io)?;
+        Ok(())
+    }
+
     /// Runs `f` in one immediate transaction, committed (durably) before returning its result;
     /// rolled back if it fails.
     fn write<T>(
@@ -362,27 +421,72 @@ impl QuestionStore for SqliteQuestions {
     }
 
     fn ask(&mut self, q: &NewQuestion, at_ms: u64) -> Result<(), StoreError> {
+        self.write(|c| SqliteQuestions::ask_in(c, q, at_ms))
+    }
+
+    fn ask_with(
+        &mut self,
+        q: &NewQuestion,
+        callback: Option<&Callback>,
+        execution_state: Option<&str>,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
         self.write(|c| {
-            if SqliteQuestions::question_in(c, &q.id)?.is_some() {
-                return Err(StoreError::Conflict(format!("question {} exists", q.id)));
-            }
-            let open: i64 = c
-                .query_row(
-                    "SELECT COUNT(*) FROM agent_questions WHERE session_id = ?1 AND answer IS NULL",
-                    params![q.session_id],
-                    |r| r.get(0),
+            SqliteQuestions::ask_in(c, q, at_ms)?;
+            if let Some(state) = execution_state {
+                c.execute(
+                    "UPDATE agent_sessions SET execution_state = ?2 WHERE id = ?1",
+                    params![q.session_id, state],
                 )
                 .map_err(io)?;
-            if open > 0 {
-                return Err(StoreError::Conflict(format!(
-                    "session {} already has an open question",
-                    q.session_id
-                )));
             }
-            SqliteQuestions::set_status(c, &q.session_id, SessionStatus::PendingInput, at_ms)?;
+            let Some(callback) = callback else {
+                return Ok(());
+            };
             c.execute(
-                "INSERT INTO agent_questions (id, session_id, question, context, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![q.id, q.session_id, q.question, q.context, timestamp(at_ms)],
+                "INSERT INTO agentsim_callbacks (question_id, session_id, url, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![callback.question_id, callback.session_id, callback.url, callback.body, timestamp(at_ms)],
+            )
+            .map_err(io)?;
+            Ok(())
+        })
+    }
+
+    fn outbox(&self) -> Result<Vec<Callback>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT question_id, session_id, url, body FROM agentsim_callbacks WHERE outcome IS NULL ORDER BY seq")
+            .map_err(io)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(Callback {
+                    question_id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    url: r.get(2)?,
+                    body: r.get(3)?,
+                })
+            })
+            .map_err(io)?;
+        rows.collect::<Result<_, _>>().map_err(io)
+    }
+
+    fn settle_callback(
+        &mut self,
+        question_id: &str,
+        settled: Settled,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.write(|c| {
+            c.execute(
+                "UPDATE agentsim_callbacks SET outcome = ?2, settled_at = ?3 WHERE question_id = ?1 AND outcome IS NULL",
+                params![question_id, settled.as_str(), timestamp(at_ms)],
+            )
+            .map_err(io)?;
+            // Settled rows older than the newest callbacks kept go (a range of the key: the
+            // cost does not grow with the callbacks ever sent).
+            c.execute(
+                "DELETE FROM agentsim_callbacks WHERE seq <= (SELECT MAX(seq) FROM agentsim_callbacks) - ?1 AND outcome IS NOT NULL",
+                params![CALLBACKS_KEPT],
             )
             .map_err(io)?;
             Ok(())
@@ -459,6 +563,20 @@ impl QuestionStore for SqliteQuestions {
             )
             .optional()
             .map_err(io)
+    }
+
+    fn open_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        let ids: Vec<String> = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id FROM agent_sessions WHERE status IN ('running', 'pending_input') ORDER BY created_at, rowid")
+                .map_err(io)?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(io)?;
+            rows.collect::<Result<_, _>>().map_err(io)?
+        };
+        ids.iter()
+            .filter_map(|id| SqliteQuestions::session_in(&self.conn, id).transpose())
+            .collect()
     }
 
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError> {

@@ -27,6 +27,7 @@ mod question_store;
 mod restart;
 mod serve;
 mod serve_callbacks;
+mod serve_durable;
 mod serve_safety;
 mod serve_stores;
 mod stream_shapes;

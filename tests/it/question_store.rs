@@ -14,6 +14,78 @@ fn question(id: &str, session: &str) -> NewQuestion {
     }
 }
 
+/// The outbox: a question and its callback are stored together or not at all; settled callbacks
+/// leave it; the store's open sessions are those not ended.
+fn outbox_conformance(store: &mut dyn QuestionStore) {
+    use agentsim::store::questions::{Callback, Settled};
+    let callback = |q: &str, s: &str| Callback {
+        question_id: q.into(),
+        session_id: s.into(),
+        url: "http://127.0.0.1:9/hook".into(),
+        body: format!(r#"{{"question":"{q}"}}"#),
+    };
+    store.create_session("o1", "poet", "{}", 1).unwrap();
+    store.create_session("o2", "poet", "{}", 2).unwrap();
+    store.create_session("o3", "poet", "{}", 3).unwrap();
+    store
+        .ask_with(
+            &question("oq1", "o1"),
+            Some(&callback("oq1", "o1")),
+            Some(r#"{"waiting":1}"#),
+            4,
+        )
+        .unwrap();
+    // A question refused (its session already asks) leaves no callback behind.
+    assert!(store
+        .ask_with(
+            &question("oq1b", "o1"),
+            Some(&callback("oq1b", "o1")),
+            Some("{}"),
+            5
+        )
+        .is_err());
+    store
+        .ask_with(
+            &question("oq2", "o2"),
+            Some(&callback("oq2", "o2")),
+            None,
+            6,
+        )
+        .unwrap();
+    let ids = |store: &dyn QuestionStore| -> Vec<String> {
+        store
+            .outbox()
+            .unwrap()
+            .into_iter()
+            .map(|c| c.question_id)
+            .collect()
+    };
+    assert_eq!(ids(store), ["oq1", "oq2"]);
+    // The execution state went with the first question, and the refused one changed nothing.
+    let o1 = store.session("o1").unwrap().unwrap();
+    assert_eq!(o1.execution_state.as_deref(), Some(r#"{"waiting":1}"#));
+    assert_eq!(store.session("o2").unwrap().unwrap().execution_state, None);
+    assert_eq!(store.outbox().unwrap()[0], callback("oq1", "o1"));
+    store.settle_callback("oq1", Settled::Delivered, 7).unwrap();
+    assert_eq!(ids(store), ["oq2"]);
+    store.settle_callback("oq2", Settled::Obsolete, 8).unwrap();
+    assert!(ids(store).is_empty());
+    store.transition("o3", SessionStatus::Completed, 9).unwrap();
+    let open: Vec<String> = store
+        .open_sessions()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(open, ["o1", "o2"]);
+    agentsim::store::questions::abandon(store, "o1", "gone", 10).unwrap();
+    let row = store.session("o1").unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.abandoned().as_deref()),
+        (SessionStatus::Failed, Some("gone"))
+    );
+}
+
 /// The suite: every rule of the lifecycle, the questions and the answers.
 fn conformance(store: &mut dyn QuestionStore) {
     use SessionStatus::*;
@@ -142,6 +214,7 @@ fn conformance(store: &mut dyn QuestionStore) {
 #[test]
 fn the_memory_store_conforms() {
     conformance(&mut MemoryQuestions::new());
+    outbox_conformance(&mut MemoryQuestions::new());
 }
 
 #[cfg(feature = "sqlite")]
@@ -164,6 +237,8 @@ mod sqlite {
     fn the_sqlite_store_conforms_in_memory_and_in_a_file() {
         conformance(&mut SqliteQuestions::in_memory().unwrap());
         conformance(&mut SqliteQuestions::open(&fresh("conformance.db")).unwrap());
+        outbox_conformance(&mut SqliteQuestions::in_memory().unwrap());
+        outbox_conformance(&mut SqliteQuestions::open(&fresh("outbox.db")).unwrap());
     }
 
     #[test]

@@ -121,6 +121,12 @@ llm:
     assert_eq!(body["agent_name"], "poet");
     assert_eq!(body["question"]["id"], qid);
     assert_eq!(body["question"]["options"], json!(["free verse", "haiku"]));
+    // No context of its own: the callback's is the list's, never null beside it.
+    assert_eq!(
+        body["question"]["context"],
+        pending["questions"][0]["context"]
+    );
+    assert!(!body["question"]["context"].is_null(), "{body}");
     assert_eq!(
         body["answer_url"],
         format!("{base}/agent/answer/{sid}").as_str()
@@ -225,13 +231,13 @@ async fn start_with_state(yaml: &str, state: &Path) -> Running {
 async fn a_store_behind_the_runtime_after_a_restart_is_brought_level_with_it() {
     let state = std::env::temp_dir().join(format!("agentsim-reconcile-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
-    // The same agents before and after; the model's scripts go on from where they were.
-    let agents = "name: reconcile\nagents:\n  main: {}\n  quick: { kind: agent }\n  \
-                  poet: { kind: agent, async_questions: true }\n";
-    let before = format!(
-        "{agents}llm:\n  quick: ['{{\"done\": true}}']\n  poet:\n    - ask_user: Which style?\n"
-    );
-    let running = start_with_state(&before, &state).await;
+    // The same scenario before and after: the model's scripts go on from where they were
+    // (`scripted.json` beside the state).
+    let yaml = "name: reconcile\nagents:\n  main: {}\n  quick: { kind: agent }\n  \
+                poet: { kind: agent, async_questions: true }\nllm:\n  \
+                quick: ['{\"done\": true}']\n  poet:\n    - ask_user: Which style?\n    \
+                - Wrote a haiku.\n";
+    let running = start_with_state(yaml, &state).await;
     let base = format!("http://{}", running.addr);
     let client = reqwest::Client::new();
     let mut sids = Vec::new();
@@ -250,8 +256,7 @@ async fn a_store_behind_the_runtime_after_a_restart_is_brought_level_with_it() {
     // The same runtime state, a store that lost everything: the service stores both sessions
     // again from the runtime's state, the ended one with its outcome, the waiting one with its
     // question, and the session goes on when it is answered.
-    let after = format!("{agents}llm:\n  poet: [Wrote a haiku.]\n");
-    let running = start_with_state(&after, &state).await;
+    let running = start_with_state(yaml, &state).await;
     let base = format!("http://{}", running.addr);
     let quick: Value = get_json(&client, format!("{base}/agent/session/{}", sids[0])).await;
     assert_eq!(quick["status"], "completed", "{quick}");

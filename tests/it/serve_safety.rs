@@ -116,8 +116,14 @@ async fn a_webhook_sent_twice_with_one_event_id_starts_one_session_also_after_a_
     assert_eq!(count("SELECT COUNT(*) FROM agentsim_webhook_keys"), 2);
     drop(conn);
 
-    // Restarted on its database: the key still names the first session, now waiting.
-    let running = start_sessions(&db).await;
+    // Restarted on its database alone (no runtime state: its open sessions are abandoned):
+    // the key still names the first session, now failed.
+    let store = Box::new(agentsim::store::SqliteQuestions::open(&db).unwrap());
+    let abandon = agentsim::serve::Options {
+        abandon_sessions: true,
+        ..options()
+    };
+    let running = serve_yaml(SESSIONS, store, abandon).await;
     let base = format!("http://{}", running.addr);
     let (status, replayed, after) =
         webhook(&client, &base, "poet", Some(("X-Event-Id", "evt-1"))).await;
@@ -127,7 +133,7 @@ async fn a_webhook_sent_twice_with_one_event_id_starts_one_session_also_after_a_
         "{after}"
     );
     assert_eq!(after["session_id"], json!(sid));
-    assert_eq!(after["session_status"], "pending_input");
+    assert_eq!(after["session_status"], "failed");
     running.stop();
     running.finish().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);

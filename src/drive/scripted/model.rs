@@ -201,6 +201,20 @@ impl MockLlm {
         let script = &mut self.scripts[i];
         script.used += 1;
         let call = script.used;
+        self.answer_at(i, agent, call)
+    }
+
+    /// The reply of call `call` (1-based) of `agent` again, without moving its script on: what a
+    /// call issued again after a restart gets, when the call it replaces had that reply.
+    pub fn replay(&mut self, agent: &str, call: usize) -> Result<Answer, Exhausted> {
+        let i = self.find(agent);
+        self.answer_at(i, agent, call.max(1))
+    }
+
+    /// The answer of call `call` of script `i` (of `agent`).
+    #[inline]
+    fn answer_at(&mut self, i: usize, agent: &str, call: usize) -> Result<Answer, Exhausted> {
+        let script = &mut self.scripts[i];
         if call == script.replies.len() + 1 {
             if let Some(reply) = self.more.as_ref().and_then(|m| m.reply(agent, call)) {
                 script.replies.push(reply);
@@ -296,6 +310,41 @@ impl MockLlm {
     /// Calls made so far for `agent`.
     pub fn calls(&self, agent: &str) -> usize {
         self.script(agent).map_or(0, |s| s.used)
+    }
+
+    /// How far every script was used, as JSON (`{"calls": {agent: n}, "next_id": n}`): what a
+    /// service persists so that a restart goes on where the scripts were instead of replaying
+    /// them from the start ([`MockLlm::resume`]).
+    pub fn position(&self) -> Value {
+        let calls: BTreeMap<&str, usize> = self
+            .scripts
+            .iter()
+            .filter(|s| s.used > 0)
+            .map(|s| (s.agent.as_str(), s.used))
+            .collect();
+        serde_json::json!({ "calls": calls, "next_id": self.next_id })
+    }
+
+    /// Goes on from a [`MockLlm::position`]: each agent's next call is the one after those it
+    /// made. A position that is not one is an error saying what is wrong.
+    pub fn resume(&mut self, position: &Value) -> Result<(), String> {
+        let calls = position
+            .get("calls")
+            .and_then(Value::as_object)
+            .ok_or("no `calls` object")?;
+        let next_id = position
+            .get("next_id")
+            .and_then(Value::as_u64)
+            .ok_or("no `next_id` number")?;
+        for (agent, used) in calls {
+            let used = used
+                .as_u64()
+                .ok_or_else(|| format!("calls of {agent:?} is not a count"))?;
+            let i = self.find(agent);
+            self.scripts[i].used = used as usize;
+        }
+        self.next_id = next_id;
+        Ok(())
     }
 
     /// Script entries left unused, by agent.

@@ -84,6 +84,30 @@ impl MockTools {
             .collect()
     }
 
+    /// Calls made so far to each tool that was called, as JSON (`{tool: n}`): what a service
+    /// persists so that a restart goes on where the scripts were ([`MockTools::resume`]).
+    pub fn position(&self) -> serde_json::Value {
+        let calls: BTreeMap<&str, usize> = self
+            .tools
+            .iter()
+            .filter(|(_, (_, calls))| *calls > 0)
+            .map(|(name, (_, calls))| (name.as_str(), *calls))
+            .collect();
+        serde_json::json!(calls)
+    }
+
+    /// Goes on from a [`MockTools::position`]; an error saying what is wrong otherwise.
+    pub fn resume(&mut self, position: &serde_json::Value) -> Result<(), String> {
+        let calls = position.as_object().ok_or("not an object of counts")?;
+        for (tool, n) in calls {
+            let n = n
+                .as_u64()
+                .ok_or_else(|| format!("calls of {tool:?} is not a count"))?;
+            self.tools.entry(tool.clone()).or_default().1 = n as usize;
+        }
+        Ok(())
+    }
+
     /// Calls made so far to `tool`.
     pub fn calls(&self, tool: &str) -> usize {
         self.tools.get(tool).map_or(0, |(_, calls)| *calls)
