@@ -373,7 +373,10 @@ export class IO {
 
   /** An `event` line: `io.event("tool_result", { frame, tool_use_id, content, is_error })`. */
   event(kind: string, fields: Readonly<Record<string, unknown>> = {}, options: ConversationOption = {}): void {
-    this.ch.write({ ...fields, type: "event", conversation: this.conv(options.conversation), kind });
+    const message: { type: string; [key: string]: unknown } = { type: "event", conversation: this.conv(options.conversation), kind };
+    // The fields follow; they cannot replace the three the protocol fixes.
+    for (const [key, value] of Object.entries(fields)) if (!(key in message)) message[key] = value;
+    this.ch.write(message);
   }
 }
 

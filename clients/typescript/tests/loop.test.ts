@@ -411,6 +411,21 @@ test("after a restart the runtime resumes the turn and says idle for it", async 
   assert.deepEqual(out.at(-1), { type: "idle", seq: 4 });
 });
 
+test("stack and event lines carry what the runtime reports, in the protocol's shape", async () => {
+  const onUser = (_c: string, _t: string, io: IO): void => {
+    io.stack([{ name: "main", iterations: 1 }]);
+    io.stack([], { ended: [{ name: "main", iterations: 1, reason: "answered" }], conversation: "other" });
+    io.event("tool_result", { frame: "main", tool_use_id: "t1", content: "ok", is_error: false, type: "forged", kind: "forged" });
+  };
+  const [status, out] = await play(onUser, lines(hello(), user(1, "go")), { capabilities: ["stack", "tool-results"] });
+  assert.equal(status, 0);
+  assert.deepEqual(out.slice(1, 4), [
+    { type: "stack", conversation: "default", frames: [{ name: "main", iterations: 1 }] },
+    { type: "stack", conversation: "other", frames: [], ended: [{ name: "main", iterations: 1, reason: "answered" }] },
+    { type: "event", conversation: "default", kind: "tool_result", frame: "main", tool_use_id: "t1", content: "ok", is_error: false },
+  ]);
+});
+
 test("unknown capabilities are refused before anything is written", async () => {
   await assert.rejects(() => play(echo, lines(hello()), { capabilities: ["stacks" as "stack"] }), /unknown capabilities/);
 });
