@@ -5,18 +5,15 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 
-import { findAgentsim } from "agentsim-runtime";
 import { agentsimRun } from "agentsim-runtime/testing";
 
-const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const REPO = resolve(PACKAGE, "..", "..", "..");
+import { AGENTSIM, PACKAGE, REPO, skip } from "./setup.js";
+
 const HELLO = join(REPO, "examples", "quickstart", "hello.yaml");
 const QUICKSTART = [process.execPath, join(PACKAGE, "dist", "quickstart.js")];
-const skip = findAgentsim() === null ? "no agentsim binary: set AGENTSIM_BIN or put agentsim on PATH" : false;
 
 test("the docs show quickstart.ts as it is", () => {
   const source = readFileSync(join(PACKAGE, "quickstart.ts"), "utf-8");
@@ -25,14 +22,14 @@ test("the docs show quickstart.ts as it is", () => {
 });
 
 test("the quick start passes", { skip }, async () => {
-  const result = await agentsimRun(HELLO, QUICKSTART);
+  const result = await agentsimRun(HELLO, QUICKSTART, AGENTSIM);
   assert.match(result.transcript, /runtime → user default: "You said hello\."/);
 });
 
 test("a wrong expectation in the quick start fails at its step", { skip }, async () => {
   const wrong = join(mkdtempSync(join(tmpdir(), "agentsim-ts-")), "hello.yaml");
   writeFileSync(wrong, readFileSync(HELLO, "utf-8").replace("[You said hello.]", "[You said bye.]"));
-  const result = await agentsimRun(wrong, QUICKSTART, { expectPass: false });
+  const result = await agentsimRun(wrong, QUICKSTART, { ...AGENTSIM, expectPass: false });
   assert.equal(result.passed, false);
   assert.equal(result.failure?.step, 4);
 });

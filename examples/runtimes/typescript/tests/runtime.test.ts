@@ -10,29 +10,21 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, dirname, join, resolve } from "node:path";
+import { basename, join } from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 
-import { findAgentsim, type Failure, runScenario, shellJoin } from "agentsim-runtime";
+import { type Failure, runScenario, shellJoin } from "agentsim-runtime";
 
-const HERE = dirname(fileURLToPath(import.meta.url)); // dist/tests
-const PACKAGE = resolve(HERE, "..", "..");
-const REPO = resolve(PACKAGE, "..", "..", "..");
+import { AGENTSIM, binary, PACKAGE, REPO, skip } from "./setup.js";
+
 const SPEC = join(REPO, "scenarios", "spec");
 // The Python reference runtime's own scenarios, written for outside runtimes: the same semantics,
 // so the same files.
 const OWN = join(REPO, "examples", "runtimes", "python", "tests", "scenarios");
 const RUNTIME = [process.execPath, join(PACKAGE, "dist", "runtime.js")];
-const binary = findAgentsim();
-const skip =
-  binary === null
-    ? "no agentsim binary: AGENTSIM_BIN is unset and there is no agentsim on PATH (build it with `cargo build --release`)"
-    : false;
-
 /** `agentsim run --runtime ... --format json` of one scenario, with a planted bug or none: its failure. */
 async function failure(scenario: string, bug?: string): Promise<Failure | null> {
-  const result = await runScenario(scenario, RUNTIME, bug === undefined ? {} : { env: { AGENTSIM_PLANTED_BUG: bug } });
+  const result = await runScenario(scenario, RUNTIME, bug === undefined ? AGENTSIM : { ...AGENTSIM, env: { AGENTSIM_PLANTED_BUG: bug } });
   assert.equal(result.passed, result.failure === null, result.summary);
   return result.failure;
 }
@@ -169,10 +161,10 @@ test("a bug report about the runtime is a passing file", { skip }, async () => {
   assert.ok(steps >= 0 && steps < cut);
   const file = join(mkdtempSync(join(tmpdir(), "agentsim-ts-")), "interruption-leak.yaml");
   writeFileSync(file, "expect_violation: no-display-leak\n" + source.slice(0, cut));
-  const buggy = await runScenario(file, RUNTIME, { env: { AGENTSIM_PLANTED_BUG: "interruption-leak" } });
+  const buggy = await runScenario(file, RUNTIME, { ...AGENTSIM, env: { AGENTSIM_PLANTED_BUG: "interruption-leak" } });
   assert.ok(buggy.passed, JSON.stringify(buggy.failure));
   assert.equal(buggy.data.reproduced, "no-display-leak");
-  const fixed = await runScenario(file, RUNTIME);
+  const fixed = await runScenario(file, RUNTIME, AGENTSIM);
   assert.equal(fixed.passed, false);
   assert.equal(fixed.failure?.kind, "expected-violation", JSON.stringify(fixed.failure));
 });
