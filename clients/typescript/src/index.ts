@@ -5,6 +5,8 @@
  *   that a runtime is one function `onUser(conversation, text, io)`.
  * - {@link runScenario} runs a scenario against a runtime with `agentsim run --runtime` and parses
  *   the report.
+ * - {@link MockLlm} starts `agentsim mock-llm` on a free port, for a test that drives the runtime
+ *   itself and needs only the model side.
  * - `agentsim-runtime/testing` (a module of its own, so that a runtime never loads `node:test`):
  *   `agentsimRun` fails a `node:test` test with the report when the run fails.
  */
@@ -44,6 +46,7 @@ export {
   type ToolResultMessage,
   type UserMessage,
 } from "./protocol.js";
+export { MockLlm, type MockLlmOptions, type MockLlmReport } from "./mock-llm.js";
 export {
   AgentsimError,
   BIN_ENV,

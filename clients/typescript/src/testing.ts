@@ -16,6 +16,7 @@ import { AssertionError } from "node:assert";
 import { basename } from "node:path";
 import { test } from "node:test";
 
+import { MockLlm, type MockLlmOptions, type MockLlmReport } from "./mock-llm.js";
 import { findAgentsim, type RunResult, runScenario, type RunScenarioOptions } from "./runs.js";
 
 /** Options of {@link agentsimRun}. */
@@ -83,4 +84,39 @@ export function scenarioTests(
       });
     }
   }
+}
+
+/**
+ * Serves `scenario`'s model side with `agentsim mock-llm` while `body` runs (a test that drives
+ * the runtime itself), then stops the server and throws an `AssertionError` with the server's
+ * report when a request broke a wire rule (`tool-pairing`, `replayed-history`,
+ * `request-format`), had no scripted reply, or a scripted reply was never used. Resolves with
+ * the report. The server is stopped whatever `body` does.
+ *
+ * ```ts
+ * test("weather", async () => {
+ *   await withMockLlm("weather.yaml", async (server) => {
+ *     const agent = new Agent({ baseURL: server.anthropicBaseUrl, apiKey: "test" });
+ *     assert.match(await agent.ask("What is the weather in Paris?"), /^It is 18 C/);
+ *   });
+ * });
+ * ```
+ */
+export async function withMockLlm(
+  scenario: string,
+  body: (server: MockLlm) => Promise<void> | void,
+  options: MockLlmOptions = {},
+): Promise<MockLlmReport> {
+  const server = await MockLlm.start(scenario, options);
+  try {
+    await body(server);
+  } catch (e) {
+    server.kill();
+    throw e;
+  }
+  const report = await server.stop();
+  if (!report.passed) {
+    throw new AssertionError({ message: `agentsim mock-llm ${scenario}: FAILED\n${report.text.trim()}`, actual: report.data, expected: null });
+  }
+  return report;
 }
