@@ -284,6 +284,7 @@ class StackRuntime implements Runtime {
       if (turn.action === "child") {
         c.stack.push(turn.child);
         this.report(c, io);
+        this.save();
         given = null;
       } else if (turn.action === "send" || turn.action === "ask") {
         if (turn.text !== "" || turn.action === "ask") io.send(turn.text, { conversation: c.key });
@@ -361,7 +362,13 @@ class StackRuntime implements Runtime {
     // A user's message is answered by the model; tool uses left open are the business of a frame
     // that resumes (after a child, an answer, a restart), and a cancel answers them all.
     let modelFirst = false;
-    if (given?.kind === "user") {
+    if (given === null) {
+      // Resumed after a restart: a stored reply that has no tool uses was the answer; tool uses
+      // without results are the rest of the pass the kill cut, so they run without a new iteration.
+      const last = frame.messages.at(-1);
+      if (last?.role === "assistant" && toolUses(last).length === 0) return { action: "send", text: textOf(last) };
+      runToolsFirst = unresolved(frame.messages).length > 0;
+    } else if (given.kind === "user") {
       if (frame.asking !== null) {
         // The answer to ask_user is that tool's result; the rest of the reply runs next.
         this.addResult(c, frame, frame.asking, given.text, false, io);
@@ -372,7 +379,7 @@ class StackRuntime implements Runtime {
         modelFirst = true;
       }
       if (BUG === "iteration-reset-on-resume" && frame.kind !== "main") frame.iteration = 0; // planted
-    } else if (given?.kind === "result") {
+    } else {
       this.addResult(c, frame, given.toolUseId, given.content, given.isError, io);
       if (BUG === "iteration-reset-on-resume") frame.iteration = 0; // planted: a resumed frame counts again
     }
@@ -386,9 +393,6 @@ class StackRuntime implements Runtime {
         this.report(c, io);
         if (modelFirst || unresolved(frame.messages).length === 0) {
           modelFirst = false;
-          const last = frame.messages.at(-1);
-          // Resumed after a restart with the reply already stored: it was the answer.
-          if (last?.role === "assistant") return { action: "send", text: textOf(last) };
           const turn = await this.callModel(c, frame);
           if (turn !== null) return turn;
         }
@@ -433,6 +437,8 @@ class StackRuntime implements Runtime {
     }
     const message: Message = { role: "assistant", content };
     frame.messages.push(message);
+    // Stored before its tools run: a restart from here runs them, and does not ask the model again.
+    this.save();
     // Text beside tool uses is kept in the session, not sent.
     return toolUses(message).length === 0 ? { action: "send", text: textOf(message) } : null;
   }
@@ -527,6 +533,7 @@ class StackRuntime implements Runtime {
       if (r.failed) this.addResult(c, frame, u.id, `Tool execution failed: ${r.content}`, true, io);
       else this.addResult(c, frame, u.id, r.content, r.isError, io);
     });
+    this.save(); // a restart from here does not run them again
   }
 
   /** A child frame for use_skill/use_agent, or the refusal text (no stack change). */
