@@ -225,6 +225,7 @@ class StackRuntime(Runtime):
                 assert turn.child is not None
                 c.stack.append(turn.child)
                 self.report(c, io)
+                self.save()
                 given = None
             elif turn.action == "complete":
                 self.pop(c, "completed")
@@ -290,7 +291,15 @@ class StackRuntime(Runtime):
         # A user's message is answered by the model; tool uses left open are the business of a
         # frame that resumes (after a child, an answer, a restart), and a cancel answers them all.
         model_first = False
-        if given is not None and given[0] == "user":
+        if given is None:
+            # Resumed after a restart: a stored reply that has no tool uses was the answer; tool
+            # uses without results are the rest of the pass the kill cut, so they run without a
+            # new iteration.
+            last = frame.messages[-1] if frame.messages else None
+            if last is not None and last["role"] == "assistant" and not tool_uses(last):
+                return Turn("send", self.text_of(last))
+            run_tools_first = bool(unresolved(frame.messages))
+        elif given[0] == "user":
             if frame.asking is not None:
                 # The answer to ask_user is that tool's result; the rest of the reply runs next.
                 self.add_result(c, frame, frame.asking, given[1], False, io)
@@ -301,7 +310,7 @@ class StackRuntime(Runtime):
                 model_first = True
             if BUG == "iteration-reset-on-resume" and frame.kind != "main":
                 frame.iteration = 0  # planted: a resumed frame starts counting again
-        elif given is not None:
+        else:
             _, tool_use_id, content, is_error = given
             self.add_result(c, frame, tool_use_id, content, is_error, io)
             if BUG == "iteration-reset-on-resume":
@@ -316,9 +325,6 @@ class StackRuntime(Runtime):
                 self.report(c, io)
                 if model_first or not unresolved(frame.messages):
                     model_first = False
-                    if frame.messages and frame.messages[-1]["role"] == "assistant":
-                        # Resumed after a restart with the reply already stored: it was the answer.
-                        return Turn("send", self.text_of(frame.messages[-1]))
                     turn = self.call_model(c, frame)
                     if turn is not None:
                         return turn
@@ -363,6 +369,8 @@ class StackRuntime(Runtime):
                 seen.add(use["id"])
         message = {"role": "assistant", "content": content}
         frame.messages.append(message)
+        # Stored before its tools run: a restart from here runs them, and does not ask the model again.
+        self.save()
         if not tool_uses(message):
             return Turn("send", self.text_of(message))
         return None  # text beside tool uses is kept in the session, not sent
@@ -452,6 +460,7 @@ class StackRuntime(Runtime):
                 self.add_result(c, frame, u["id"], f"Tool execution failed: {r.content}", True, io)
             else:
                 self.add_result(c, frame, u["id"], r.content, r.is_error, io)
+        self.save()  # a restart from here does not run them again
 
     def spawn(self, frame: Frame, use: dict[str, Any], data: dict[str, Any]) -> Frame | str:
         """A child frame for use_skill/use_agent, or the refusal text (no stack change)."""
