@@ -117,6 +117,7 @@ fn main() -> ExitCode {
         Command::MockLlm(args) => cli::mock_llm::command(args),
         #[cfg(all(feature = "mock-server", feature = "http-model"))]
         Command::Serve(args) => cli::serve::command(args),
+        Command::Import(args) => cli::import::command(args),
         Command::Schema => cli::schema(),
     }
 }

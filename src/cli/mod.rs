@@ -6,6 +6,7 @@ pub(crate) mod bench;
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;
+pub(crate) mod import;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;
 pub(crate) mod run;
@@ -107,6 +108,17 @@ pub(crate) enum Command {
     /// the scenario's `expect_violation`, if that rule did not break).
     #[cfg(feature = "mock-server")]
     MockLlm(mock_llm::MockLlmArgs),
+    /// Turn a log into a scenario file that `agentsim mock-llm` serves back: mock-llm's journal
+    /// (`--journal`), or a provider request body (Anthropic Messages, OpenAI Chat, OpenAI
+    /// Responses) or a JSON list of them, whose assistant turns become the script.
+    ///
+    /// One agent per routed conversation, with the smallest `match:` rule that routes its
+    /// requests; conversations that continue each other linked (`history: continuation`); tools
+    /// declared with the results the log carried; comments saying where each entry came from. The
+    /// file is checked before it is written: served back to the log's requests, it gives the same
+    /// replies. What is not in the scripts (misses, refused requests, unknown records) is listed on
+    /// stderr and as comments in the file. Exit 1 with FILE:LINE when the input cannot be imported.
+    Import(import::ImportArgs),
 }
 
 impl Command {
