@@ -41,9 +41,10 @@ pub(crate) fn command(args: ImportArgs) -> ExitCode {
         }
     };
     let name = name.unwrap_or_else(|| {
-        let file = input
-            .file_name()
-            .map_or_else(|| input.display().to_string(), |f| f.to_string_lossy().into_owned());
+        let file = input.file_name().map_or_else(
+            || input.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        );
         format!("imported from {file}")
     });
     let imported = match import::import(&bytes, &input, &name) {
@@ -76,7 +77,10 @@ pub(crate) fn command(args: ImportArgs) -> ExitCode {
         if imported.skipped.is_empty() {
             String::new()
         } else {
-            format!("; {} things not in the scripts, listed above and in the file", imported.skipped.len())
+            format!(
+                "; {} things not in the scripts, listed above and in the file",
+                imported.skipped.len()
+            )
         }
     );
     ExitCode::SUCCESS

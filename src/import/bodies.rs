@@ -22,7 +22,11 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
             .iter()
             .filter(|&&b| b == b'\n')
             .count();
-        ImportError::at(path, line, "the input is not UTF-8: a request body is JSON text")
+        ImportError::at(
+            path,
+            line,
+            "the input is not UTF-8: a request body is JSON text",
+        )
     })?;
     let value: Value = serde_json::from_str(text).map_err(|e| {
         ImportError::at(
@@ -50,9 +54,15 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
     let mut skipped = Vec::new();
     // The requests seen, by their text, to the exchange that answered them.
     let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut unanswered: Vec<(usize, String)> = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
         let place = i + 1;
         let err = |message: String| ImportError::at(path, place, message);
+        if !body.is_object() {
+            return Err(err(format!(
+                "item {place} is not a JSON object: a request body is one"
+            )));
+        }
         let provider = provider_of(body).ok_or_else(|| {
             err("not a request body: it has neither `messages` nor `input`".to_owned())
         })?;
@@ -113,6 +123,7 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
             seen.insert(key, exchanges.len());
             exchanges.push(Exchange {
                 line: place,
+                item: true,
                 number: exchanges.len() as u64 + 1,
                 provider,
                 body: before,
@@ -126,6 +137,13 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
             });
         }
         if !answered_last && !request.messages.is_empty() {
+            unanswered.push((place, body.to_string()));
+        }
+    }
+    // A body whose request a later body answers (the next request of its conversation) is
+    // answered.
+    for (place, body) in unanswered {
+        if !seen.contains_key(&body) {
             skipped.push(Skip {
                 line: place,
                 reason: format!(

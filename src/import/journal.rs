@@ -177,7 +177,18 @@ fn exchange(
             }
         }
         "fault" => match fault(record, provider) {
-            Ok(f) => Outcome::Fault(f),
+            Ok(f) => {
+                let unknown_kind = record.pointer("/faults/injected").is_none()
+                    && record.pointer("/response/fault").and_then(Value::as_str)
+                        == Some("mid_stream_error");
+                if unknown_kind {
+                    skipped.push(Skip {
+                        line,
+                        reason: format!("exchange {number}: the journal does not say which error broke its stream: written as `overloaded`"),
+                    });
+                }
+                Outcome::Fault(f)
+            }
             Err(reason) => return skip(format!("exchange {number}: {reason}")),
         },
         "stall" => Outcome::Stall,
@@ -185,6 +196,7 @@ fn exchange(
     };
     Ok(Some(Exchange {
         line,
+        item: false,
         number,
         provider,
         body,
@@ -238,7 +250,11 @@ fn fault(record: &Value, provider: Provider) -> Result<Fault, String> {
             429 => (LlmErrorKind::RateLimit, false),
             529 | 503 => (LlmErrorKind::Overloaded, false),
             500 => (LlmErrorKind::Other, false),
-            other => return Err(format!("a fault with status {other}, which no scripted error gives")),
+            other => {
+                return Err(format!(
+                    "a fault with status {other}, which no scripted error gives"
+                ))
+            }
         },
     };
     let message = response

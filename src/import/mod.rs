@@ -45,6 +45,8 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 pub struct Exchange {
     /// Where it is in the input: its line (a journal), or its place in a list of bodies (from 1).
     pub line: usize,
+    /// Whether `line` is the place of a body in a list of bodies (else a line of the input).
+    pub item: bool,
     /// Its number in the log (the journal's `exchange`), or its place.
     pub number: u64,
     /// The request's wire format.
@@ -165,6 +167,11 @@ pub fn sniff(bytes: &[u8]) -> Source {
         .split(|&b| b == b'\n')
         .find(|l| !l.iter().all(u8::is_ascii_whitespace))
         .unwrap_or_default();
+    // A journal's line opens with its exchange number (even a line cut short).
+    let trimmed = first.trim_ascii_start();
+    if trimmed.starts_with(b"{\"exchange\"") {
+        return Source::Journal;
+    }
     match serde_json::from_slice::<Value>(first) {
         Ok(v) if v.get("exchange").is_some() => Source::Journal,
         _ => Source::Bodies,
@@ -183,6 +190,9 @@ pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportE
                 MAX_INPUT_BYTES
             ),
         ));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ImportError::at(path, 0, "the input is empty"));
     }
     let (mut exchanges, mut skipped) = match sniff(bytes) {
         Source::Journal => journal::read(bytes, path)?,

@@ -284,7 +284,13 @@ fn tools(
     let mut results_seen: BTreeSet<String> = BTreeSet::new();
     let mut unpaired: BTreeSet<String> = BTreeSet::new();
     for e in exchanges {
-        for offered in e.body.get("tools").and_then(Value::as_array).into_iter().flatten() {
+        for offered in e
+            .body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let function = offered.get("function").unwrap_or(offered);
             let Some(name) = function.get("name").and_then(Value::as_str) else {
                 continue;

@@ -96,7 +96,10 @@ pub(super) fn choose(plan: &Plan, a: usize, exchanges: &[Exchange]) -> RouteChoi
         .iter()
         .map(|e| e.request.system.clone().unwrap_or_default())
         .collect();
-    let firsts: Vec<String> = own.iter().map(|e| first_user(&e.request.messages)).collect();
+    let firsts: Vec<String> = own
+        .iter()
+        .map(|e| first_user(&e.request.messages))
+        .collect();
     let tools = common(own.iter().map(|e| {
         let mut t = e.request.tools.clone();
         t.sort();
@@ -104,7 +107,10 @@ pub(super) fn choose(plan: &Plan, a: usize, exchanges: &[Exchange]) -> RouteChoi
     }))
     .filter(|t| !t.is_empty());
     // One condition.
-    if let Some(r) = by_model.clone().filter(|r| works(&rule(r.clone()), &others)) {
+    if let Some(r) = by_model
+        .clone()
+        .filter(|r| works(&rule(r.clone()), &others))
+    {
         return RouteChoice::Rule(r);
     }
     let system_phrase = |others: &[&Exchange]| {
@@ -134,7 +140,10 @@ pub(super) fn choose(plan: &Plan, a: usize, exchanges: &[Exchange]) -> RouteChoi
         tools: Some(t),
         ..MatchRule::default()
     });
-    if let Some(r) = by_tools.clone().filter(|r| works(&rule(r.clone()), &others)) {
+    if let Some(r) = by_tools
+        .clone()
+        .filter(|r| works(&rule(r.clone()), &others))
+    {
         return RouteChoice::Rule(r);
     }
     if let Some(r) = first_phrase(&others) {
@@ -241,14 +250,14 @@ mod tests {
     #[test]
     fn the_shortest_phrase_that_tells_texts_apart() {
         let own = s(&["You forecast the weather. Be brief."]);
-        let theirs = s(&["You are the triage agent. Be brief.", "You plan the weather."]);
+        let theirs = s(&[
+            "You are the triage agent. Be brief.",
+            "You plan the weather.",
+        ]);
         assert_eq!(phrase(&own, &theirs).as_deref(), Some("forecast"));
         // A phrase every own text holds.
         let own = s(&["Researcher for Paris", "Researcher for Rome"]);
-        assert_eq!(
-            phrase(&own, &s(&["Writer"])).as_deref(),
-            Some("Researcher")
-        );
+        assert_eq!(phrase(&own, &s(&["Writer"])).as_deref(), Some("Researcher"));
         // Nothing tells them apart.
         assert_eq!(phrase(&s(&["same"]), &s(&["same"])), None);
         assert_eq!(phrase(&s(&[""]), &s(&["x"])), None);

@@ -17,10 +17,7 @@ use crate::model::transcript::Block;
 
 /// A string as a YAML scalar: plain when that reads back as the same string, else JSON-quoted.
 pub(super) fn scalar(s: &str) -> String {
-    let plain = s
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic())
+    let plain = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && !s.ends_with(' ')
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || " _.,()'!?/-".contains(c))
@@ -92,11 +89,13 @@ fn origin(entry: &EntryPlan, exchanges: &[Exchange]) -> String {
         .iter()
         .map(|&i| exchanges[i].line.to_string())
         .collect();
-    let (what, place) = if entry.exchanges.len() > 1 {
-        ("lines", lines.join(", "))
-    } else {
-        ("line", lines[0].clone())
+    let what = match (first.item, entry.exchanges.len() > 1) {
+        (false, false) => "line",
+        (false, true) => "lines",
+        (true, false) => "body",
+        (true, true) => "bodies",
     };
+    let place = lines.join(", ");
     format!(
         "{what} {place}: conversation {}, turn {}",
         a.conversation, a.turn
@@ -178,12 +177,9 @@ fn reply_keys(keys: &mut Vec<String>, blocks: &[Block], explicit_ids: &[bool]) {
         let uses: Vec<String> = blocks[texts..]
             .iter()
             .filter_map(|b| match b {
-                Block::ToolUse { id, name, input } => Some(tool_use_flow(
-                    id,
-                    name,
-                    input,
-                    ids.next().unwrap_or(true),
-                )),
+                Block::ToolUse { id, name, input } => {
+                    Some(tool_use_flow(id, name, input, ids.next().unwrap_or(true)))
+                }
                 _ => None,
             })
             .collect();
@@ -217,7 +213,12 @@ fn is_fork(plan: &Plan, name: &str) -> bool {
         .is_some_and(|(base, _)| plan.agents.iter().any(|a| a.name == base))
 }
 
-fn agent(out: &mut String, a: &AgentPlan, anchors: &BTreeMap<String, (String, bool)>, all_same: bool) {
+fn agent(
+    out: &mut String,
+    a: &AgentPlan,
+    anchors: &BTreeMap<String, (String, bool)>,
+    all_same: bool,
+) {
     let _ = writeln!(out, "  {}:", scalar(&a.name));
     if a.name != "main" {
         out.push_str("    kind: agent\n");
@@ -263,6 +264,9 @@ fn agent(out: &mut String, a: &AgentPlan, anchors: &BTreeMap<String, (String, bo
     if a.forks {
         out.push_str("    fork: true\n");
     }
+    if a.history == HistoryPolicy::Lenient {
+        out.push_str("    # its requests rewrite the history the server sent (a runtime that compacts or trims): only their tool pairing is checked\n");
+    }
     if !all_same && a.history != HistoryPolicy::Exact {
         let _ = writeln!(out, "    history: {}", a.history.name());
     }
@@ -285,7 +289,9 @@ pub(super) fn write(
         replies,
         plan.agents.len()
     );
-    out.push_str("# Served by `agentsim mock-llm`, it answers the same requests with the same replies.\n");
+    out.push_str(
+        "# Served by `agentsim mock-llm`, it answers the same requests with the same replies.\n",
+    );
     let _ = writeln!(out, "name: {}", scalar(name));
     let policies: Vec<HistoryPolicy> = plan.agents.iter().map(|a| a.history).collect();
     let all_same = policies.windows(2).all(|w| w[0] == w[1]);
@@ -362,7 +368,11 @@ pub(super) fn write(
             };
             match &t.results[..] {
                 [] => {
-                    let _ = writeln!(out, "  {}: {{}}   # no result of it in the log", scalar(name));
+                    let _ = writeln!(
+                        out,
+                        "  {}: {{}}   # no result of it in the log",
+                        scalar(name)
+                    );
                 }
                 [first, rest @ ..] if rest.iter().all(|r| r == first) => {
                     let mut s = format!("  {}: {{ result: {}", scalar(name), scalar(&first.0));

@@ -16,6 +16,7 @@ mod fuzz_runtime;
 mod harness;
 mod honest;
 mod http_model;
+mod import;
 mod loader;
 mod mock_llm;
 mod mock_llm_errors;
