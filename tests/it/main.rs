@@ -17,6 +17,7 @@ mod harness;
 mod honest;
 mod http_model;
 mod import;
+mod import_props;
 mod loader;
 mod mock_llm;
 mod mock_llm_errors;
