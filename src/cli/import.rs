@@ -77,9 +77,10 @@ pub(crate) fn command(args: ImportArgs) -> ExitCode {
         if imported.skipped.is_empty() {
             String::new()
         } else {
+            let n = imported.skipped.len();
             format!(
-                "; {} things not in the scripts, listed above and in the file",
-                imported.skipped.len()
+                "; {n} {} not in the scripts, listed above and in the file",
+                if n == 1 { "thing" } else { "things" }
             )
         }
     );

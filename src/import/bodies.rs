@@ -97,7 +97,7 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
                     skipped.push(Skip {
                         line: place,
                         reason: format!(
-                            "body {place}: its assistant message {} answers no request a provider takes ({}): kept only as history",
+                            "its assistant message {} answers no request a provider takes ({}): kept only as history",
                             cut + 1,
                             r.message()
                         ),
@@ -142,15 +142,30 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
     }
     // A body whose request a later body answers (the next request of its conversation) is
     // answered.
+    // The others are requests of the log too (their agent's, with the tool results they carry
+    // back), which no reply answers.
     for (place, body) in unanswered {
-        if !seen.contains_key(&body) {
-            skipped.push(Skip {
-                line: place,
-                reason: format!(
-                    "body {place}: its last message has no reply in the input (the request it makes is not scripted; add the reply you expect to its agent's script)"
-                ),
-            });
+        if seen.contains_key(&body) {
+            continue;
         }
+        skipped.push(Skip {
+            line: place,
+            reason: "its last message has no reply in the input (the request it makes is not scripted; add the reply you expect to its agent's script)".to_owned(),
+        });
+        let value: Value = serde_json::from_str(&body).expect("written from a value");
+        let provider = provider_of(&value).expect("read before");
+        let request = wire::validate(provider, &value).expect("validated before");
+        exchanges.push(Exchange {
+            line: place,
+            item: true,
+            number: exchanges.len() as u64 + 1,
+            provider,
+            body: value,
+            request,
+            agent_header: None,
+            address: None,
+            outcome: Outcome::Unanswered,
+        });
     }
     Ok((exchanges, skipped))
 }

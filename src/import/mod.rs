@@ -112,7 +112,7 @@ pub struct Imported {
     pub yaml: String,
     /// What the scripts leave out, each also written as a comment in [`Imported::yaml`].
     pub skipped: Vec<Skip>,
-    /// How many exchanges the file answers, and in how many agents.
+    /// How many exchanges of the log the file answers (replies, faults, stalls).
     pub exchanges: usize,
     /// The agents written.
     pub agents: Vec<String>,
@@ -215,7 +215,10 @@ pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportE
     Ok(Imported {
         yaml,
         skipped,
-        exchanges: exchanges.len(),
+        exchanges: exchanges
+            .iter()
+            .filter(|e| e.outcome != Outcome::Unanswered)
+            .count(),
         agents: plan.agents.iter().map(|a| a.name.clone()).collect(),
     })
 }

@@ -182,7 +182,25 @@ impl Plan {
             builtins,
         };
         for a in 0..plan.agents.len() {
-            plan.agents[a].route = routes::choose(&plan, a, exchanges);
+            // Requests routed by the header are routed whatever the rules say.
+            let of = |b: &AgentPlan| -> Vec<&Exchange> {
+                b.requests
+                    .iter()
+                    .map(|&i| &exchanges[i])
+                    .filter(|e| e.agent_header.is_none())
+                    .collect()
+            };
+            let own = of(&plan.agents[a]);
+            let others: Vec<&Exchange> = plan
+                .agents
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| *b != a)
+                .flat_map(|(_, b)| of(b))
+                .collect();
+            let agent = &plan.agents[a];
+            let route = routes::choose(&agent.name, agent.system.as_deref(), &own, &others);
+            plan.agents[a].route = route;
         }
         Ok(plan)
     }

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use super::plan::Plan;
 use super::Exchange;
 use crate::mock_llm::book::{MatchRule, Route};
 use crate::model::agent::{AgentDef, AgentKind};
@@ -52,36 +51,28 @@ pub(super) fn default_route(name: &str, model: Option<&str>, system: Option<&str
     }
 }
 
-/// The smallest route of agent `a`.
-pub(super) fn choose(plan: &Plan, a: usize, exchanges: &[Exchange]) -> RouteChoice {
-    let agent = &plan.agents[a];
-    let own: Vec<&Exchange> = agent
-        .requests
-        .iter()
-        .map(|&i| &exchanges[i])
-        .filter(|e| e.agent_header.is_none())
-        .collect();
-    let others: Vec<&Exchange> = plan
-        .agents
-        .iter()
-        .enumerate()
-        .filter(|(b, _)| *b != a)
-        .flat_map(|(_, b)| b.requests.iter().map(|&i| &exchanges[i]))
-        .filter(|e| e.agent_header.is_none())
-        .collect();
+/// The smallest route of the agent `name` whose system prompt is written as `system`: `own` are
+/// the requests routed to it, `others` those routed to other agents (requests routed by the
+/// `x-agentsim-agent` header left out of both).
+pub(super) fn choose(
+    name: &str,
+    system: Option<&str>,
+    own: &[&Exchange],
+    others: &[&Exchange],
+) -> RouteChoice {
+    let others = others.to_vec();
     if own.is_empty() {
         return RouteChoice::Header;
     }
     let works = |route: &Route, others: &[&Exchange]| {
         own.iter().all(|e| holds(route, e)) && !others.iter().any(|e| holds(route, e))
     };
-    let system = agent.system.as_deref();
-    if works(&default_route(&agent.name, None, system), &others) {
+    if works(&default_route(name, None, system), &others) {
         return RouteChoice::Default { model: None };
     }
     let model = common(own.iter().map(|e| e.request.model.clone()));
     if let Some(m) = &model {
-        if works(&default_route(&agent.name, Some(m), system), &others) {
+        if works(&default_route(name, Some(m), system), &others) {
             return RouteChoice::Default {
                 model: Some(m.clone()),
             };
@@ -175,7 +166,7 @@ pub(super) fn choose(plan: &Plan, a: usize, exchanges: &[Exchange]) -> RouteChoi
         by_model.or(by_tools),
         format!(
             "agent `{}`: no rule of its model, system prompt, tools or first user message tells its requests from the other agents' (a runtime that sends the header `x-agentsim-agent: {}` is routed by it)",
-            agent.name, agent.name
+            name, name
         ),
     )
 }

@@ -106,6 +106,10 @@ fn replay(
     let mut book = Book::from_scenario(scenario);
     let mut usages = Vec::new();
     for (i, e) in exchanges.iter().enumerate() {
+        // A body's last request that no reply answers was never asked of a server.
+        if e.item && e.outcome == Outcome::Unanswered {
+            continue;
+        }
         let headers: Vec<(&str, &str)> = e
             .agent_header
             .as_deref()

@@ -281,7 +281,16 @@ pub(super) fn write(
     source: &str,
 ) -> String {
     let mut out = String::new();
-    let replies = exchanges.iter().filter(|e| e.address.is_some()).count();
+    // Where things are in the input: its lines, or its bodies.
+    let unit = if exchanges.iter().any(|e| e.item) {
+        "body"
+    } else {
+        "line"
+    };
+    let replies = exchanges
+        .iter()
+        .filter(|e| e.outcome != super::Outcome::Unanswered)
+        .count();
     let _ = writeln!(
         out,
         "# Imported by `agentsim import` from {}: {} exchanges, {} agents.",
@@ -346,7 +355,7 @@ pub(super) fn write(
             if let Some((line, schema)) = &t.schema {
                 let _ = writeln!(
                     out,
-                    "  # {} as offered (line {line}): {}",
+                    "  # {} as offered ({unit} {line}): {}",
                     comment(name),
                     comment(&json(schema))
                 );
@@ -355,7 +364,7 @@ pub(super) fn write(
                 let lines: Vec<String> = t.other_schemas.iter().map(|l| l.to_string()).collect();
                 let _ = writeln!(
                     out,
-                    "  # other schemas of it were offered at lines {}",
+                    "  # other schemas of it were offered at {unit}s {}",
                     lines.join(", ")
                 );
             }
@@ -402,7 +411,7 @@ pub(super) fn write(
     if !skipped.is_empty() {
         out.push_str("# Not in the scripts (also listed on stderr):\n");
         for s in skipped {
-            let _ = writeln!(out, "#   line {}: {}", s.line, comment(&s.reason));
+            let _ = writeln!(out, "#   {unit} {}: {}", s.line, comment(&s.reason));
         }
     }
     out

@@ -505,3 +505,30 @@ fn the_command_never_writes_over_its_input_and_says_what_it_wrote() {
         o
     );
 }
+
+/// The worked example of `docs/import-record.md` shows what the command writes: each `yaml` block
+/// after an `<!-- import: FILE -->` comment is the import of that file, byte for byte.
+#[test]
+fn the_guide_shows_what_import_writes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/import-record.md")).unwrap();
+    let mut shown = 0;
+    for (at, _) in page.match_indices("<!-- import: ") {
+        let rest = &page[at + "<!-- import: ".len()..];
+        let file = &rest[..rest.find(" -->").unwrap()];
+        let block = &rest[rest.find("```yaml\n").unwrap() + "```yaml\n".len()..];
+        let block = &block[..block.find("```\n").unwrap()];
+        let bytes = std::fs::read(root.join(file)).unwrap();
+        let name = format!(
+            "imported from {}",
+            Path::new(file).file_name().unwrap().to_string_lossy()
+        );
+        let imported = import::import(&bytes, Path::new(file), &name).unwrap();
+        assert_eq!(
+            block, imported.yaml,
+            "docs/import-record.md shows another import of {file}"
+        );
+        shown += 1;
+    }
+    assert_eq!(shown, 1);
+}
