@@ -118,6 +118,8 @@ fn main() -> ExitCode {
         #[cfg(all(feature = "mock-server", feature = "http-model"))]
         Command::Serve(args) => cli::serve::command(args),
         Command::Import(args) => cli::import::command(args),
+        #[cfg(all(feature = "mock-server", feature = "http-model"))]
+        Command::Record(args) => cli::record::command(args),
         Command::Schema => cli::schema(),
     }
 }

@@ -9,6 +9,8 @@ pub(crate) mod explore;
 pub(crate) mod import;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+pub(crate) mod record;
 pub(crate) mod run;
 #[cfg(feature = "mock-server")]
 pub(crate) mod runtime_args;
@@ -119,6 +121,16 @@ pub(crate) enum Command {
     /// replies. What is not in the scripts (misses, refused requests, unknown records) is listed on
     /// stderr and as comments in the file. Exit 1 with FILE:LINE when the input cannot be imported.
     Import(import::ImportArgs),
+    /// Record real traffic: a proxy with mock-llm's surfaces (Anthropic Messages, OpenAI Chat
+    /// Completions, OpenAI Responses, streamed or not) that forwards each request to --upstream
+    /// and returns its answer unchanged (streams as they arrive), checking each request as
+    /// mock-llm does. Authorization headers and keys are forwarded, never written.
+    ///
+    /// Prints `listening on http://ADDR` first; runs until Ctrl-C, SIGTERM or `POST
+    /// /_agentsim/shutdown`, then writes what went through as a scenario (as `agentsim import`
+    /// writes a journal) to --out, which `agentsim mock-llm` serves back.
+    #[cfg(all(feature = "mock-server", feature = "http-model"))]
+    Record(record::RecordArgs),
 }
 
 impl Command {

@@ -107,6 +107,17 @@ fn exchange(
                 "exchange {number}: refused as unsupported: {message}"
             ))
         }
+        "upstream-error" => {
+            let status = record.get("status").and_then(Value::as_u64).unwrap_or(0);
+            return skip(format!(
+                "exchange {number}: the upstream answered {status}, not a reply or a provider's retryable error: {message}"
+            ));
+        }
+        "incomplete" => {
+            return skip(format!(
+                "exchange {number}: the client went away before its stream ended"
+            ))
+        }
         "" => return skip(format!("exchange {number}: a record without an `outcome`")),
         other => {
             return skip(format!(

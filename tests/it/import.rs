@@ -13,7 +13,7 @@ use agentsim::wire::encode::{self, Outgoing, ToolSpec};
 use agentsim::wire::{self, Provider};
 use serde_json::{json, Value};
 
-const ORIGINAL: &str = r#"
+pub(super) const ORIGINAL: &str = r#"
 name: round trip
 agents:
   main: { system: "You are a weather assistant.", match: { model: claude-x, system_contains: "weather assistant" } }
@@ -119,7 +119,9 @@ fn path_of(p: Provider) -> &'static str {
 /// Runs every conversation against the server at `addr` as a runtime would (tool results sent
 /// back, errors retried, a `transfer_to_rome` handing the history to the Rome forecaster): the
 /// requests sent and the (status, body) of each answer, in order.
-async fn drive(addr: std::net::SocketAddr) -> (Vec<(Provider, Value)>, Vec<(u16, String)>) {
+pub(super) async fn drive(
+    addr: std::net::SocketAddr,
+) -> (Vec<(Provider, Value)>, Vec<(u16, String)>) {
     let client = reqwest::Client::new();
     let schema = json!({"type": "object"});
     let mut sent = Vec::new();
@@ -151,8 +153,11 @@ async fn drive(addr: std::net::SocketAddr) -> (Vec<(Provider, Value)>, Vec<(u16,
                     stream: c.stream,
                 },
             );
+            // Keys a recorder must forward and never write.
             let response = client
                 .post(format!("http://{addr}{}", path_of(c.provider)))
+                .header("authorization", "Bearer sk-secret-bearer")
+                .header("x-api-key", "sk-secret-key")
                 .json(&body)
                 .send()
                 .await
@@ -204,7 +209,7 @@ async fn drive(addr: std::net::SocketAddr) -> (Vec<(Provider, Value)>, Vec<(u16,
     (sent, answers)
 }
 
-fn temp(name: &str) -> PathBuf {
+pub(super) fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("agentsim-import-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)

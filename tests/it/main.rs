@@ -26,6 +26,7 @@ mod mock_llm_wrong_url;
 mod outside_run;
 mod props;
 mod question_store;
+mod record;
 mod restart;
 mod serve;
 mod serve_callbacks;
