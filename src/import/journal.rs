@@ -155,8 +155,8 @@ fn exchange(
             "exchange {number}: the journal kept no request (it is written only with --journal)"
         ));
     };
-    if let Some(input) = record.get("resolved_input") {
-        body["input"] = input.clone();
+    if let (Some(input), Some(fields)) = (record.get("resolved_input"), body.as_object_mut()) {
+        fields.insert("input".into(), input.clone());
     }
     let request = match wire::validate(provider, &body) {
         Ok(r) => r,
@@ -224,11 +224,13 @@ fn exchange(
 fn address(v: &Value) -> Option<Address> {
     let conversation = usize::try_from(v.get("conversation")?.as_u64()?).ok()?;
     let turn = usize::try_from(v.get("turn")?.as_u64()?).ok()?;
-    if conversation == 0 {
+    let agent = v.get("agent")?.as_str()?;
+    // A name a scenario can declare (a fork's `main#1` aside, checked with its agent).
+    if conversation == 0 || agent.trim().is_empty() || agent.contains(':') {
         return None;
     }
     Some(Address {
-        agent: v.get("agent")?.as_str()?.to_owned(),
+        agent: agent.to_owned(),
         conversation,
         turn,
         entry: match v.get("entry") {

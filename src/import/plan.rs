@@ -170,6 +170,21 @@ impl Plan {
             agents[*agent].entries.extend(entries);
         }
         let names: Vec<String> = agents.iter().map(|a| a.name.clone()).collect();
+        for a in &agents {
+            if let Some((base, _)) = a.name.split_once('#') {
+                if !names.iter().any(|n| n == base) {
+                    let first = &exchanges[a.requests[0]];
+                    return Err(ImportError::at(
+                        path,
+                        first.line,
+                        format!(
+                            "exchange {}: agent `{}` is a fork of `{base}` (its name says so), but no request of the log went to `{base}`",
+                            first.number, a.name
+                        ),
+                    ));
+                }
+            }
+        }
         for a in &mut agents {
             a.forks = names
                 .iter()

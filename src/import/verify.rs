@@ -43,7 +43,7 @@ pub(super) fn settle(
             ImportError::at(
                 path,
                 0,
-                format!("agentsim import wrote a file that does not load (a bug of agentsim; please report it with the input): {e}"),
+                format!("the scenario written from the log does not load (the log holds what a scenario cannot express, such as a value nested too deep, or agentsim has a bug): {e}"),
             )
         })?;
         match replay(&scenario, exchanges) {

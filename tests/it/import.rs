@@ -337,6 +337,19 @@ async fn bad_journal_lines_are_errors_at_their_line_or_listed_skips() {
     let e = error_of(ids.join("\n").as_bytes());
     assert_eq!(e.line, 2, "{e}");
     assert!(e.message.contains("refuses"), "{e}");
+    // An agent no scenario can declare, and a fork of an agent the log never saw.
+    for (agent, message) in [
+        ("agent:main", "`address` is not"),
+        ("ghost#1", "a fork of `ghost`"),
+    ] {
+        let mut renamed: Value = serde_json::from_str(&good[0]).unwrap();
+        renamed["address"]["agent"] = agent.into();
+        let mut lines = good.clone();
+        lines[0] = renamed.to_string();
+        let e = error_of(lines.join("\n").as_bytes());
+        assert_eq!(e.line, 1, "{e}");
+        assert!(e.message.contains(message), "{e}");
+    }
     // A line over the limit.
     let mut huge = b"{\"exchange\": 1, \"pad\": \"".to_vec();
     huge.resize(import::MAX_LINE_BYTES + 10, b'a');
