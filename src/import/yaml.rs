@@ -32,6 +32,37 @@ pub(super) fn scalar(s: &str) -> String {
     }
 }
 
+/// A string as a scalar inside a flow collection (`{ ... }`, `[ ... ]`), where a comma ends a
+/// plain scalar: JSON-quoted when it has one.
+fn flow_scalar(s: &str) -> String {
+    if s.contains(',') {
+        json(&Value::String(s.to_owned()))
+    } else {
+        scalar(s)
+    }
+}
+
+/// A JSON value as a YAML flow value, as a person writes one (`{ city: Paris, days: 3 }`):
+/// strings as [`flow_scalar`], numbers, booleans and `null` as JSON has them.
+pub(super) fn flow(v: &Value) -> String {
+    match v {
+        Value::String(s) => flow_scalar(s),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(flow).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(fields) if fields.is_empty() => "{}".to_owned(),
+        Value::Object(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| format!("{}: {}", flow_scalar(k), flow(v)))
+                .collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
+        other => json(other),
+    }
+}
+
 fn json(v: &Value) -> String {
     serde_json::to_string(v).expect("JSON serialises")
 }
@@ -53,28 +84,32 @@ fn kind_name(kind: LlmErrorKind) -> &'static str {
 fn rule_flow(r: &MatchRule) -> String {
     let mut parts = Vec::new();
     if let Some(m) = &r.model {
-        parts.push(format!("model: {}", scalar(m)));
+        parts.push(format!("model: {}", flow_scalar(m)));
     }
     if let Some(t) = &r.system_contains {
-        parts.push(format!("system_contains: {}", scalar(t)));
+        parts.push(format!("system_contains: {}", flow_scalar(t)));
     }
     if let Some(t) = &r.tools {
-        let names: Vec<String> = t.iter().map(|n| scalar(n)).collect();
+        let names: Vec<String> = t.iter().map(|n| flow_scalar(n)).collect();
         parts.push(format!("tools: [{}]", names.join(", ")));
     }
     if let Some(t) = &r.first_user_contains {
-        parts.push(format!("first_user_contains: {}", scalar(t)));
+        parts.push(format!("first_user_contains: {}", flow_scalar(t)));
     }
     for (k, v) in &r.headers {
-        parts.push(format!("headers: {{ {}: {} }}", scalar(k), scalar(v)));
+        parts.push(format!(
+            "headers: {{ {}: {} }}",
+            flow_scalar(k),
+            flow_scalar(v)
+        ));
     }
     format!("{{ {} }}", parts.join(", "))
 }
 
 fn tool_use_flow(id: &str, name: &str, input: &Value, explicit: bool) -> String {
-    let mut s = format!("{{ name: {}, input: {}", scalar(name), json(input));
+    let mut s = format!("{{ name: {}, input: {}", flow_scalar(name), flow(input));
     if explicit {
-        let _ = write!(s, ", id: {}", scalar(id));
+        let _ = write!(s, ", id: {}", flow_scalar(id));
     }
     s.push_str(" }");
     s
@@ -111,7 +146,7 @@ fn entry(out: &mut String, e: &EntryPlan, exchanges: &[Exchange]) {
         Entry::Error(f, times) => {
             let mut parts = vec![format!("kind: {}", kind_name(f.kind))];
             if let Some(m) = &f.message {
-                parts.push(format!("message: {}", scalar(m)));
+                parts.push(format!("message: {}", flow_scalar(m)));
             }
             if f.mid_stream {
                 parts.push("mid_stream: true".into());
@@ -183,6 +218,14 @@ fn reply_keys(keys: &mut Vec<String>, blocks: &[Block], explicit_ids: &[bool]) {
                 _ => None,
             })
             .collect();
+        // A lone delegation with an id mock-llm generates again reads as the file format's
+        // shorthand (`use_agent: { agent: task, message: ... }`).
+        if let ([Block::ToolUse { name, input, .. }], [false]) = (&blocks[texts..], explicit_ids) {
+            if matches!(&**name, "use_agent" | "use_skill") && input.is_object() {
+                keys.push(format!("{name}: {}", flow(input)));
+                return;
+            }
+        }
         match uses.len() {
             0 => {}
             1 => keys.push(format!("tool_use: {}", uses[0])),
@@ -370,7 +413,7 @@ pub(super) fn write(
             }
             let call = |(content, is_error): &(String, bool)| {
                 if *is_error {
-                    format!("{{ result: {}, is_error: true }}", scalar(content))
+                    format!("{{ result: {}, is_error: true }}", flow_scalar(content))
                 } else {
                     scalar(content)
                 }
@@ -384,7 +427,7 @@ pub(super) fn write(
                     );
                 }
                 [first, rest @ ..] if rest.iter().all(|r| r == first) => {
-                    let mut s = format!("  {}: {{ result: {}", scalar(name), scalar(&first.0));
+                    let mut s = format!("  {}: {{ result: {}", scalar(name), flow_scalar(&first.0));
                     if first.1 {
                         s.push_str(", is_error: true");
                     }
@@ -415,4 +458,51 @@ pub(super) fn write(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::{flow, scalar};
+
+    /// What YAML reads back from `key: <text>`.
+    fn read(text: &str) -> Value {
+        let doc: serde_json::Map<String, Value> = serde_saphyr::from_str(&format!("k: {text}\n"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        doc["k"].clone()
+    }
+
+    #[test]
+    fn scalars_and_flow_values_read_back_as_written() {
+        for s in [
+            "Paris",
+            "Paris, France",
+            "yes",
+            "No",
+            "null",
+            "1.5",
+            "18 C",
+            "a: b",
+            "a #b",
+            "- x",
+            "",
+            " padded ",
+            "it's",
+            "why?",
+            "x\ny",
+            "{a}",
+            "[1]",
+            "~",
+            "@at",
+            "`t`",
+            "true",
+        ] {
+            assert_eq!(read(&scalar(s)), json!(s), "{s:?} as {}", scalar(s));
+        }
+        let v = json!({"city": "Paris, France", "days": 3, "ok": true, "none": null,
+            "list": ["a", "b, c", 1.5, {"deep": ["NO", "y"]}], "empty": {}, "": "blank key",
+            "key: colon": "v", "n": "12"});
+        assert_eq!(read(&flow(&v)), v, "{}", flow(&v));
+    }
 }
