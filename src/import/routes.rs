@@ -204,7 +204,9 @@ pub(super) fn phrase(own: &[String], theirs: &[String]) -> Option<String> {
     let words: Vec<(usize, usize)> = word_spans(base).take(MAX_WORDS_LOOKED_AT).collect();
     for len in 1..=MAX_PHRASE_WORDS.min(words.len()) {
         for start in 0..=(words.len() - len) {
-            let text = &base[words[start].0..words[start + len - 1].1];
+            // Punctuation at either end (`please,`) reads as part of the sentence, not the phrase.
+            let text = base[words[start].0..words[start + len - 1].1]
+                .trim_matches(|c: char| c.is_ascii_punctuation());
             if text.chars().count() < 4 {
                 continue;
             }

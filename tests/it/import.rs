@@ -21,6 +21,8 @@ agents:
   planner: { kind: agent, match: { model: planner-model } }
   writer: { kind: agent }
   streamer: { kind: agent, match: { first_user_contains: "stream please" } }
+  chatty: { kind: agent, match: { first_user_contains: "chat stream" } }
+  responder: { kind: agent, match: { first_user_contains: "responses stream" } }
   triage: { kind: agent, history: continuation, match: { system_contains: "triage agent" } }
   rome: { kind: agent, history: continuation, match: { system_contains: "Rome forecaster" } }
 llm:
@@ -40,6 +42,12 @@ llm:
     - Draft written.
   streamer:
     - Streamed hello.
+  chatty:
+    - text: Chatty hello.
+      tool_use: { name: noted, input: { n: 1 } }
+  responder:
+    - text: Responder hello.
+      tool_use: { name: noted, input: { n: 2 } }
   triage:
     - tool_use: { name: transfer_to_rome, input: {} }
   rome:
@@ -105,6 +113,22 @@ const CONVOS: &[Convo] = &[
         first: "Weather in Rome?",
         stream: false,
         tools: &["transfer_to_rome"],
+    },
+    Convo {
+        provider: Provider::OpenAiChat,
+        model: "gpt-x",
+        system: "",
+        first: "chat stream, say hello",
+        stream: true,
+        tools: &["noted"],
+    },
+    Convo {
+        provider: Provider::OpenAiResponses,
+        model: "gpt-x",
+        system: "",
+        first: "responses stream, say hello",
+        stream: true,
+        tools: &["noted"],
     },
 ];
 
@@ -236,7 +260,7 @@ async fn a_journal_imported_and_served_back_gives_the_same_replies_and_passes() 
     let first = temp("first.jsonl");
     let (answers, report) = serve_and_drive(ORIGINAL, &first).await;
     assert!(report.passed, "{report:?}");
-    assert_eq!(answers.len(), 14, "{answers:#?}");
+    assert_eq!(answers.len(), 16, "{answers:#?}");
     let bytes = std::fs::read(&first).unwrap();
     let imported = import::import(&bytes, &first, "imported").expect("imports");
     assert!(imported.skipped.is_empty(), "{:?}", imported.skipped);
@@ -249,7 +273,8 @@ async fn a_journal_imported_and_served_back_gives_the_same_replies_and_passes() 
         "  planner:\n    kind: agent\n    system: *system_1\n    match: { model: planner-model }\n",
         "  writer:\n    kind: agent\n    system: You write.\n  ",
         "  forecaster:\n    kind: agent\n    system: You forecast the weather.\n  ",
-        "  streamer:\n    kind: agent\n    match: { first_user_contains: stream }\n",
+        "  streamer:\n    kind: agent\n    match: { first_user_contains: please }\n",
+        "  chatty:\n    kind: agent\n    match: { first_user_contains: chat }\n",
         "  rome:\n    kind: agent\n    system: You are the Rome forecaster.\n    history: continuation\n",
         "error: { kind: rate_limit, times: 2, retry_after: 5 }",
         "- error: overloaded",
@@ -293,13 +318,13 @@ fn error_of(bytes: &[u8]) -> ImportError {
 async fn bad_journal_lines_are_errors_at_their_line_or_listed_skips() {
     let (_, bytes) = journal("bad.jsonl").await;
     let good = lines(&bytes);
-    assert_eq!(good.len(), 14);
+    assert_eq!(good.len(), 16);
     // A journal cut in the middle of its last line.
     let cut = &bytes[..bytes.len() - 30];
     let e = error_of(cut);
     assert_eq!(
         (e.line, e.to_string().contains("truncated")),
-        (14, true),
+        (16, true),
         "{e}"
     );
     // Invalid UTF-8 in line 3.
@@ -315,7 +340,7 @@ async fn bad_journal_lines_are_errors_at_their_line_or_listed_skips() {
     let mut twice = good.clone();
     twice.push(good[0].clone());
     let e = error_of(twice.join("\n").as_bytes());
-    assert_eq!(e.line, 15, "{e}");
+    assert_eq!(e.line, 17, "{e}");
     assert!(
         e.message.contains("journaled twice (also at line 1)"),
         "{e}"
@@ -327,7 +352,7 @@ async fn bad_journal_lines_are_errors_at_their_line_or_listed_skips() {
     let mut contradicting = good.clone();
     contradicting.push(again.to_string());
     let e = error_of(contradicting.join("\n").as_bytes());
-    assert_eq!(e.line, 15, "{e}");
+    assert_eq!(e.line, 17, "{e}");
     assert!(e.message.contains("already answered (at line 3)"), "{e}");
     // A reply to a request whose tool result pairs with no tool use.
     let mut unpaired: Value = serde_json::from_str(&good[1]).unwrap();
@@ -372,11 +397,11 @@ async fn bad_journal_lines_are_errors_at_their_line_or_listed_skips() {
         reasons,
         [
             (
-                15,
+                17,
                 "exchange 40: a record of an unknown kind (outcome `teleport`)"
             ),
             (
-                16,
+                18,
                 "exchange 41: a request to /v1/complete, which mock-llm does not serve"
             ),
         ]
@@ -384,7 +409,7 @@ async fn bad_journal_lines_are_errors_at_their_line_or_listed_skips() {
     assert!(
         imported
             .yaml
-            .contains("#   line 15: exchange 40: a record of an unknown kind (outcome `teleport`)"),
+            .contains("#   line 17: exchange 40: a record of an unknown kind (outcome `teleport`)"),
         "{}",
         imported.yaml
     );

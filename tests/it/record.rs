@@ -35,7 +35,7 @@ async fn traffic_recorded_through_a_mock_llm_upstream_is_served_back_the_same() 
         "the upstream saw every request as sent: {}",
         report.text()
     );
-    assert_eq!(journal.lines().count(), 14, "{journal}");
+    assert_eq!(journal.lines().count(), 16, "{journal}");
     assert!(
         !journal.contains("sk-secret"),
         "a key was journaled: {journal}"
