@@ -241,7 +241,7 @@ pub(super) fn temp(name: &str) -> PathBuf {
 
 /// Serves `yaml` with a journal at `journal`, drives the conversations, stops: the answers and
 /// the report.
-async fn serve_and_drive(yaml: &str, journal: &Path) -> (Vec<(u16, String)>, Report) {
+pub(super) async fn serve_and_drive(yaml: &str, journal: &Path) -> (Vec<(u16, String)>, Report) {
     let scenario = scenario::parse(yaml, Path::new("served.yaml"))
         .unwrap_or_else(|e| panic!("the scenario loads: {e}\n{yaml}"));
     let options = Options {

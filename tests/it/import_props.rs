@@ -3,6 +3,8 @@
 //! scenario, with a journal; the journal is imported; the imported file, served to the same
 //! runtime with the same user messages, gives the same exchanges (every request and reply of the
 //! second journal equal to the first's), the same messages to the user, and a passing report.
+//! And a real journal damaged anywhere (bytes changed or deleted, cut, lines repeated or swapped)
+//! is imported into a file that loads, or refused at a line of it; never a panic.
 #![cfg(all(feature = "http-model", feature = "mock-server"))]
 
 use std::path::{Path, PathBuf};
@@ -169,6 +171,99 @@ proptest! {
         prop_assert_eq!(replayed.len(), exchanges.len());
         for (i, (a, b)) in exchanges.iter().zip(&replayed).enumerate() {
             prop_assert_eq!(a, b, "exchange {} differs\n{}", i + 1, imported.yaml);
+        }
+    }
+}
+
+/// A real journal: the conversations of `import.rs` served from its scenario.
+fn journal_fixture() -> &'static [u8] {
+    static JOURNAL: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    JOURNAL.get_or_init(|| {
+        let path = temp("fixture.jsonl");
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio.block_on(super::import::serve_and_drive(
+            super::import::ORIGINAL,
+            &path,
+        ));
+        std::fs::read(&path).unwrap()
+    })
+}
+
+/// One edit of a journal's bytes.
+#[derive(Clone, Debug)]
+enum Edit {
+    /// Replace the byte at this place (modulo the length) with this one.
+    Set(usize, u8),
+    /// Delete a byte.
+    Delete(usize),
+    /// Cut the journal there.
+    Cut(usize),
+    /// Repeat a line (by index, modulo their number) at the end.
+    Repeat(usize),
+    /// Swap two lines.
+    Swap(usize, usize),
+}
+
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    let edit = prop_oneof![
+        (any::<usize>(), any::<u8>()).prop_map(|(p, b)| Edit::Set(p, b)),
+        any::<usize>().prop_map(Edit::Delete),
+        any::<usize>().prop_map(Edit::Cut),
+        any::<usize>().prop_map(Edit::Repeat),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Edit::Swap(a, b)),
+    ];
+    prop::collection::vec(edit, 1..6)
+}
+
+fn apply(bytes: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    for e in edits {
+        if out.is_empty() {
+            break;
+        }
+        let n = out.len();
+        match *e {
+            Edit::Set(p, b) => out[p % n] = b,
+            Edit::Delete(p) => {
+                out.remove(p % n);
+            }
+            Edit::Cut(p) => out.truncate(p % n),
+            Edit::Repeat(_) | Edit::Swap(..) => {
+                let mut lines: Vec<Vec<u8>> =
+                    out.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+                let m = lines.len();
+                match *e {
+                    Edit::Repeat(i) => lines.push(lines[i % m].clone()),
+                    Edit::Swap(a, b) => lines.swap(a % m, b % m),
+                    _ => unreachable!(),
+                }
+                out = lines.join(&b'\n');
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() * 8, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// A journal damaged anywhere imports into a file that loads, or is refused with a place in
+    /// it; never a panic.
+    #[test]
+    fn a_damaged_journal_is_imported_or_refused_with_its_place_never_a_panic(edits in edits()) {
+        let bytes = apply(journal_fixture(), &edits);
+        match import::import(&bytes, Path::new("j.jsonl"), "damaged") {
+            Ok(imported) => {
+                prop_assert!(scenario::parse(&imported.yaml, Path::new("d.yaml")).is_ok());
+            }
+            Err(e) => {
+                let lines = bytes.split(|&b| b == b'\n').count();
+                prop_assert!(e.line <= lines, "{e}");
+                prop_assert!(!e.message.is_empty());
+            }
         }
     }
 }
