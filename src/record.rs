@@ -28,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::drive::http::read_stream;
 use crate::mock_llm::book::AGENT_HEADER;
+use crate::mock_llm::responses::{Pending, Responses};
 use crate::model::llm::LlmErrorKind;
 use crate::model::transcript::Block;
 use crate::observe::names;
@@ -66,6 +67,9 @@ struct Shared {
     exchanges: AtomicU64,
     /// The journal's lines, by exchange number.
     lines: Mutex<Vec<(u64, String)>>,
+    /// The OpenAI Responses items and responses that went through, so that a request's
+    /// `item_reference`s and `previous_response_id` are journaled resolved, as mock-llm does.
+    responses: Mutex<Responses>,
     stop: watch::Sender<bool>,
 }
 
@@ -151,6 +155,7 @@ pub async fn start(options: Options) -> std::io::Result<Running> {
         body_limit: options.body_limit,
         exchanges: AtomicU64::new(0),
         lines: Mutex::new(Vec::new()),
+        responses: Mutex::new(Responses::new()),
         stop,
     });
     let app = Router::new()
@@ -380,11 +385,25 @@ async fn exchange(
             return refuse(line, error.status, error.body, Some(names::REQUEST_FORMAT));
         }
     };
-    // Responses' references to stored items are the upstream's to resolve.
-    let resolved_upstream = provider == Provider::OpenAiResponses
-        && (request.get("previous_response_id").is_some()
-            || request.to_string().contains("\"item_reference\""));
-    let validated = wire::validate(provider, &request);
+    // A Responses request's references to items and responses that went through are resolved
+    // as mock-llm resolves them (and journaled so); references to what went through before the
+    // recording began are the upstream's to resolve, and the journal says the history is not
+    // whole.
+    let (resolved, pending, unresolved) = if provider == Provider::OpenAiResponses {
+        match lock(&s.responses).resolve(&request) {
+            Ok((resolved, pending)) => (resolved, Some(pending), false),
+            Err(_) => (None, None, true),
+        }
+    } else {
+        (None, None, false)
+    };
+    let validated = wire::validate(provider, resolved.as_ref().unwrap_or(&request));
+    if let Some(resolved) = &resolved {
+        line["resolved_input"] = resolved["input"].clone();
+    }
+    if unresolved {
+        line["unresolved"] = true.into();
+    }
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     line["request"] = request;
     line["stream"] = stream.into();
@@ -392,7 +411,7 @@ async fn exchange(
         line["agent_header"] = agent.into();
     }
     if let Err(rejection) = validated.as_ref().map(|_| ()) {
-        if !resolved_upstream {
+        if !unresolved {
             let violation = if rejection.fault.is_some() {
                 names::TOOL_PAIRING
             } else {
@@ -431,6 +450,7 @@ async fn exchange(
             shared: s.clone(),
             provider,
             line: Some(line),
+            pending,
         };
         let state = (response.bytes_stream(), Vec::new(), keeper);
         let body =
@@ -468,6 +488,9 @@ async fn exchange(
         _ => "upstream-error",
     }
     .into();
+    if let (200, Some(response), Some(pending)) = (status, &value, pending) {
+        lock(&s.responses).keep(pending, response);
+    }
     line["response"] =
         value.unwrap_or_else(|| Value::String(String::from_utf8_lossy(&body).into_owned()));
     s.keep(&line);
@@ -480,6 +503,18 @@ struct Keeper {
     shared: Arc<Shared>,
     provider: Provider,
     line: Option<Value>,
+    /// What a Responses request adds to the store, kept with the response it streamed.
+    pending: Option<Pending>,
+}
+
+/// The response object of a Responses stream's `response.completed` event.
+fn completed_response(seen: &[u8]) -> Option<Value> {
+    String::from_utf8_lossy(seen)
+        .lines()
+        .filter_map(|l| l.trim_end_matches('\r').strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("type").and_then(Value::as_str) == Some("response.completed"))
+        .and_then(|v| v.get("response").cloned())
 }
 
 impl Keeper {
@@ -490,6 +525,11 @@ impl Keeper {
         let events = seen.windows(2).filter(|w| w == b"\n\n").count();
         match (broken, read_stream(self.provider, seen)) {
             (None, Ok(got)) => {
+                if let Some(pending) = self.pending.take() {
+                    if let Some(response) = completed_response(seen) {
+                        lock(&self.shared.responses).keep(pending, &response);
+                    }
+                }
                 let model = line
                     .pointer("/request/model")
                     .and_then(Value::as_str)

@@ -150,6 +150,11 @@ fn exchange(
             return Ok(None);
         }
     }
+    if record.get("unresolved").and_then(Value::as_bool) == Some(true) {
+        return skip(format!(
+            "exchange {number}: its Responses history refers to items or a response the recording never saw (`item_reference`, `previous_response_id`): it lives upstream"
+        ));
+    }
     let Some(mut body) = record.get("request").cloned() else {
         return skip(format!(
             "exchange {number}: the journal kept no request (it is written only with --journal)"

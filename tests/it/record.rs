@@ -137,3 +137,81 @@ async fn keys_are_forwarded_never_kept_and_broken_requests_never_forwarded() {
         "{reasons:?}"
     );
 }
+
+/// Two Responses requests, the second continuing the first by `previous_response_id`, sent to
+/// `addr`: the two answers.
+async fn responses_pair(addr: std::net::SocketAddr) -> Vec<Value> {
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/responses");
+    let tools = json!([{"type": "function", "name": "noted", "parameters": {"type": "object"}}]);
+    let first: Value = client
+        .post(&url)
+        .json(&json!({"model": "writer", "input": "Write it down", "tools": tools}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let call = first["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call")
+        .unwrap_or_else(|| panic!("{first}"))["call_id"]
+        .clone();
+    let second: Value = client
+        .post(&url)
+        .json(
+            &json!({"model": "writer", "previous_response_id": first["id"], "tools": tools,
+            "input": [{"type": "function_call_output", "call_id": call, "output": "noted"}]}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    vec![first, second]
+}
+
+#[tokio::test]
+async fn a_responses_history_continued_by_previous_response_id_is_recorded_whole() {
+    let yaml = "name: writer\nagents:\n  writer: { kind: agent }\nllm:\n  writer:\n    - tool_use: { name: noted, input: {} }\n    - Done.\n";
+    let original = scenario::parse(yaml, Path::new("w.yaml")).unwrap();
+    let upstream = server::start(&original, Options::default()).await.unwrap();
+    let proxy = record::start(record::Options {
+        upstream: format!("http://{}", upstream.addr),
+        ..record::Options::default()
+    })
+    .await
+    .unwrap();
+    let recorded = responses_pair(proxy.addr).await;
+    assert_eq!(
+        recorded[1]["output"][0]["content"][0]["text"], "Done.",
+        "{recorded:?}"
+    );
+    proxy.stop();
+    let journal = proxy.finish(std::future::pending()).await.unwrap();
+    upstream.stop();
+    assert!(
+        upstream
+            .finish(std::future::pending())
+            .await
+            .unwrap()
+            .passed
+    );
+    assert!(journal.contains("\"resolved_input\""), "{journal}");
+    let imported = import::import(journal.as_bytes(), Path::new("recorded"), "r")
+        .unwrap_or_else(|e| panic!("{e}\n{journal}"));
+    assert!(imported.skipped.is_empty(), "{:?}", imported.skipped);
+    // Served back, the same two requests (the second naming the first's response) get the same
+    // answers.
+    let served = scenario::parse(&imported.yaml, Path::new("r.yaml")).unwrap();
+    let again = server::start(&served, Options::default()).await.unwrap();
+    let replayed = responses_pair(again.addr).await;
+    again.stop();
+    let report = again.finish(std::future::pending()).await.unwrap();
+    assert!(report.passed, "{}\n{}", report.text(), imported.yaml);
+    assert_eq!(replayed, recorded, "{}", imported.yaml);
+}
