@@ -54,7 +54,7 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
     let mut skipped = Vec::new();
     // The requests seen, by their text, to the exchange that answered them.
     let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut unanswered: Vec<(usize, String)> = Vec::new();
+    let mut unanswered: Vec<(usize, String, Value)> = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
         let place = i + 1;
         let err = |message: String| ImportError::at(path, place, message);
@@ -106,7 +106,9 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
                 }
             };
             let blocks: Vec<_> = message.content.iter().cloned().collect();
-            let key = before.to_string();
+            // The same history asked again (by a later body of the conversation), whatever the
+            // other settings of the body (`max_tokens`, `stream`).
+            let key = history_key(&asked);
             if let Some(&at) = seen.get(&key) {
                 let Outcome::Reply { blocks: known, .. } = &exchanges[at].outcome else {
                     unreachable!("bodies give replies only")
@@ -137,22 +139,21 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
             });
         }
         if !answered_last && !request.messages.is_empty() {
-            unanswered.push((place, body.to_string()));
+            unanswered.push((place, history_key(&request), body.clone()));
         }
     }
     // A body whose request a later body answers (the next request of its conversation) is
     // answered.
     // The others are requests of the log too (their agent's, with the tool results they carry
     // back), which no reply answers.
-    for (place, body) in unanswered {
-        if seen.contains_key(&body) {
+    for (place, key, value) in unanswered {
+        if seen.contains_key(&key) {
             continue;
         }
         skipped.push(Skip {
             line: place,
             reason: "its last message has no reply in the input (the request it makes is not scripted; add the reply you expect to its agent's script)".to_owned(),
         });
-        let value: Value = serde_json::from_str(&body).expect("written from a value");
         let provider = provider_of(&value).expect("read before");
         let request = wire::validate(provider, &value).expect("validated before");
         exchanges.push(Exchange {
@@ -208,4 +209,13 @@ fn provider_of(body: &Value) -> Option<Provider> {
     } else {
         Provider::Anthropic
     })
+}
+
+/// What a request asks, for telling the same request in two bodies: its model, system prompt and
+/// history.
+fn history_key(request: &crate::wire::Request) -> String {
+    format!(
+        "{:?}\u{0}{:?}\u{0}{:?}",
+        request.model, request.system, request.messages
+    )
 }

@@ -483,6 +483,8 @@ fn bodies_of_one_conversation_are_read_once_and_contradicting_ones_refused() {
         json!({"role": "assistant", "content": "Step two."}),
         json!({"role": "user", "content": "Thanks"}),
     ]);
+    // Another setting of the body does not make its history another request.
+    second["max_tokens"] = 50.into();
     let list = json!([first, second]).to_string();
     let imported = import::import(list.as_bytes(), Path::new("list.json"), "x").unwrap();
     assert!(
