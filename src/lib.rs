@@ -53,6 +53,10 @@
 //!   runtime protocol (`agentsim run --runtime CMD`): the process, the steps, the checks.
 //! - [`mock_llm`]: `agentsim mock-llm`, a scenario's scripts served over the providers' wire
 //!   formats (the HTTP server behind the `mock-server` feature).
+//! - [`import`]: `agentsim import`: a log (mock-llm's journal, provider request bodies) turned
+//!   into a scenario that mock-llm serves back, checked against the log before it is written.
+//! - `record` (features `mock-server` and `http-model`): `agentsim record`, a proxy to a real
+//!   provider that keeps mock-llm's journal, imported into a scenario at shutdown.
 //! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
 //!   recording, limits.
 //! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, scripted model and tools.
@@ -72,6 +76,7 @@ pub mod explore;
 pub mod harness;
 #[cfg(feature = "mock-server")]
 pub mod http_guard;
+pub mod import;
 pub mod mock_llm;
 pub mod model;
 pub mod observe;
@@ -80,6 +85,8 @@ pub mod outside;
 pub mod outside_run;
 pub mod persist;
 pub mod protocol;
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+pub mod record;
 pub mod report;
 pub mod runtime;
 pub mod scenario;

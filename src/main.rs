@@ -117,6 +117,9 @@ fn main() -> ExitCode {
         Command::MockLlm(args) => cli::mock_llm::command(args),
         #[cfg(all(feature = "mock-server", feature = "http-model"))]
         Command::Serve(args) => cli::serve::command(args),
+        Command::Import(args) => cli::import::command(args),
+        #[cfg(all(feature = "mock-server", feature = "http-model"))]
+        Command::Record(args) => cli::record::command(args),
         Command::Schema => cli::schema(),
     }
 }

@@ -6,8 +6,11 @@ pub(crate) mod bench;
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;
+pub(crate) mod import;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+pub(crate) mod record;
 pub(crate) mod run;
 #[cfg(feature = "mock-server")]
 pub(crate) mod runtime_args;
@@ -107,6 +110,27 @@ pub(crate) enum Command {
     /// the scenario's `expect_violation`, if that rule did not break).
     #[cfg(feature = "mock-server")]
     MockLlm(mock_llm::MockLlmArgs),
+    /// Turn a log into a scenario file that `agentsim mock-llm` serves back: mock-llm's journal
+    /// (`--journal`), or a provider request body (Anthropic Messages, OpenAI Chat, OpenAI
+    /// Responses) or a JSON list of them, whose assistant turns become the script.
+    ///
+    /// One agent per routed conversation, with the smallest `match:` rule that routes its
+    /// requests; conversations that continue each other linked (`history: continuation`); tools
+    /// declared with the results the log carried; comments saying where each entry came from. The
+    /// file is checked before it is written: served back to the log's requests, it gives the same
+    /// replies. What is not in the scripts (misses, refused requests, unknown records) is listed on
+    /// stderr and as comments in the file. Exit 1 with FILE:LINE when the input cannot be imported.
+    Import(import::ImportArgs),
+    /// Record real traffic: a proxy with mock-llm's surfaces (Anthropic Messages, OpenAI Chat
+    /// Completions, OpenAI Responses, streamed or not) that forwards each request to --upstream
+    /// and returns its answer unchanged (streams as they arrive), checking each request as
+    /// mock-llm does. Authorization headers and keys are forwarded, never written.
+    ///
+    /// Prints `listening on http://ADDR` first; runs until Ctrl-C, SIGTERM or `POST
+    /// /_agentsim/shutdown`, then writes what went through as a scenario (as `agentsim import`
+    /// writes a journal) to --out, which `agentsim mock-llm` serves back.
+    #[cfg(all(feature = "mock-server", feature = "http-model"))]
+    Record(record::RecordArgs),
 }
 
 impl Command {

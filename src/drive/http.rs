@@ -211,6 +211,53 @@ impl HttpModel {
     }
 }
 
+/// A whole event stream of `provider` (the bytes of a streamed answer, as received) read into
+/// the reply it streamed: Anthropic's and OpenAI Chat's events assembled as [`HttpModel`] reads
+/// them, an OpenAI Responses stream by its `response.completed` event. An error event is an
+/// error of its kind; a stream that ends before it says it is complete is a network error.
+pub fn read_stream(provider: Provider, bytes: &[u8]) -> Result<ModelReply, ModelError> {
+    let text = String::from_utf8_lossy(bytes);
+    let data = text
+        .split("\n\n")
+        .flat_map(|event| event.lines())
+        .filter_map(|l| l.trim_end_matches('\r').strip_prefix("data:"))
+        .map(str::trim);
+    if provider == Provider::OpenAiResponses {
+        for d in data {
+            let Ok(v) = serde_json::from_str::<Value>(d) else {
+                continue;
+            };
+            match v.get("type").and_then(Value::as_str) {
+                Some("response.completed") => {
+                    let response = v.get("response").unwrap_or(&Value::Null);
+                    let (blocks, usage) = reply::decode(provider, response)
+                        .map_err(|e| malformed(format!("{}: {}", e.path, e.message)))?;
+                    return Ok(ModelReply { blocks, usage });
+                }
+                Some("error" | "response.failed") => {
+                    let error = v.get("error").or_else(|| v.pointer("/response/error"));
+                    return Err(ModelError {
+                        kind: error.map_or(LlmErrorKind::Other, kind_of_error),
+                        status: Some(200),
+                        message: error
+                            .and_then(|e| e.get("message"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("the stream failed")
+                            .to_owned(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        return Err(network("the stream ended before the reply was complete"));
+    }
+    let mut acc = Accumulator::default();
+    for d in data {
+        acc.feed(provider, d, &mut |_| {})?;
+    }
+    acc.finish()
+}
+
 fn malformed(message: String) -> ModelError {
     ModelError {
         kind: LlmErrorKind::Other,

@@ -1,7 +1,7 @@
 """Drives `agentsim mock-llm` with clients nobody here wrote: the official `anthropic` and `openai`
 Python SDKs and the pydantic-ai agent framework, streaming and not, through tool loops, a broken
 request, a scripted rate limit, scripted errors that outlast the SDKs' default retries, and a
-dropped connection.
+dropped connection; and the worked example written back by `agentsim import` and `agentsim record`.
 
 Usage: python tests/clients/sdk_clients.py path/to/agentsim
 
@@ -29,7 +29,7 @@ KEY = "test-key"
 class Server:
     """One `agentsim mock-llm` process serving `scenario` (YAML text)."""
 
-    def __init__(self, scenario):
+    def __init__(self, scenario, args=()):
         self.dir = tempfile.mkdtemp(prefix="agentsim-sdk-")
         self.path = os.path.join(self.dir, "scenario.yaml")
         self.report_path = os.path.join(self.dir, "report.json")
@@ -37,7 +37,7 @@ class Server:
             f.write(scenario)
         self.proc = subprocess.Popen(
             [AGENTSIM, "mock-llm", self.path, "--addr", "127.0.0.1:0",
-             "--report", self.report_path],
+             "--report", self.report_path, *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("listening on http://"):
@@ -438,8 +438,78 @@ def readme_worked_example():
         server.kill()
 
 
+def shutdown(base):
+    req = urllib.request.Request(base + "/_agentsim/shutdown", method="POST", data=b"{}",
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def import_and_record_worked_example():
+    """docs/import-record.md: the worked example's journal imported with `agentsim import`, and the
+    same run recorded through `agentsim record` (a second mock-llm as its upstream); served by
+    mock-llm, each written file gives the same runtime the same answer, and the report passes."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    runtime = os.path.join(root, "examples/mock-llm/runtime.py")
+    with open(os.path.join(root, "examples/mock-llm/weather.yaml")) as f:
+        weather = f.read()
+    answer = "It is 18 C and cloudy in Paris; the forecaster expects rain tomorrow."
+    work = tempfile.mkdtemp(prefix="agentsim-import-")
+    servers, proxy = [], None
+
+    def run_against(base):
+        env = dict(os.environ, ANTHROPIC_BASE_URL=base, ANTHROPIC_API_KEY=KEY)
+        out = subprocess.run([sys.executable, runtime], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == answer, out.stdout
+
+    try:
+        journal = os.path.join(work, "exchanges.jsonl")
+        server = Server(weather, ["--journal", journal])
+        servers.append(server)
+        run_against(server.base)
+        status, _, text = server.stop()
+        assert status == 0, text
+        imported = os.path.join(work, "imported.yaml")
+        done = subprocess.run([AGENTSIM, "import", journal, "--out", imported],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        upstream = Server(weather)
+        servers.append(upstream)
+        recorded = os.path.join(work, "recorded.yaml")
+        proxy = subprocess.Popen([AGENTSIM, "record", "--upstream", upstream.base, "--out",
+                                  recorded, "--addr", "127.0.0.1:0"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = proxy.stdout.readline()
+        assert line.startswith("listening on http://"), (line, proxy.stderr.read())
+        run_against(line.strip().split(" ")[-1])
+        shutdown(line.strip().split(" ")[-1])
+        _, err = proxy.communicate(timeout=30)
+        assert proxy.returncode == 0, err
+        status, _, text = upstream.stop()
+        assert status == 0, text
+        for written in (imported, recorded):
+            with open(written) as f:
+                text = f.read()
+            assert KEY not in text, text
+            server = Server(text)
+            servers.append(server)
+            run_against(server.base)
+            status, report, out = server.stop()
+            assert status == 0 and report["exchanges"] == 5, (written, out, text)
+    finally:
+        if proxy is not None and proxy.poll() is None:
+            proxy.kill()
+            proxy.communicate(timeout=10)
+        for server in servers:
+            server.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 CASES = [
     ("README worked example: examples/mock-llm/runtime.py", readme_worked_example),
+    ("agentsim import and agentsim record: the worked example written back and served",
+     import_and_record_worked_example),
     ("anthropic: tool loop", lambda: anthropic_loop(False)),
     ("anthropic: tool loop, streamed", lambda: anthropic_loop(True)),
     ("anthropic: dangling tool use is a BadRequestError", anthropic_dangling_tool_use),

@@ -70,7 +70,9 @@ impl Route {
         matches!(self, Route::Default { .. })
     }
 
-    fn holds(&self, request: &Request, first: &str, headers: &[(&str, &str)]) -> bool {
+    /// Whether this route holds for `request`, whose first user message is `first`, sent with
+    /// these HTTP `headers` (the `x-agentsim-agent` header aside, which routes before any route).
+    pub fn holds(&self, request: &Request, first: &str, headers: &[(&str, &str)]) -> bool {
         match self {
             Route::Rule(rule) => holds(rule, request, first, headers),
             Route::Default { model, system } => {

@@ -674,6 +674,16 @@ async fn exchange(
         .iter()
         .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
         .collect();
+    if journaling {
+        // The header that routes a request before any rule, kept so that `agentsim import` can
+        // route the request the same way (no other header is journaled: they may hold secrets).
+        if let Some((_, name)) = header_list
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(super::book::AGENT_HEADER))
+        {
+            line["agent_header"] = (*name).into();
+        }
+    }
     let routed = lock(&s.book).answer(provider, &request, &header_list);
     let (address, answer) = match routed {
         Ok(found) => found,

@@ -1,0 +1,591 @@
+//! `agentsim record` (features `mock-server` and `http-model`): a proxy with mock-llm's surfaces
+//! (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses, streamed or not, and
+//! `GET /v1/models`) that forwards each request to an upstream (a provider, or any compatible
+//! server, another `agentsim mock-llm` among them) and returns its answer unchanged: status,
+//! headers and body, a stream passed through piece by piece as it arrives.
+//!
+//! Each request is checked as mock-llm checks it (JSON, the provider's shape, its tool pairing): a
+//! broken one gets the provider's own 400 and is not forwarded. Every exchange is kept in a journal
+//! of mock-llm's format (the request, the answer read back into a reply body, the fault), which
+//! [`crate::import`] turns into a scenario at shutdown. The request's headers go upstream
+//! (`Authorization`, `x-api-key` and the rest) and are never kept: the journal keeps only the
+//! `x-agentsim-agent` header, which routes.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::drive::http::read_stream;
+use crate::mock_llm::book::AGENT_HEADER;
+use crate::mock_llm::responses::{Pending, Responses};
+use crate::model::llm::LlmErrorKind;
+use crate::model::transcript::Block;
+use crate::observe::names;
+use crate::wire::reply::{self, ErrorKind, OutBlock, Reply, Stop};
+use crate::wire::{self, Provider};
+
+/// How the proxy runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Where to listen (port 0 picks a free one).
+    pub addr: SocketAddr,
+    /// The upstream's base URL (`https://api.anthropic.com`, `http://127.0.0.1:8080`); a
+    /// trailing `/v1` is taken as part of the paths.
+    pub upstream: String,
+    /// The largest request body taken, in bytes.
+    pub body_limit: usize,
+    /// Host names the control route (`/_agentsim/shutdown`) also answers to.
+    pub allow_hosts: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            upstream: String::new(),
+            body_limit: crate::mock_llm::server::DEFAULT_BODY_LIMIT,
+            allow_hosts: Vec::new(),
+        }
+    }
+}
+
+struct Shared {
+    upstream: String,
+    client: reqwest::Client,
+    body_limit: usize,
+    exchanges: AtomicU64,
+    /// The journal's lines, by exchange number.
+    lines: Mutex<Vec<(u64, String)>>,
+    /// The OpenAI Responses items and responses that went through, so that a request's
+    /// `item_reference`s and `previous_response_id` are journaled resolved, as mock-llm does.
+    responses: Mutex<Responses>,
+    stop: watch::Sender<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn keep(&self, line: &Value) {
+        let n = line.get("exchange").and_then(Value::as_u64).unwrap_or(0);
+        lock(&self.lines).push((n, line.to_string()));
+    }
+
+    fn journal(&self) -> String {
+        let mut lines = lock(&self.lines).clone();
+        lines.sort_by_key(|(n, _)| *n);
+        lines.into_iter().map(|(_, l)| l + "\n").collect()
+    }
+
+    fn url(&self, path: &str) -> String {
+        let base = self.upstream.trim_end_matches('/');
+        match base.strip_suffix("/v1") {
+            Some(root) => format!("{root}{path}"),
+            None => format!("{base}{path}"),
+        }
+    }
+}
+
+/// A running proxy.
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// The journal so far: one JSON exchange a line, in mock-llm's format, in exchange order.
+    pub fn journal(&self) -> String {
+        self.shared.journal()
+    }
+
+    /// Asks the proxy to stop (as `POST /_agentsim/shutdown` does).
+    pub fn stop(&self) {
+        self.shared.stop.send_replace(true);
+    }
+
+    /// Waits until the proxy has stopped (after [`Running::stop`], the shutdown endpoint, or
+    /// `until` resolving), and gives its journal.
+    pub async fn finish(
+        self,
+        until: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<String> {
+        let mut stopped = self.shared.stop.subscribe();
+        tokio::select! {
+            _ = until => { self.shared.stop.send_replace(true); }
+            _ = stopped.wait_for(|s| *s) => {}
+        }
+        self.task
+            .await
+            .map_err(|e| std::io::Error::other(format!("the proxy task failed: {e}")))??;
+        Ok(self.shared.journal())
+    }
+}
+
+/// Starts the proxy as `options` say; it runs until it is stopped.
+pub async fn start(options: Options) -> std::io::Result<Running> {
+    let upstream = options.upstream.trim().to_owned();
+    if !(upstream.starts_with("http://") || upstream.starts_with("https://")) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the upstream must be an http:// or https:// URL, not {upstream:?}"),
+        ));
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(std::io::Error::other)?;
+    let (stop, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        upstream,
+        client,
+        body_limit: options.body_limit,
+        exchanges: AtomicU64::new(0),
+        lines: Mutex::new(Vec::new()),
+        responses: Mutex::new(Responses::new()),
+        stop,
+    });
+    let app = Router::new()
+        .route("/v1/messages", post(anthropic))
+        .route("/v1/chat/completions", post(openai_chat))
+        .route("/v1/responses", post(openai_responses))
+        .route("/v1/models", get(models))
+        .route("/_agentsim/shutdown", post(shutdown))
+        .fallback(unknown)
+        .with_state(shared.clone());
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", options.addr))
+        })?;
+    let addr = listener.local_addr()?;
+    let guard = Arc::new(crate::http_guard::Guard::new(addr, &options.allow_hosts));
+    let app = app.layer(axum::middleware::from_fn_with_state(guard, control_guard));
+    let mut stopped = shared.stop.subscribe();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(Running { addr, shared, task })
+}
+
+async fn control_guard(
+    State(guard): State<Arc<crate::http_guard::Guard>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !request.uri().path().starts_with("/_agentsim/") {
+        return next.run(request).await;
+    }
+    match guard.check(request.method(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err((status, message)) => json_response(
+            status,
+            &json!({"error": {"type": "refused", "message": message}}),
+        ),
+    }
+}
+
+async fn anthropic(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    exchange(s, Provider::Anthropic, "/v1/messages", headers, body).await
+}
+
+async fn openai_chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    exchange(
+        s,
+        Provider::OpenAiChat,
+        "/v1/chat/completions",
+        headers,
+        body,
+    )
+    .await
+}
+
+async fn openai_responses(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    exchange(s, Provider::OpenAiResponses, "/v1/responses", headers, body).await
+}
+
+async fn shutdown(State(s): State<Arc<Shared>>) -> Response {
+    s.stop.send_replace(true);
+    json_response(StatusCode::OK, &json!({"stopping": true}))
+}
+
+async fn unknown(method: Method, uri: Uri) -> Response {
+    let message = format!(
+        "agentsim record forwards no {method} {} (it forwards POST /v1/messages, POST /v1/chat/completions, POST /v1/responses and GET /v1/models)",
+        uri.path()
+    );
+    let error = reply::error(
+        Provider::OpenAiChat,
+        ErrorKind::NotFound,
+        Some(&message),
+        "req_agentsim_none",
+    );
+    json_response(StatusCode::NOT_FOUND, &error.body)
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Headers that belong to one hop, never forwarded either way (and `accept-encoding`, so that
+/// the upstream answers uncompressed, as the proxy reads what it passes on).
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "content-length"
+            | "connection"
+            | "keep-alive"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "proxy-authorization"
+            | "proxy-connection"
+            | "accept-encoding"
+    )
+}
+
+/// The request's headers for the upstream: all but the hop-by-hop ones (the credentials among
+/// them: they are forwarded, never kept).
+fn forwarded(headers: &HeaderMap) -> reqwest::header::HeaderMap {
+    let mut out = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        if !hop_by_hop(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// The upstream's answer with its status and headers (the hop-by-hop ones aside).
+fn answer(status: u16, headers: &reqwest::header::HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (name, value) in headers {
+        if !hop_by_hop(name) {
+            response.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    response
+}
+
+/// GET /v1/models, forwarded as it is.
+async fn models(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let sent = s
+        .client
+        .get(s.url("/v1/models"))
+        .headers(forwarded(&headers))
+        .send()
+        .await;
+    match sent {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let headers = r.headers().clone();
+            let body = r.bytes().await.unwrap_or_default();
+            answer(status, &headers, Body::from(body))
+        }
+        Err(e) => upstream_unreachable(Provider::OpenAiChat, &e.to_string()),
+    }
+}
+
+fn upstream_unreachable(provider: Provider, why: &str) -> Response {
+    let message = format!("agentsim record: the upstream could not be reached: {why}");
+    let error = reply::error(
+        provider,
+        ErrorKind::Server,
+        Some(&message),
+        "req_agentsim_none",
+    );
+    json_response(StatusCode::BAD_GATEWAY, &error.body)
+}
+
+/// One exchange: read, check, forward, pass the answer back, keep it in the journal.
+async fn exchange(
+    s: Arc<Shared>,
+    provider: Provider,
+    path: &'static str,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let n = s.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
+    let mut line = json!({"exchange": n, "method": "POST", "path": path});
+    let refuse = |mut line: Value, status: u16, body: Value, violation: Option<&str>| {
+        line["outcome"] = "invalid".into();
+        line["status"] = status.into();
+        if let Some(v) = violation {
+            line["violation"] = v.into();
+        }
+        line["response"] = body.clone();
+        s.keep(&line);
+        json_response(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+            &body,
+        )
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, s.body_limit).await else {
+        let message = format!(
+            "request body too large: the limit is {} bytes",
+            s.body_limit
+        );
+        let error = reply::error(
+            provider,
+            ErrorKind::TooLarge,
+            Some(&message),
+            "req_agentsim_too_large",
+        );
+        return refuse(line, error.status, error.body, None);
+    };
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    let parsed: Result<Value, String> = if json_type {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| format!("the request body is not valid JSON: {e}"))
+    } else {
+        Err("the request's content-type must be application/json".to_owned())
+    };
+    let request = match parsed {
+        Ok(v) => v,
+        Err(message) => {
+            let error = reply::error(
+                provider,
+                ErrorKind::InvalidRequest,
+                Some(&message),
+                "req_agentsim_bad_json",
+            );
+            return refuse(line, error.status, error.body, Some(names::REQUEST_FORMAT));
+        }
+    };
+    // A Responses request's references to items and responses that went through are resolved
+    // as mock-llm resolves them (and journaled so); references to what went through before the
+    // recording began are the upstream's to resolve, and the journal says the history is not
+    // whole.
+    let (resolved, pending, unresolved) = if provider == Provider::OpenAiResponses {
+        match lock(&s.responses).resolve(&request) {
+            Ok((resolved, pending)) => (resolved, Some(pending), false),
+            Err(_) => (None, None, true),
+        }
+    } else {
+        (None, None, false)
+    };
+    let validated = wire::validate(provider, resolved.as_ref().unwrap_or(&request));
+    if let Some(resolved) = &resolved {
+        line["resolved_input"] = resolved["input"].clone();
+    }
+    if unresolved {
+        line["unresolved"] = true.into();
+    }
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    line["request"] = request;
+    line["stream"] = stream.into();
+    if let Some(agent) = headers.get(AGENT_HEADER).and_then(|v| v.to_str().ok()) {
+        line["agent_header"] = agent.into();
+    }
+    if let Err(rejection) = validated.as_ref().map(|_| ()) {
+        if !unresolved {
+            let violation = if rejection.fault.is_some() {
+                names::TOOL_PAIRING
+            } else {
+                names::REQUEST_FORMAT
+            };
+            return refuse(
+                line,
+                rejection.status,
+                rejection.body.clone(),
+                Some(violation),
+            );
+        }
+    }
+    let sent = s
+        .client
+        .post(s.url(path))
+        .headers(forwarded(&headers))
+        .body(bytes)
+        .send()
+        .await;
+    let response = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            line["outcome"] = "upstream-error".into();
+            line["status"] = 502.into();
+            line["response"] = json!({"error": {"message": e.to_string()}});
+            s.keep(&line);
+            return upstream_unreachable(provider, &e.to_string());
+        }
+    };
+    let status = response.status().as_u16();
+    let upstream_headers = response.headers().clone();
+    line["status"] = status.into();
+    if status == 200 && stream {
+        let keeper = Keeper {
+            shared: s.clone(),
+            provider,
+            line: Some(line),
+            pending,
+        };
+        let state = (response.bytes_stream(), Vec::new(), keeper);
+        let body =
+            futures_util::stream::unfold(state, |(mut up, mut seen, mut keeper)| async move {
+                match up.next().await {
+                    Some(Ok(chunk)) => {
+                        seen.extend_from_slice(&chunk);
+                        Some((Ok::<Bytes, std::io::Error>(chunk), (up, seen, keeper)))
+                    }
+                    Some(Err(e)) => {
+                        keeper.keep(&seen, Some(e.to_string()));
+                        Some((Err(std::io::Error::other(e)), (up, seen, keeper)))
+                    }
+                    None => {
+                        keeper.keep(&seen, None);
+                        None
+                    }
+                }
+            });
+        return answer(status, &upstream_headers, Body::from_stream(body));
+    }
+    let body = match response.bytes().await {
+        Ok(b) => b,
+        Err(e) => {
+            line["outcome"] = "upstream-error".into();
+            line["response"] = json!({"error": {"message": e.to_string()}});
+            s.keep(&line);
+            return upstream_unreachable(provider, &e.to_string());
+        }
+    };
+    let value: Option<Value> = serde_json::from_slice(&body).ok();
+    line["outcome"] = match (status, &value) {
+        (200, Some(_)) => "reply",
+        (429 | 500 | 503 | 529, Some(_)) => "fault",
+        _ => "upstream-error",
+    }
+    .into();
+    if let (200, Some(response), Some(pending)) = (status, &value, pending) {
+        lock(&s.responses).keep(pending, response);
+    }
+    line["response"] =
+        value.unwrap_or_else(|| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    s.keep(&line);
+    answer(status, &upstream_headers, Body::from(body))
+}
+
+/// Keeps a streamed exchange in the journal once its stream has ended (or been dropped: a
+/// client that went away mid-stream).
+struct Keeper {
+    shared: Arc<Shared>,
+    provider: Provider,
+    line: Option<Value>,
+    /// What a Responses request adds to the store, kept with the response it streamed.
+    pending: Option<Pending>,
+}
+
+/// The response object of a Responses stream's `response.completed` event.
+fn completed_response(seen: &[u8]) -> Option<Value> {
+    String::from_utf8_lossy(seen)
+        .lines()
+        .filter_map(|l| l.trim_end_matches('\r').strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("type").and_then(Value::as_str) == Some("response.completed"))
+        .and_then(|v| v.get("response").cloned())
+}
+
+impl Keeper {
+    fn keep(&mut self, seen: &[u8], broken: Option<String>) {
+        let Some(mut line) = self.line.take() else {
+            return;
+        };
+        let events = seen.windows(2).filter(|w| w == b"\n\n").count();
+        match (broken, read_stream(self.provider, seen)) {
+            (None, Ok(got)) => {
+                if let Some(pending) = self.pending.take() {
+                    if let Some(response) = completed_response(seen) {
+                        lock(&self.shared.responses).keep(pending, &response);
+                    }
+                }
+                let model = line
+                    .pointer("/request/model")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let blocks: Vec<OutBlock> = got
+                    .blocks
+                    .iter()
+                    .filter_map(|b| match b {
+                        Block::Text { text } => Some(OutBlock::text(text.to_string())),
+                        Block::ToolUse { id, name, input } => Some(OutBlock::ToolUse {
+                            after_ms: 0,
+                            id: id.to_string(),
+                            name: name.to_string(),
+                            input: (**input).clone(),
+                        }),
+                        Block::ToolResult { .. } => None,
+                    })
+                    .collect();
+                let stop = if blocks.iter().any(|b| matches!(b, OutBlock::ToolUse { .. })) {
+                    Stop::ToolUse
+                } else {
+                    Stop::EndTurn
+                };
+                let body = reply::body(
+                    self.provider,
+                    &Reply {
+                        id: String::new(),
+                        model,
+                        blocks,
+                        usage: got.usage,
+                        stop,
+                    },
+                );
+                line["outcome"] = "reply".into();
+                line["response"] = json!({"events": events, "body": body});
+            }
+            (broken, got) => {
+                let fault = match (&broken, got) {
+                    (None, Err(e)) if e.kind != LlmErrorKind::Network => "mid_stream_error",
+                    _ => "mid_stream_cut",
+                };
+                line["outcome"] = "fault".into();
+                line["response"] = json!({"events": events, "fault": fault});
+            }
+        }
+        self.shared.keep(&line);
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        if let Some(mut line) = self.line.take() {
+            line["outcome"] = "incomplete".into();
+            line["response"] = json!({"fault": "the client went away before the stream ended"});
+            self.shared.keep(&line);
+        }
+    }
+}
