@@ -35,8 +35,8 @@ def test_a_failing_run_is_reported_with_its_step(tmp_path: Path) -> None:
 
 def test_a_key_the_runtime_cannot_be_judged_by_is_refused(tmp_path: Path) -> None:
     needs = tmp_path / "needs.yaml"
-    needs.write_text(SCENARIO.read_text().replace("idle: true", "depth: 0"))
-    with pytest.raises(NotRunnable, match="needs the runtime capability `stack`"):
+    needs.write_text(SCENARIO.read_text().replace("idle: true", "tool_results: []"))
+    with pytest.raises(NotRunnable, match="needs the runtime capability `tool-results`"):
         run_scenario(needs, ECHO)
 
 

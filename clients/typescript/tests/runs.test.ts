@@ -62,8 +62,8 @@ test("agentsimRun fails with the report", { skip }, async () => {
 });
 
 test("a key the runtime cannot be judged by is refused", { skip }, async () => {
-  const needs = scratch("needs.yaml", readFileSync(SCENARIO, "utf-8").replace("idle: true", "depth: 0"));
-  await assert.rejects(() => runScenario(needs, ECHO), (e: unknown) => e instanceof NotRunnable && /needs the runtime capability `stack`/.test(e.message));
+  const needs = scratch("needs.yaml", readFileSync(SCENARIO, "utf-8").replace("idle: true", "tool_results: []"));
+  await assert.rejects(() => runScenario(needs, ECHO), (e: unknown) => e instanceof NotRunnable && /needs the runtime capability `tool-results`/.test(e.message));
 });
 
 test("scenarioTests makes one node:test test per file, failing with the report", { skip }, () => {

@@ -121,13 +121,15 @@ test("unanswered-tool-use-after-cancel leaves the cancelled frames without resul
 });
 
 test("child-error-as-success breaks the error cascade", { skip }, async () => {
+  // The check on the model requests breaks on the step where the parent receives the result,
+  // before the scenario's own `tool_result` expectation is judged.
   const f = await failure(join(OWN, "child-model-error-cascades.yaml"), "child-error-as-success");
-  assert.equal(f?.kind, "expectation", JSON.stringify(f));
+  assert.equal(f?.kind, "error-cascade", JSON.stringify(f));
+  assert.equal(f?.step, 3, JSON.stringify(f));
   assert.equal(
     f?.message,
-    'step 4 (expect, conversation default): tool_result: expected {"agent":"main","content":' +
-      '"LLM error: upstream exploded","is_error":true}, got {"agent":"main","content":' +
-      '"LLM error: upstream exploded","is_error":false}',
+    "error-cascade: skill:research ended because its model call failed, but its parent's " +
+      'request #4 carries "LLM error: upstream exploded" as a result that is not an error',
   );
 });
 
