@@ -1,12 +1,13 @@
 """Finds the agentsim binary for the tests of the mock_llm fixture: ``AGENTSIM_BIN``, else
-``agentsim`` on ``PATH``, else the repository's own release build (``target/release/agentsim``,
+the ``agentsim`` wheel's or ``agentsim`` on ``PATH`` (``find_agentsim``), else the repository's own release build (``target/release/agentsim``,
 which CI builds before it runs these tests)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
+
+from agentsim_runtime import find_agentsim
 
 pytest_plugins = ["pytester"]
 
@@ -14,7 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def pytest_configure() -> None:
-    if os.environ.get("AGENTSIM_BIN") or shutil.which("agentsim"):
+    if find_agentsim() is not None:
         return
     built = REPO / "target" / "release" / "agentsim"
     if built.is_file():

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 import threading
 import urllib.error
@@ -32,12 +33,19 @@ class MockLlmError(Exception):
 
 
 def find_agentsim() -> str | None:
-    """The agentsim binary: ``$AGENTSIM_BIN`` (which must exist), else ``agentsim`` on ``PATH``."""
+    """The agentsim binary: ``$AGENTSIM_BIN`` (which must exist), else the one the ``agentsim``
+    wheel installed beside this interpreter (its environment's scripts, also when the environment
+    is not activated), else ``agentsim`` on ``PATH``."""
     explicit = os.environ.get(BIN_ENV)
     if explicit:
         if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
             raise MockLlmError(f"{BIN_ENV}={explicit}: not an executable file")
         return explicit
+    scripts = sysconfig.get_path("scripts")
+    if scripts:
+        beside = os.path.join(scripts, "agentsim" + (".exe" if os.name == "nt" else ""))
+        if os.path.isfile(beside) and os.access(beside, os.X_OK):
+            return beside
     return shutil.which("agentsim")
 
 
