@@ -51,9 +51,9 @@ pub(crate) struct CheckArgs {
 }
 
 impl CheckArgs {
-    /// Whether `--runtime` was given.
+    /// Whether the run may go to an outside runtime (`--runtime`, or a config file).
     pub(crate) fn runtime_given(&self) -> bool {
-        self.runtime.runtime.is_some()
+        self.runtime.given()
     }
 }
 
@@ -243,6 +243,17 @@ fn collect(path: &Path, found: &mut Found) {
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let config = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == super::runtime_config::DEFAULT_CONFIG);
+    if config {
+        found.entries.push(CheckEntry::Skipped(
+            path.to_owned(),
+            "agentsim's config file (its `runtime:` block), not a scenario".to_owned(),
+        ));
+        return;
+    }
     if json && is_json_schema(path) {
         found.entries.push(CheckEntry::Skipped(
             path.to_owned(),

@@ -14,6 +14,7 @@ pub(crate) mod record;
 pub(crate) mod run;
 #[cfg(feature = "mock-server")]
 pub(crate) mod runtime_args;
+mod runtime_config;
 #[cfg(all(feature = "mock-server", feature = "http-model"))]
 pub(crate) mod serve;
 mod shared;

@@ -36,9 +36,9 @@ pub(crate) struct RunArgs {
 }
 
 impl RunArgs {
-    /// Whether `--runtime` was given.
+    /// Whether the run may go to an outside runtime (`--runtime`, or a config file).
     pub(crate) fn runtime_given(&self) -> bool {
-        self.runtime.runtime.is_some()
+        self.runtime.given()
     }
 }
 
@@ -53,7 +53,14 @@ pub(crate) fn command(args: RunArgs) -> ExitCode {
         mermaid,
         runtime,
     } = args;
-    if runtime.runtime.is_some() {
+    let outside = match runtime.options(seed) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(options) = outside {
         let refused = [
             (no_invariants, "--no-invariants"),
             (html.is_some(), "--html"),
@@ -61,18 +68,11 @@ pub(crate) fn command(args: RunArgs) -> ExitCode {
         ];
         if let Some((_, flag)) = refused.iter().find(|(on, _)| *on) {
             eprintln!(
-                "error: {flag} is for agentsim's own runtime; it cannot be used with --runtime"
+                "error: {flag} is for agentsim's own runtime; it cannot be used with --runtime (or a config file's `runtime:` block)"
             );
             return ExitCode::from(2);
         }
-        return match runtime.options(seed) {
-            Ok(Some(options)) => run_outside(&file, &options, format),
-            Ok(None) => unreachable!("--runtime was given"),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        };
+        return run_outside(&file, &options, format);
     }
     run(
         &file,

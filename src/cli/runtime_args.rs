@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentsim::outside_run::{split_command, EnvEntry, Options, Timeouts};
+
+use super::runtime_config::{self, config_path};
 use agentsim::scenario::format::parse_duration;
 
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -19,37 +21,42 @@ pub(crate) struct RuntimeArgs {
     /// Pass a variable of agentsim's environment to the runtime (NAME), or set one (NAME=VALUE).
     /// The runtime gets nothing else of agentsim's environment beyond PATH, HOME, LANG and a few
     /// basics. Repeatable.
-    #[arg(long = "runtime-env", value_name = "NAME[=VALUE]", requires = "runtime", value_parser = parse_env)]
+    #[arg(long = "runtime-env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
     pub(crate) runtime_env: Vec<EnvEntry>,
     /// The runtime's working directory (default: agentsim's).
-    #[arg(long = "runtime-cwd", value_name = "DIR", requires = "runtime")]
+    #[arg(long = "runtime-cwd", value_name = "DIR")]
     pub(crate) runtime_cwd: Option<PathBuf>,
     /// Real seconds per scripted second for tool latencies and `advance` steps (default: 1 for a
     /// scenario with a `wait: false` step, whose expectations are judged while a turn runs;
     /// 0.2 otherwise).
-    #[arg(long, value_name = "SCALE", requires = "runtime", value_parser = parse_scale)]
+    #[arg(long, value_name = "SCALE", value_parser = parse_scale)]
     pub(crate) time_scale: Option<f64>,
-    /// How long the runtime may take to answer `hello` with `ready`.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
-    pub(crate) ready_timeout: Duration,
+    /// How long the runtime may take to answer `hello` with `ready` (default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub(crate) ready_timeout: Option<Duration>,
     /// How long the runtime may stay silent (no line, no model request) while agentsim waits for
-    /// it, not counting the time agentsim holds a tool's result back.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
-    pub(crate) idle_timeout: Duration,
+    /// it, not counting the time agentsim holds a tool's result back (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub(crate) idle_timeout: Option<Duration>,
     /// How long the runtime may take to exit after `shutdown` (then SIGTERM, and SIGKILL a second
-    /// later).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_timeout)]
-    pub(crate) shutdown_timeout: Duration,
-    /// How long one whole run may take.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_timeout)]
-    pub(crate) run_timeout: Duration,
+    /// later; default 5s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub(crate) shutdown_timeout: Option<Duration>,
+    /// How long one whole run may take (default 5m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub(crate) run_timeout: Option<Duration>,
+    /// A config file whose `runtime:` block gives the runtime and these settings, so that they
+    /// need not be repeated (default: `agentsim.yaml` in the current directory, if there is one).
+    /// Flags given here win over the file, one by one.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
 }
 
 fn parse_env(s: &str) -> Result<EnvEntry, String> {
     EnvEntry::parse(s)
 }
 
-fn parse_scale(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_scale(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 1000.0 => Ok(v),
         _ => Err(format!(
@@ -58,7 +65,7 @@ fn parse_scale(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_timeout(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_timeout(s: &str) -> Result<Duration, String> {
     let ms = parse_duration(s)?;
     if ms == 0 {
         return Err(format!("`{s}`: a timeout must be longer than 0"));
@@ -67,23 +74,62 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 }
 
 impl RuntimeArgs {
-    /// The options of a run against the runtime, if `--runtime` was given.
+    /// Whether the run goes to an outside runtime: `--runtime`, or a config file that may give
+    /// one (whether it does is known once it is read).
+    pub(crate) fn given(&self) -> bool {
+        self.runtime.is_some() || config_path(self.config.as_deref()).is_some()
+    }
+
+    /// The options of a run against the runtime, if `--runtime` or the config file's `runtime:`
+    /// block gives one; the flags win over the file.
     pub(crate) fn options(&self, seed: Option<u64>) -> Result<Option<Options>, String> {
-        let Some(command) = &self.runtime else {
-            return Ok(None);
+        let config = match config_path(self.config.as_deref()) {
+            Some(path) => runtime_config::load(&path)?,
+            None => None,
         };
-        let words = split_command(command).map_err(|e| format!("--runtime: {e}"))?;
+        let config = config.unwrap_or_default();
+        let command = match &self.runtime {
+            Some(command) => split_command(command).map_err(|e| format!("--runtime: {e}"))?,
+            None if !config.command.is_empty() => config.command.clone(),
+            None => {
+                let lonely = [
+                    (!self.runtime_env.is_empty(), "--runtime-env"),
+                    (self.runtime_cwd.is_some(), "--runtime-cwd"),
+                    (self.time_scale.is_some(), "--time-scale"),
+                    (self.ready_timeout.is_some(), "--ready-timeout"),
+                    (self.idle_timeout.is_some(), "--idle-timeout"),
+                    (self.shutdown_timeout.is_some(), "--shutdown-timeout"),
+                    (self.run_timeout.is_some(), "--run-timeout"),
+                ];
+                if let Some((_, flag)) = lonely.iter().find(|(given, _)| *given) {
+                    return Err(format!(
+                        "{flag} is for a run against your runtime: give --runtime CMD, or a config file with a `runtime:` block (agentsim.yaml, or --config FILE)"
+                    ));
+                }
+                return Ok(None);
+            }
+        };
+        let defaults = Timeouts::default();
+        let mut env = config.env.clone();
+        env.extend(self.runtime_env.iter().cloned());
+        let config_cwd = (!config.command.is_empty()).then(|| config.cwd.clone());
         Ok(Some(Options {
-            command: words,
-            cwd: self.runtime_cwd.clone(),
-            env: self.runtime_env.clone(),
+            command,
+            cwd: self.runtime_cwd.clone().or(config_cwd),
+            env,
             timeouts: Timeouts {
-                ready: self.ready_timeout,
-                idle: self.idle_timeout,
-                shutdown: self.shutdown_timeout,
-                run: self.run_timeout,
+                ready: self
+                    .ready_timeout
+                    .or(config.ready)
+                    .unwrap_or(defaults.ready),
+                idle: self.idle_timeout.or(config.idle).unwrap_or(defaults.idle),
+                shutdown: self
+                    .shutdown_timeout
+                    .or(config.shutdown)
+                    .unwrap_or(defaults.shutdown),
+                run: self.run_timeout.or(config.run).unwrap_or(defaults.run),
             },
-            time_scale: self.time_scale,
+            time_scale: self.time_scale.or(config.time_scale),
             seed,
         }))
     }

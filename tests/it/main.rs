@@ -28,6 +28,7 @@ mod props;
 mod question_store;
 mod record;
 mod restart;
+mod runtime_config;
 mod serve;
 mod serve_callbacks;
 mod serve_durable;
