@@ -71,6 +71,8 @@ def test_every_scenario_the_runtime_can_express_passes() -> None:
     assert len(ran) + len(skipped) == len(spec) == len(spec_corpus())
     readme = (HERE.parent / "README.md").read_text(encoding="utf-8")
     assert f"**{len(ran)} of the {len(spec)}**" in readme
+    front = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"| Python, reporting its stack, tool results and turns | {len(ran)} of {len(spec)} |" in front
     assert all("cannot" in c["skipped"] or "capability" in c["skipped"] for c in skipped)
 
 
@@ -86,6 +88,8 @@ def test_a_runtime_that_reports_nothing_is_judged_from_its_model_requests() -> N
     skipped = [c for c in spec if "skipped" in c]
     readme = (HERE.parent / "README.md").read_text(encoding="utf-8")
     assert f"**{len(passed)} of the {len(spec)}** pass with no report" in readme
+    front = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"(`AGENTSIM_REFERENCE_SILENT=1`) | {len(passed)} of {len(spec)} |" in front
     # What fails is a tool result no model request can show (appended to a frame that then
     # ended), said as such: never a wrong verdict.
     assert failed and all("cannot be judged from the model requests" in c["failure"]["message"]

@@ -78,6 +78,9 @@ test("every scenario the runtime can express passes, and the README's conformanc
   // Seeds 000 and 002, as the Python runtime's README counts them.
   const seeds = spec.filter((c) => ["core", "stack", "persist"].includes(basename(c.path).split("-")[0] ?? ""));
   says(`**${seeds.filter((c) => c.passed).length} of the ${seeds.length}**`);
+  const front = readFileSync(join(REPO, "README.md"), "utf-8");
+  const row = `| TypeScript (the same semantics) | ${seeds.filter((c) => c.passed).length} of ${seeds.length} |`;
+  assert.ok(front.includes(row), `the repository's README.md should say ${row}`);
 
   // The whole corpus: the total, a row per file prefix, a row per reason.
   says(`**${spec.filter((c) => c.passed).length} of the ${spec.length}** pass, none fails, and ${skipped.length} are not expressible`);
