@@ -163,8 +163,12 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             seconds,
             json,
             runtime,
+            workloads,
             ..
-        } => super::bench_runtime::bench_runtime(seconds, json, runtime),
+        } => {
+            let names: Vec<&'static str> = workloads.iter().map(|w| w.name()).collect();
+            super::bench_runtime::bench_runtime(seconds, json, runtime, &names)
+        }
         #[cfg(not(feature = "mock-server"))]
         BenchArgs {
             what: BenchWhat::Runtime,

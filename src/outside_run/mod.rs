@@ -239,6 +239,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         timed_steps: run.timed_steps.clone(),
         time_scale,
         flags: rerun_flags(options),
+        user_steps: std::mem::take(&mut run.user_steps),
     })
 }
 

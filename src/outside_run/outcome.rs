@@ -131,6 +131,9 @@ pub struct Outcome {
     /// The runtime's flags beyond `--runtime` that a rerun needs (`--runtime-env`, ...), each
     /// with a leading space.
     pub flags: String,
+    /// The wall time of each `user` step that waited for the runtime: from agentsim's `user`
+    /// line to the runtime's `idle` (for `agentsim bench runtime`).
+    pub user_steps: Vec<std::time::Duration>,
 }
 
 impl Outcome {

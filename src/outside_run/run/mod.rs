@@ -106,6 +106,8 @@ pub(super) struct Run<'a> {
     seen_inferred: usize,
     /// The mock server's journal, decoded, and what it tells of the stack.
     pub model_side: ModelSide,
+    /// The wall time of each `user` step that waits: from its line to the runtime's `idle`.
+    pub user_steps: Vec<Duration>,
 }
 
 impl<'a> Run<'a> {
@@ -152,6 +154,7 @@ impl<'a> Run<'a> {
             seen_violations: 0,
             seen_inferred: 0,
             model_side: ModelSide::new(scenario),
+            user_steps: Vec::new(),
         }
     }
 
@@ -509,6 +512,7 @@ impl<'a> Run<'a> {
                 self.seq += 1;
                 let seq = self.seq;
                 self.conversations.entry(key.clone()).or_default();
+                let written = Instant::now();
                 self.write(ToRuntime::User(User {
                     seq,
                     conversation: key.clone(),
@@ -517,6 +521,7 @@ impl<'a> Run<'a> {
                 .await?;
                 if *wait {
                     self.await_idle(seq).await?;
+                    self.user_steps.push(written.elapsed());
                 }
             }
             StepKind::Advance(ms) => {
