@@ -254,6 +254,12 @@ fn agent_value(
         if let Some(t) = &r.tools {
             rule.insert("tools".into(), json!(t));
         }
+        if !r.tools_include.is_empty() {
+            rule.insert("tools_include".into(), json!(r.tools_include));
+        }
+        if let Some(t) = &r.tool {
+            rule.insert("tool".into(), json!(t));
+        }
         if let Some(t) = &r.first_user_contains {
             rule.insert("first_user_contains".into(), json!(t));
         }

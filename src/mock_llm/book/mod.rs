@@ -294,6 +294,13 @@ impl Book {
                 address: Some(address),
             });
         };
+        if let Some(message) = unoffered_builtin(&self.agents[agent].entries[entry], request) {
+            return Err(Miss {
+                violation: None,
+                message,
+                address: Some(address),
+            });
+        }
         *done += 1;
         let last = plan.last().copied();
         address.entry = Some(entry + 1);
@@ -458,6 +465,36 @@ impl Book {
             usage,
         }
     }
+}
+
+/// The refusal of a reply that calls one of agentsim's own tools (`ask_user`, `use_skill`, ...)
+/// which the request does not offer: a runtime under test has its own tools, and a call to one it
+/// never offered would be served as an unknown tool. A request that offers any of agentsim's own
+/// tools is from agentsim's runtime (the reference runtime over the wire, whose scenarios call a
+/// built-in it withheld on purpose) and gets the reply as scripted.
+fn unoffered_builtin(entry: &ScriptedReply, request: &Request) -> Option<String> {
+    let is_builtin = crate::agents::tools::builtin::is_builtin;
+    if request.tools.iter().any(|t| is_builtin(t)) {
+        return None;
+    }
+    let blocks: Vec<&ScriptBlock> = match &entry.kind {
+        ReplyKind::Content(blocks) => blocks.iter().collect(),
+        ReplyKind::Stream(chunks) => chunks.iter().map(|c| &c.block).collect(),
+        _ => return None,
+    };
+    let name = blocks.iter().find_map(|b| match b {
+        ScriptBlock::ToolUse { name, .. } if is_builtin(name) => Some(name.clone()),
+        _ => None,
+    })?;
+    let shorthand = if ["ask_user", "use_skill", "use_agent", "complete"].contains(&&*name) {
+        format!(" (the shorthand `{name}:` is that call)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the scripted reply calls `{name}`{shorthand}, a tool of agentsim's own runtime, but the request offers no tool of that name (tools [{}]): script the runtime's own tool instead, as `tool_use: {{ name: ..., input: ... }}`",
+        request.tools.join(", ")
+    ))
 }
 
 /// How many attempts an entry answers: an error its `times` (`None`: every attempt), a reply one.
