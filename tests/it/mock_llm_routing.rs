@@ -114,11 +114,14 @@ llm:
     let forecaster = line("forecaster");
     let main = line("main");
     // The system prompt's first line, cut at a word, is the most telling condition.
+    let rule = r#"match: { system_contains: "You forecast the weather for the main agent, precisely and" }"#;
+    assert_eq!(main, rule, "one condition routes it to either");
+    // The forecaster's script calls a tool the request offers: a hint of whose request it is, as
+    // a YAML comment.
     assert_eq!(
         forecaster,
-        r#"match: { system_contains: "You forecast the weather for the main agent, precisely and" }"#
+        format!("{rule}   # its script calls `get_forecast`, which the request offers")
     );
-    assert_eq!(main, forecaster, "one condition routes it to either");
     let report = finish(running).await;
     assert!(
         report.misses[0].message.contains(&forecaster),

@@ -219,8 +219,16 @@ impl Book {
             if agent.name.contains('#') {
                 continue;
             }
+            // A hint of whose request it is: a tool the agent's script calls, offered.
+            let called = called(self, i);
+            let hint = request
+                .tools
+                .iter()
+                .find(|t| called.contains(&t.as_str()))
+                .map(|t| format!("   # its script calls `{t}`, which the request offers"))
+                .unwrap_or_default();
             let line = match suggest(self, i, request, first, headers) {
-                Ok(rule) => format!("`{}`: match: {}", agent.name, yaml(&rule)),
+                Ok(rule) => format!("`{}`: match: {}{hint}", agent.name, yaml(&rule)),
                 Err(others) => format!(
                     "`{}`: no rule of its own routes it there while {} match{} it too",
                     agent.name,
@@ -238,6 +246,25 @@ impl Book {
             lines.join("\n    ")
         )
     }
+}
+
+/// The names of the tools agent `i`'s script calls, in script order.
+fn called(book: &Book, i: usize) -> Vec<&str> {
+    book.agents[i]
+        .entries
+        .iter()
+        .flat_map(|e| match &e.kind {
+            crate::drive::scripted::ReplyKind::Content(blocks) => blocks.iter().collect(),
+            crate::drive::scripted::ReplyKind::Stream(chunks) => {
+                chunks.iter().map(|c| &c.block).collect()
+            }
+            _ => Vec::new(),
+        })
+        .filter_map(|b| match b {
+            crate::drive::scripted::ScriptBlock::ToolUse { name, .. } => Some(&**name),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The smallest rule that routes `request` to agent `i`, the other agents' routes unchanged: one
@@ -261,21 +288,7 @@ fn suggest(
             ..MatchRule::default()
         });
     }
-    let called: Vec<&str> = book.agents[i]
-        .entries
-        .iter()
-        .flat_map(|e| match &e.kind {
-            crate::drive::scripted::ReplyKind::Content(blocks) => blocks.iter().collect(),
-            crate::drive::scripted::ReplyKind::Stream(chunks) => {
-                chunks.iter().map(|c| &c.block).collect()
-            }
-            _ => Vec::new(),
-        })
-        .filter_map(|b| match b {
-            crate::drive::scripted::ScriptBlock::ToolUse { name, .. } => Some(&**name),
-            _ => None,
-        })
-        .collect();
+    let called = called(book, i);
     let mut tools: Vec<&String> = request.tools.iter().collect();
     tools.sort_by_key(|t| !called.contains(&t.as_str()));
     for tool in tools {
