@@ -135,7 +135,11 @@ async fn anthropic_thinking_is_served_with_a_signature_and_held_to_it_when_repla
 
 #[tokio::test]
 async fn anthropic_streams_thinking_deltas_then_a_signature_delta() {
-    let running = serve(THINKS, Options::default()).await;
+    let transcript = Options {
+        transcript: true,
+        ..Options::default()
+    };
+    let running = serve(THINKS, transcript).await;
     let (status, _, text) = post(&running, "/v1/messages", anthropic(vec![user()], true)).await;
     assert_eq!(status, 200, "{text}");
     let events: Vec<Value> = sse(&text).iter().map(|(_, d)| parse(d)).collect();
@@ -171,6 +175,12 @@ async fn anthropic_streams_thinking_deltas_then_a_signature_delta() {
         {"type": "tool_use", "id": tool_id, "name": "get_weather", "input": {"city": "Paris"}}]);
     let (status, _, body) = post(&running, "/v1/messages", second_turn(assistant, tool_id)).await;
     assert_eq!(status, 200, "{body}");
+    // The transcript shows the thought before the tool use.
+    let transcript = running.transcript();
+    assert!(
+        transcript.contains(r#"main ← llm: thinking "The user wants Paris; get_weather takes a city." + tool_use get_weather"#),
+        "{transcript}"
+    );
     let report = finish(running).await;
     assert!(report.passed, "{}", report.text());
 }
@@ -182,7 +192,11 @@ fn responses(input: Value, stream: bool) -> Value {
 
 #[tokio::test]
 async fn responses_reasoning_items_are_served_streamed_and_checked_when_replayed() {
-    let running = serve(THINKS, Options::default()).await;
+    let transcript = Options {
+        transcript: true,
+        ..Options::default()
+    };
+    let running = serve(THINKS, transcript).await;
     let input = json!([{"role": "user", "content": "Weather in Paris?"}]);
     let (status, _, text) = post(&running, "/v1/responses", responses(input.clone(), true)).await;
     assert_eq!(status, 200, "{text}");
@@ -244,6 +258,11 @@ async fn responses_reasoning_items_are_served_streamed_and_checked_when_replayed
     .await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("It is 18 C in Paris."), "{body}");
+    let transcript = running.transcript();
+    assert!(
+        transcript.contains(r#"main ← llm: thinking "The user wants Paris; get_weather takes a city." + tool_use get_weather"#),
+        "{transcript}"
+    );
     let report = finish(running).await;
     assert_eq!(report.violations.len(), 1, "{}", report.text());
 }
