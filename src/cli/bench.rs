@@ -57,6 +57,10 @@ pub(crate) struct BenchArgs {
     /// mock-llm: measure plain requests, streamed ones, or both.
     #[arg(long, value_enum, default_value_t = BenchStream::Both)]
     stream: BenchStream,
+    /// mock-llm: also measure agentsim's server on the continuation workload (three-turn tool
+    /// loops under `history: continuation`, each request replaying the history before it).
+    #[arg(long)]
+    continuation: bool,
     /// runtime: the runtime to measure against (default: a built-in Python runtime of the
     /// standard library that answers at once).
     #[arg(long, value_name = "CMD")]
@@ -145,14 +149,16 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             server_threads,
             api,
             stream,
+            continuation,
             runtime: _,
         } => {
             if !against.is_empty()
                 || !api.is_empty()
                 || server_threads.is_some()
                 || stream != BenchStream::Both
+                || continuation
             {
-                eprintln!("error: --against, --api, --server-threads and --stream go with `agentsim bench mock-llm`");
+                eprintln!("error: --against, --api, --server-threads, --stream and --continuation go with `agentsim bench mock-llm`");
                 return ExitCode::from(2);
             }
             bench(workloads, seconds, repeat, json, observer)
@@ -203,6 +209,7 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             server_threads,
             api,
             stream,
+            continuation,
             repeat,
             ..
         } => {
@@ -210,15 +217,16 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
                 eprintln!("error: --workload and --repeat go with `agentsim bench turns`");
                 return ExitCode::from(2);
             }
-            bench_mock_llm(
+            bench_mock_llm(MockLlmBench {
                 seconds,
                 json,
                 connections,
                 against,
                 server_threads,
-                api,
-                stream,
-            )
+                apis: api,
+                streams: stream,
+                continuation,
+            })
         }
     }
 }
@@ -354,15 +362,7 @@ fn bench(
 }
 
 #[cfg(not(feature = "mock-server"))]
-fn bench_mock_llm(
-    _: f64,
-    _: bool,
-    _: u32,
-    _: Vec<(String, std::net::SocketAddr)>,
-    _: Option<u32>,
-    _: Vec<BenchApi>,
-    _: BenchStream,
-) -> ExitCode {
+fn bench_mock_llm(_: MockLlmBench) -> ExitCode {
     eprintln!("error: this agentsim was built without the `mock-server` feature");
     ExitCode::from(2)
 }
@@ -454,8 +454,9 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-#[cfg(feature = "mock-server")]
-fn bench_mock_llm(
+/// The flags of `agentsim bench mock-llm`.
+#[cfg_attr(not(feature = "mock-server"), allow(dead_code))]
+struct MockLlmBench {
     seconds: f64,
     json: bool,
     connections: u32,
@@ -463,8 +464,22 @@ fn bench_mock_llm(
     server_threads: Option<u32>,
     apis: Vec<BenchApi>,
     streams: BenchStream,
-) -> ExitCode {
+    continuation: bool,
+}
+
+#[cfg(feature = "mock-server")]
+fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
     use agentsim::mock_llm::load;
+    let MockLlmBench {
+        seconds,
+        json,
+        connections,
+        against,
+        server_threads,
+        apis,
+        streams,
+        continuation,
+    } = flags;
     let server_threads = server_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     use agentsim::wire::Provider;
@@ -539,7 +554,7 @@ fn bench_mock_llm(
             connections
         );
         println!(
-            "{:<12} {:<17} {:<6} {:>10} {:>9} {:>9} {:>7}",
+            "{:<12} {:<22} {:<6} {:>10} {:>9} {:>9} {:>7}",
             "server", "api", "stream", "req/s", "p50 µs", "p99 µs", "errors"
         );
     }
@@ -550,19 +565,31 @@ fn bench_mock_llm(
         std::time::Duration::from_secs_f64(seconds),
         |r| {
             if !json {
-                println!(
-                    "{:<12} {:<17} {:<6} {:>10.0} {:>9} {:>9} {:>7}",
-                    r.server,
-                    r.api,
-                    if r.stream { "yes" } else { "no" },
-                    r.measured.rps,
-                    r.measured.p50_us,
-                    r.measured.p99_us,
-                    r.measured.errors
-                );
+                print_row(r);
             }
         },
     ));
+    // The continuation workload, agentsim's server alone (the others keep no history).
+    let result = result.map(|mut rows| {
+        if continuation {
+            let measured = client_rt.block_on(load::run_continuation(
+                running.addr,
+                connections as usize,
+                std::time::Duration::from_secs_f64(seconds),
+            ));
+            let row = load::Row {
+                server: "agentsim".into(),
+                api: "anthropic-continuation",
+                stream: false,
+                measured,
+            };
+            if !json {
+                print_row(&row);
+            }
+            rows.push(row);
+        }
+        rows
+    });
     let report = running.report();
     running.stop();
     drop(server_rt);
@@ -620,4 +647,18 @@ fn bench_mock_llm(
         eprintln!("warning: some requests failed (see the errors column)");
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(feature = "mock-server")]
+fn print_row(r: &agentsim::mock_llm::load::Row) {
+    println!(
+        "{:<12} {:<22} {:<6} {:>10.0} {:>9} {:>9} {:>7}",
+        r.server,
+        r.api,
+        if r.stream { "yes" } else { "no" },
+        r.measured.rps,
+        r.measured.p50_us,
+        r.measured.p99_us,
+        r.measured.errors
+    );
 }

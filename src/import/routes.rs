@@ -178,6 +178,12 @@ fn merge(a: &MatchRule, b: &MatchRule) -> MatchRule {
         model: a.model.clone().or(b.model.clone()),
         headers: a.headers.clone(),
         tools: a.tools.clone().or(b.tools.clone()),
+        tools_include: if a.tools_include.is_empty() {
+            b.tools_include.clone()
+        } else {
+            a.tools_include.clone()
+        },
+        tool: a.tool.clone().or(b.tool.clone()),
         first_user_contains: a
             .first_user_contains
             .clone()

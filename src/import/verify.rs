@@ -168,18 +168,19 @@ fn replay(
     Ok(usages)
 }
 
-/// A reply's blocks as a request replays them.
+/// A reply's blocks as a request replays them (reasoning is not among a request's blocks).
 fn blocks_of(out: &[OutBlock]) -> Vec<Block> {
     out.iter()
-        .map(|b| match b {
-            OutBlock::Text(_) => Block::text(b.joined().unwrap_or_default()),
+        .filter_map(|b| match b {
+            OutBlock::Text(_) => Some(Block::text(b.joined().unwrap_or_default())),
             OutBlock::ToolUse {
                 id, name, input, ..
-            } => Block::ToolUse {
+            } => Some(Block::ToolUse {
                 id: id.as_str().into(),
                 name: name.as_str().into(),
                 input: std::sync::Arc::new(input.clone()),
-            },
+            }),
+            OutBlock::Thinking { .. } => None,
         })
         .collect()
 }

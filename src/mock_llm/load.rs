@@ -22,15 +22,27 @@ pub const REPLY: &str = "It is 18 C and cloudy in Paris.";
 /// The model name of the benchmark's requests (agentsim routes it to its agent).
 pub const MODEL: &str = "bench";
 
-/// The scenario agentsim's server serves for the benchmark.
+/// The scenario agentsim's server serves for the benchmark: `main` answers every request of the
+/// plain load; `chain` plays the continuation workload's three-turn tool loops.
 pub const SCENARIO: &str = r#"
 name: mock-llm benchmark
 agents:
   main: { model: bench, system: "You are a weather assistant.", script: per_conversation }
+  chain: { model: bench-chain, system: "You chain weather lookups.", script: per_conversation, history: continuation }
 llm:
   main:
     - It is 18 C and cloudy in Paris.
+  chain:
+    - tool_use: { name: get_weather, input: { location: Paris } }
+    - tool_use: { name: get_weather, input: { location: Rome } }
+    - It is 18 C in Paris and 24 C in Rome.
 "#;
+
+/// The model name of the continuation workload's requests.
+pub const CHAIN_MODEL: &str = "bench-chain";
+
+/// The turns of one conversation of the continuation workload.
+pub const CHAIN_TURNS: usize = 3;
 
 /// What to send.
 #[derive(Clone, Debug)]
@@ -255,6 +267,121 @@ pub async fn probe(load: &Load) -> std::io::Result<(u16, String)> {
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
+/// The continuation workload over Anthropic Messages, not streamed: each connection plays
+/// conversations of [`CHAIN_TURNS`] turns under `history: continuation`, each request replaying
+/// the whole history before it (the replies as the server sent them, read from its bodies, and
+/// the tool results), so that the server follows a growing history by its index on every
+/// request. Every request counts, whatever its turn; a failed one ends its conversation.
+pub async fn run_continuation(
+    addr: SocketAddr,
+    connections: usize,
+    duration: Duration,
+) -> Measured {
+    use serde_json::{json, Value};
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        tasks.push(tokio::spawn(async move {
+            let mut latencies: Vec<u32> = Vec::new();
+            let mut errors = 0u64;
+            let mut n = 0u64;
+            'connect: while Instant::now() < deadline {
+                let Ok(mut stream) = TcpStream::connect(addr).await else {
+                    errors += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let mut buf = Vec::new();
+                while Instant::now() < deadline {
+                    n += 1;
+                    let mut messages = vec![json!({"role": "user",
+                        "content": format!("Weather in Paris, then Rome? (connection {c}, conversation {n})")})];
+                    for _ in 0..CHAIN_TURNS {
+                        let body = json!({"model": CHAIN_MODEL, "max_tokens": 256,
+                            "system": "You chain weather lookups.",
+                            "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+                            "messages": messages})
+                        .to_string();
+                        let request = format!(
+                            "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\nx-api-key: bench\r\nanthropic-version: 2023-06-01\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let sent = Instant::now();
+                        let (status, reply, close) =
+                            match exchange(&mut stream, request.as_bytes(), &mut buf, true).await {
+                                Ok(answer) => answer,
+                                Err(_) => {
+                                    errors += 1;
+                                    continue 'connect;
+                                }
+                            };
+                        if status != 200 {
+                            errors += 1;
+                            if close {
+                                continue 'connect;
+                            }
+                            break;
+                        }
+                        let us = sent.elapsed().as_micros();
+                        latencies.push(u32::try_from(us).unwrap_or(u32::MAX));
+                        let content = serde_json::from_slice::<Value>(&reply)
+                            .ok()
+                            .and_then(|v| v.get("content").cloned())
+                            .unwrap_or(Value::Null);
+                        let id = content
+                            .as_array()
+                            .and_then(|blocks| blocks.iter().find(|b| b["type"] == "tool_use"))
+                            .and_then(|b| b["id"].as_str())
+                            .map(str::to_owned);
+                        messages.push(json!({"role": "assistant", "content": content}));
+                        match id {
+                            Some(id) => messages.push(json!({"role": "user", "content": [
+                                {"type": "tool_result", "tool_use_id": id, "content": "18 C"}]})),
+                            None => break,
+                        }
+                        if close {
+                            continue 'connect;
+                        }
+                    }
+                }
+            }
+            (latencies, errors)
+        }));
+    }
+    gather(tasks, start).await
+}
+
+/// The figures of the connections' `(latencies, errors)`.
+async fn gather(tasks: Vec<tokio::task::JoinHandle<(Vec<u32>, u64)>>, start: Instant) -> Measured {
+    let mut all: Vec<u32> = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        if let Ok((latencies, e)) = t.await {
+            all.extend(latencies);
+            errors += e;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    let pct = |p: f64| -> u64 {
+        if all.is_empty() {
+            return 0;
+        }
+        let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
+        u64::from(all[i])
+    };
+    Measured {
+        requests: all.len() as u64,
+        errors,
+        seconds,
+        rps: all.len() as f64 / seconds,
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+    }
+}
+
 /// Runs `load` and measures it.
 pub async fn run(load: &Load) -> Measured {
     let start = Instant::now();
@@ -303,31 +430,7 @@ pub async fn run(load: &Load) -> Measured {
             (latencies, errors)
         }));
     }
-    let mut all: Vec<u32> = Vec::new();
-    let mut errors = 0;
-    for t in tasks {
-        if let Ok((latencies, e)) = t.await {
-            all.extend(latencies);
-            errors += e;
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: f64| -> u64 {
-        if all.is_empty() {
-            return 0;
-        }
-        let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
-        u64::from(all[i])
-    };
-    Measured {
-        requests: all.len() as u64,
-        errors,
-        seconds,
-        rps: all.len() as f64 / seconds,
-        p50_us: pct(0.50),
-        p99_us: pct(0.99),
-    }
+    gather(tasks, start).await
 }
 
 /// A server to measure: a name and where it listens.
@@ -518,6 +621,34 @@ mod tests {
                 assert!(buf.is_empty(), "nothing left over");
             }
         }
+    }
+
+    /// Conversations of three turns, each replaying the history before it: the server routes
+    /// every request, finds every history sound, and serves each conversation its whole script.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_continuation_workload_replays_sound_histories() {
+        let scenario = crate::scenario::parse(SCENARIO, std::path::Path::new("bench.yaml"))
+            .expect("the benchmark's scenario loads");
+        let running = crate::mock_llm::server::start(&scenario, Default::default())
+            .await
+            .expect("the server starts");
+        let m = run_continuation(running.addr, 2, Duration::from_millis(400)).await;
+        let report = running.report();
+        running.stop();
+        assert_eq!(m.errors, 0, "{}", report.text());
+        assert!(m.requests >= CHAIN_TURNS as u64, "{m:?}");
+        assert!(
+            report.violations.is_empty() && report.misses.is_empty(),
+            "{}",
+            report.text()
+        );
+        // Whole conversations were played: every entry of `chain` was served.
+        assert!(
+            report.unused.iter().all(|u| u.agent != "chain"),
+            "{}",
+            report.text()
+        );
+        assert!(report.conversations >= 2, "{}", report.text());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! (`param: input`), or 400 `Previous response with id 'x' not found.` (`param:
 //! previous_response_id`, `code: previous_response_not_found`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use serde_json::{json, Value};
 
@@ -23,11 +23,28 @@ struct Kept {
     output: Vec<Value>,
 }
 
+/// How many responses the server keeps by default: the newest, so that its memory stays bounded
+/// under load (a benchmark's every request is a new stored response); what is let go is counted,
+/// and an id of it is explained as such.
+pub const KEPT: usize = 100_000;
+
 /// The items and responses sent (lookups by id only, never iterated).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Responses {
     items: HashMap<String, Value>,
     responses: HashMap<String, Kept>,
+    /// The responses kept, oldest first.
+    order: VecDeque<String>,
+    /// How many responses it keeps.
+    limit: usize,
+    /// How many it has let go.
+    dropped: u64,
+}
+
+impl Default for Responses {
+    fn default() -> Responses {
+        Responses::with_limit(KEPT)
+    }
 }
 
 /// What a request adds to the history, kept with its response once that is sent.
@@ -121,9 +138,32 @@ fn is_reference(item: &Value) -> bool {
 }
 
 impl Responses {
-    /// An empty store.
+    /// An empty store that keeps the newest [`KEPT`] responses.
     pub fn new() -> Responses {
         Responses::default()
+    }
+
+    /// An empty store that keeps the newest `limit` responses (at least one).
+    pub fn with_limit(limit: usize) -> Responses {
+        Responses {
+            items: HashMap::new(),
+            responses: HashMap::new(),
+            order: VecDeque::new(),
+            limit: limit.max(1),
+            dropped: 0,
+        }
+    }
+
+    /// What to add to an unknown id's explanation once responses were let go: that the id may be
+    /// of one of them.
+    pub fn dropped_note(&self) -> String {
+        if self.dropped == 0 {
+            return String::new();
+        }
+        format!(
+            "; the server keeps the newest {} responses and has let {} older ones go, which may hold it",
+            self.limit, self.dropped
+        )
     }
 
     /// Resolves a Responses request `body`: the body the validator reads when it held item
@@ -220,14 +260,27 @@ impl Responses {
                 self.items.insert(item_id.to_owned(), item.clone());
             }
         }
-        self.responses.insert(
-            id.to_owned(),
-            Kept {
-                previous: pending.previous,
-                input: pending.input,
-                output,
-            },
-        );
+        let kept = Kept {
+            previous: pending.previous,
+            input: pending.input,
+            output,
+        };
+        if self.responses.insert(id.to_owned(), kept).is_none() {
+            self.order.push_back(id.to_owned());
+        }
+        while self.order.len() > self.limit {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(kept) = self.responses.remove(&old) {
+                for item in &kept.output {
+                    if let Some(item_id) = item.get("id").and_then(Value::as_str) {
+                        self.items.remove(item_id);
+                    }
+                }
+            }
+            self.dropped += 1;
+        }
     }
 }
 
@@ -247,6 +300,44 @@ mod tests {
     fn call(id: &str, call_id: &str) -> Value {
         json!({"id": id, "type": "function_call", "status": "completed", "call_id": call_id,
                "name": "search", "arguments": "{}"})
+    }
+
+    #[test]
+    fn the_store_keeps_the_newest_responses_and_says_what_it_let_go() {
+        let mut kept = Responses::with_limit(2);
+        for n in 1..=3 {
+            let (_, pending) = kept.resolve(&json!({"model": "m", "input": "hi"})).unwrap();
+            let msg = format!("msg_{n}");
+            kept.keep(
+                pending.clone(),
+                &response(&format!("resp_{n}"), json!([message(&msg, "x")])),
+            );
+            // The same response kept again (a retry's reply) takes no second place.
+            kept.keep(
+                pending,
+                &response(&format!("resp_{n}"), json!([message(&msg, "x")])),
+            );
+        }
+        assert_eq!(kept.responses.len(), 2);
+        assert_eq!(kept.items.len(), 2);
+        let refer =
+            |id: &str| json!({"model": "m", "input": [{"type": "item_reference", "id": id}]});
+        assert!(kept.resolve(&refer("msg_2")).is_ok());
+        assert!(kept.resolve(&refer("msg_3")).is_ok());
+        assert!(
+            kept.resolve(&refer("msg_1")).is_err(),
+            "the oldest was let go"
+        );
+        let previous = json!({"model": "m", "previous_response_id": "resp_1", "input": "more"});
+        assert_eq!(
+            kept.resolve(&previous).unwrap_err(),
+            Unknown::Previous("resp_1".into())
+        );
+        assert_eq!(
+            kept.dropped_note(),
+            "; the server keeps the newest 2 responses and has let 1 older ones go, which may hold it"
+        );
+        assert_eq!(Responses::new().dropped_note(), "");
     }
 
     #[test]

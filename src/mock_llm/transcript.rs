@@ -102,10 +102,15 @@ pub fn render(line: &Value) -> String {
             match (provider, body) {
                 (Some(provider), Some(body)) => match reply::decode(provider, body) {
                     Ok((blocks, usage)) => {
-                        let content = if blocks.is_empty() {
+                        let parts: Vec<String> = reasoning_of(body)
+                            .into_iter()
+                            .map(|t| format!("thinking {:?}", crate::mock_llm::book::clip(&t, 60)))
+                            .chain(blocks.iter().map(block))
+                            .collect();
+                        let content = if parts.is_empty() {
                             "empty".to_owned()
                         } else {
-                            blocks.iter().map(block).collect::<Vec<_>>().join(" + ")
+                            parts.join(" + ")
                         };
                         out.push_str(&format!(
                             "   {who} ← llm: {content} [tokens {} in, {} out]\n",
@@ -157,6 +162,30 @@ pub fn render(line: &Value) -> String {
         )),
     }
     out
+}
+
+/// The reasoning texts of a reply body: an Anthropic message's `thinking` blocks, a Responses
+/// object's `reasoning` items (their summaries joined).
+fn reasoning_of(body: &Value) -> Vec<String> {
+    let list = body
+        .get("content")
+        .or_else(|| body.get("output"))
+        .and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .filter_map(|b| match b.get("type").and_then(Value::as_str) {
+            Some("thinking") => b.get("thinking").and_then(Value::as_str).map(str::to_owned),
+            Some("reasoning") => Some(
+                b.get("summary")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A journal (JSON lines) as a transcript; a line that is not JSON is named, never skipped.

@@ -113,8 +113,11 @@ impl Builder<'_> {
             steps: step_specs,
         } = file;
         let mut catalog = Catalog::default();
+        // A file without steps is served only by `agentsim mock-llm`, where an agent's kind means
+        // nothing: it may leave `kind` out.
+        let served_only = step_specs.is_empty();
         for (name, spec) in &agents {
-            catalog.add(self.agent(name, spec, &tools)?);
+            catalog.add(self.agent(name, spec, &tools, served_only)?);
         }
 
         let mut config = RuntimeConfig::default();
@@ -349,12 +352,59 @@ impl Builder<'_> {
                 .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
                 .collect(),
             tools: m.tools.clone(),
+            tools_include: Vec::new(),
+            tool: None,
             first_user_contains: m.first_user_contains.clone(),
         };
+        let mut rule = rule;
+        let blank = |names: &[String]| names.iter().any(|n| n.trim().is_empty());
+        if m.tools.as_deref().is_some_and(blank) {
+            return Err(self.error(
+                spec.referenced,
+                format!("agent '{name}': `match: tools` lists an empty tool name"),
+            ));
+        }
+        if let Some(list) = &m.tools_include {
+            if list.value.is_empty() || blank(&list.value) {
+                return Err(self.error(
+                    list.referenced,
+                    format!("agent '{name}': `match: tools_include` lists the tools a request must offer (at least one, each a name), not {:?}", list.value),
+                ));
+            }
+            let mut names = list.value.clone();
+            names.sort();
+            names.dedup();
+            rule.tools_include = names;
+        }
+        if let Some(tool) = &m.tool {
+            if tool.value.trim().is_empty() {
+                return Err(self.error(
+                    tool.referenced,
+                    format!("agent '{name}': `match: tool` names a tool the request must offer, not an empty name"),
+                ));
+            }
+            rule.tool = Some(tool.value.clone());
+        }
+        if let Some(exact) = &rule.tools {
+            let wanted = rule.tools_include.iter().chain(rule.tool.as_ref());
+            if let Some(missing) = wanted.into_iter().find(|n| !exact.contains(n)) {
+                let at = m
+                    .tool
+                    .as_ref()
+                    .filter(|t| &t.value == missing)
+                    .map(|t| t.referenced)
+                    .or(m.tools_include.as_ref().map(|l| l.referenced))
+                    .unwrap_or(spec.referenced);
+                return Err(self.error(
+                    at,
+                    format!("agent '{name}': the rule asks for tool `{missing}`, which its `tools: [{}]` (exactly these) leaves out, so it could never hold", exact.join(", ")),
+                ));
+            }
+        }
         if rule == crate::scenario::MatchRule::default() {
             return Err(self.error(
                 spec.referenced,
-                format!("agent '{name}': `match` needs at least one of system_contains, model, headers, tools, first_user_contains"),
+                format!("agent '{name}': `match` needs at least one of system_contains, model, headers, tools, tools_include, tool, first_user_contains"),
             ));
         }
         Ok(rule)
@@ -365,6 +415,7 @@ impl Builder<'_> {
         name: &str,
         spec: &Spanned<AgentSpec>,
         tools: &BTreeMap<String, Spanned<ToolDef>>,
+        served_only: bool,
     ) -> Result<AgentDef, ScenarioError> {
         let at = spec.referenced;
         let s = &spec.value;
@@ -393,10 +444,12 @@ impl Builder<'_> {
                     format!("'{name}' cannot be `kind: main`: only the agent named 'main' is"),
                 ))
             }
+            // Served by mock-llm only: an agent the runtime under test runs, whatever it calls it.
+            (_, None) if served_only => AgentKind::Agent,
             (_, None) => {
                 return Err(self.error(
                     at,
-                    format!("agent '{name}' needs `kind: skill` or `kind: agent`"),
+                    format!("agent '{name}' needs `kind: skill` or `kind: agent` (only a file without `steps`, served by `agentsim mock-llm` alone, may leave it out)"),
                 ))
             }
         };

@@ -100,6 +100,10 @@ pub struct MatchRule {
     pub headers: BTreeMap<String, String>,
     /// The tools offered are exactly these (in any order).
     pub tools: Option<Vec<String>>,
+    /// The tools offered include these (in any order; more may be offered).
+    pub tools_include: Vec<String>,
+    /// The tools offered include this one.
+    pub tool: Option<String>,
     /// The conversation's first user message contains this text (to give concurrent
     /// conversations of one agent scripts of their own).
     pub first_user_contains: Option<String>,
@@ -119,6 +123,12 @@ impl fmt::Display for MatchRule {
         }
         if let Some(t) = &self.tools {
             parts.push(format!("tools [{}]", t.join(", ")));
+        }
+        if !self.tools_include.is_empty() {
+            parts.push(format!("tools include [{}]", self.tools_include.join(", ")));
+        }
+        if let Some(t) = &self.tool {
+            parts.push(format!("tool {t}"));
         }
         if let Some(t) = &self.first_user_contains {
             parts.push(format!("first user message contains {t:?}"));

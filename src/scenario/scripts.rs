@@ -153,6 +153,12 @@ impl Builder<'_> {
             ("complete", r.complete.is_some()),
         ];
         let has_content = content_keys.iter().any(|(_, on)| *on);
+        if r.thinking.is_some() && !has_content {
+            return Err(self.error(
+                at,
+                "`thinking` is the reasoning before a reply's content: it goes with `text`, `tool_use` or their shorthands (in a stream, a `{ thinking: ... }` piece)",
+            ));
+        }
         let mut kinds: Vec<&str> = Vec::new();
         if has_content {
             kinds.push("content");
@@ -191,6 +197,12 @@ impl Builder<'_> {
         }
         let kind = if has_content {
             let mut blocks = Vec::new();
+            if let Some(thinking) = &r.thinking {
+                if thinking.is_empty() {
+                    return Err(self.error(at, "`thinking: \"\"` says nothing: leave it out"));
+                }
+                blocks.push(ScriptBlock::Thinking(thinking.as_str().into()));
+            }
             if let Some(text) = &r.text {
                 blocks.push(ScriptBlock::Text(text.as_str().into()));
             }
@@ -273,13 +285,16 @@ impl Builder<'_> {
                         after_ms: 0,
                     },
                     ChunkSpec::Full(full) => {
-                        let block = match (&full.text, &full.tool_use) {
-                            (Some(t), None) => ScriptBlock::Text(t.as_str().into()),
-                            (None, Some(u)) => self.script_tool_use(u),
+                        let block = match (&full.thinking, &full.text, &full.tool_use) {
+                            (Some(t), None, None) if !t.is_empty() => {
+                                ScriptBlock::Thinking(t.as_str().into())
+                            }
+                            (None, Some(t), None) => ScriptBlock::Text(t.as_str().into()),
+                            (None, None, Some(u)) => self.script_tool_use(u),
                             _ => {
                                 return Err(self.error(
                                     at,
-                                    "a stream piece has exactly one of `text` or `tool_use`",
+                                    "a stream piece has exactly one of `thinking` (not empty), `text` or `tool_use`",
                                 ))
                             }
                         };

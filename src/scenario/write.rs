@@ -65,14 +65,24 @@ pub fn reply_value(r: &ScriptedReply) -> Value {
                 .iter()
                 .filter_map(|b| match b {
                     ScriptBlock::Text(t) => Some(&**t),
-                    ScriptBlock::ToolUse { .. } => None,
+                    ScriptBlock::ToolUse { .. } | ScriptBlock::Thinking(_) => None,
                 })
                 .collect();
+            let thinking: String = blocks
+                .iter()
+                .filter_map(|b| match b {
+                    ScriptBlock::Thinking(t) => Some(&**t),
+                    _ => None,
+                })
+                .collect();
+            if !thinking.is_empty() {
+                m.insert("thinking".into(), json!(thinking));
+            }
             let uses: Vec<Value> = blocks
                 .iter()
                 .filter_map(|b| match b {
                     ScriptBlock::ToolUse { id, name, input } => Some(tool_use(id, name, input)),
-                    ScriptBlock::Text(_) => None,
+                    ScriptBlock::Text(_) | ScriptBlock::Thinking(_) => None,
                 })
                 .collect();
             if !text.is_empty() || uses.is_empty() {
@@ -87,6 +97,7 @@ pub fn reply_value(r: &ScriptedReply) -> Value {
                 .iter()
                 .map(|c| match &c.block {
                     ScriptBlock::Text(t) => json!({"text": &**t, "after": c.after_ms}),
+                    ScriptBlock::Thinking(t) => json!({"thinking": &**t, "after": c.after_ms}),
                     ScriptBlock::ToolUse { id, name, input } => {
                         json!({"tool_use": tool_use(id, name, input), "after": c.after_ms})
                     }
@@ -253,6 +264,12 @@ fn agent_value(
         }
         if let Some(t) = &r.tools {
             rule.insert("tools".into(), json!(t));
+        }
+        if !r.tools_include.is_empty() {
+            rule.insert("tools_include".into(), json!(r.tools_include));
+        }
+        if let Some(t) = &r.tool {
+            rule.insert("tool".into(), json!(t));
         }
         if let Some(t) = &r.first_user_contains {
             rule.insert("first_user_contains".into(), json!(t));

@@ -141,6 +141,7 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
     };
     let mut messages = Vec::with_capacity(list.len());
     let mut origin = Origin::default();
+    let mut reasoning = Vec::new();
     for (i, m) in list.iter().enumerate() {
         let path = format!("messages.{i}");
         let role = match m.get("role").and_then(Value::as_str) {
@@ -166,6 +167,8 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
                     if let Some(block) = decode_block(b, &format!("{path}.content.{j}"))? {
                         content.push(block);
                         positions.push((i, j));
+                    } else if let Some(r) = thinking(b, format!("{path}.content.{j}")) {
+                        reasoning.push(r);
                     }
                 }
                 // A user turn of blocks the rules do not read (an image, a document) is not
@@ -197,7 +200,28 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
             false,
         );
     }
-    Ok(Request::assemble(body, system, messages, origin))
+    let mut request = Request::assemble(body, system, messages, origin);
+    request.reasoning = reasoning;
+    Ok(request)
+}
+
+/// A `thinking` or `redacted_thinking` block, kept aside (no rule reads it) to be compared with
+/// what the server sent.
+fn thinking(b: &Value, path: String) -> Option<super::Reasoning> {
+    let text = |name: &str| b.get(name).and_then(Value::as_str).map(str::to_owned);
+    match b.get("type").and_then(Value::as_str)? {
+        "thinking" => Some(super::Reasoning {
+            path,
+            id: text("signature"),
+            text: Some(text("thinking").unwrap_or_default()),
+        }),
+        "redacted_thinking" => Some(super::Reasoning {
+            path,
+            id: None,
+            text: None,
+        }),
+        _ => None,
+    }
 }
 
 /// One content block; `None` for kinds the rules do not look at (images, documents, thinking).

@@ -49,6 +49,21 @@ pub struct Request {
     pub stream: bool,
     /// Where each neutral message and block came from in the provider's body.
     pub origin: Origin,
+    /// The reasoning the request replays, in order (not part of `messages`: no rule reads it).
+    pub reasoning: Vec<Reasoning>,
+}
+
+/// A reasoning block a request replays: an Anthropic `thinking` or `redacted_thinking` block,
+/// an OpenAI Responses `reasoning` item.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reasoning {
+    /// Where it is in the body (`messages.1.content.0`, `input[2]`).
+    pub path: String,
+    /// Its `signature` (Anthropic) or `id` (Responses), when it has one.
+    pub id: Option<String>,
+    /// Its text: a thinking block's `thinking`, a reasoning item's summary texts joined;
+    /// `None` for a redacted block.
+    pub text: Option<String>,
 }
 
 /// Where neutral messages and blocks came from in a provider's body, so that a fault names the
@@ -97,6 +112,7 @@ impl Request {
             tools: tool_names(body),
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
             origin,
+            reasoning: Vec::new(),
         }
     }
 }

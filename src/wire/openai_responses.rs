@@ -74,6 +74,7 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
     }
     let mut messages = Vec::new();
     let mut origin = Origin::default();
+    let mut reasoning = Vec::new();
     match object.get("input") {
         None => {
             return Err(Malformed::new(
@@ -152,7 +153,24 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
                             }
                         }
                     }
-                    // Reasoning items and the like carry nothing the rules look at.
+                    // A reasoning item carries nothing the rules look at; it is kept aside, to be
+                    // compared with what the server sent.
+                    Some("reasoning") => {
+                        let summary = item.get("summary").and_then(Value::as_array);
+                        reasoning.push(super::Reasoning {
+                            path,
+                            id: item.get("id").and_then(Value::as_str).map(str::to_owned),
+                            text: Some(
+                                summary
+                                    .into_iter()
+                                    .flatten()
+                                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                                    .collect(),
+                            ),
+                        });
+                        continue;
+                    }
+                    // Other items carry nothing the rules look at.
                     Some(_) => continue,
                 };
                 push_merged(&mut messages, &mut origin, message, vec![(i, 0)], i, true);
@@ -165,12 +183,14 @@ pub fn decode(body: &Value) -> Result<Request, Malformed> {
             ))
         }
     }
-    Ok(Request::assemble(
+    let mut request = Request::assemble(
         body,
         (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
         origin,
-    ))
+    );
+    request.reasoning = reasoning;
+    Ok(request)
 }
 
 #[cfg(test)]

@@ -387,6 +387,91 @@ def openai_responses_loop(stream):
         server.kill()
 
 
+# ---- reasoning ----
+
+THOUGHT = "The user wants Paris; get_weather takes a location."
+
+REASONING = """
+name: a model that thinks before it acts
+agents:
+  main: { model: thinker }
+llm:
+  main:
+    - thinking: The user wants Paris; get_weather takes a location.
+      tool_use: { name: get_weather, input: { location: Paris } }
+    - It is 18 C and cloudy in Paris.
+"""
+
+
+def anthropic_thinking(stream):
+    """The SDK reads the thinking block (its stream accumulated from thinking_delta and
+    signature_delta) and replays it as it came; an altered one is refused with replayed-history."""
+    server = Server(REASONING)
+    try:
+        client = anthropic.Anthropic(base_url=server.base, api_key=KEY, max_retries=0)
+        messages = [{"role": "user", "content": QUESTION}]
+        args = dict(model="thinker", max_tokens=2048, tools=[WEATHER_TOOL],
+                    thinking={"type": "enabled", "budget_tokens": 1024})
+        if stream:
+            with client.messages.stream(messages=messages, **args) as s:
+                first = s.get_final_message()
+        else:
+            first = client.messages.create(messages=messages, **args)
+        thinking, use = first.content[0], first.content[1]
+        assert thinking.type == "thinking" and thinking.thinking == THOUGHT, thinking
+        assert thinking.signature, thinking
+        assert use.type == "tool_use", use
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                               "content": "18 C, cloudy"}]}
+        replayed = [b.model_dump(exclude_none=True) for b in first.content]
+        altered = [dict(replayed[0], thinking="Something else."), replayed[1]]
+        try:
+            client.messages.create(messages=messages + [
+                {"role": "assistant", "content": altered}, result], **args)
+            raise AssertionError("an altered thinking block was accepted")
+        except anthropic.UnprocessableEntityError as e:
+            assert "thinking block" in str(e), e
+        second = client.messages.create(messages=messages + [
+            {"role": "assistant", "content": replayed}, result], **args)
+        assert second.content[0].text == ANSWER, second.content
+        status, report, out = server.stop()
+        assert status == 1 and [v["invariant"] for v in report["violations"]] == \
+            ["replayed-history"], out
+    finally:
+        server.kill()
+
+
+def openai_responses_reasoning(stream):
+    """The SDK reads the reasoning item (streamed with the reasoning summary events) and the
+    next request replays it."""
+    server = Server(REASONING)
+    try:
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key=KEY, max_retries=0)
+        args = dict(model="thinker", tools=[RESPONSES_TOOL])
+        if stream:
+            with client.responses.stream(input=QUESTION, **args) as s:
+                summary = ""
+                for event in s:
+                    if event.type == "response.reasoning_summary_text.delta":
+                        summary += event.delta
+                first = s.get_final_response()
+            assert summary == THOUGHT, summary
+        else:
+            first = client.responses.create(input=QUESTION, **args)
+        reasoning = first.output[0]
+        assert reasoning.type == "reasoning" and reasoning.summary[0].text == THOUGHT, reasoning
+        call = first.output[1]
+        items = [{"role": "user", "content": QUESTION}]
+        items += [item.model_dump(exclude_none=True) for item in first.output]
+        items.append({"type": "function_call_output", "call_id": call.call_id,
+                      "output": "18 C, cloudy"})
+        second = client.responses.create(input=items, **args)
+        assert second.output_text == ANSWER, second.output_text
+        expect_clean(server)
+    finally:
+        server.kill()
+
+
 # ---- pydantic-ai ----
 
 def pydantic_ai_loop(provider):
@@ -524,6 +609,10 @@ CASES = [
      openai_error_on_every_attempt),
     ("openai responses: tool loop", lambda: openai_responses_loop(False)),
     ("openai responses: tool loop, streamed", lambda: openai_responses_loop(True)),
+    ("anthropic: thinking block, replayed and altered", lambda: anthropic_thinking(False)),
+    ("anthropic: thinking block, streamed", lambda: anthropic_thinking(True)),
+    ("openai responses: reasoning item, replayed", lambda: openai_responses_reasoning(False)),
+    ("openai responses: reasoning item, streamed", lambda: openai_responses_reasoning(True)),
     ("pydantic-ai over anthropic", lambda: pydantic_ai_loop("anthropic")),
     ("pydantic-ai over openai chat", lambda: pydantic_ai_loop("openai")),
 ]

@@ -501,8 +501,35 @@ fn bench_mock_llm_measures_every_mode_with_no_error_and_reports_json() {
         assert!(r["p50_us"].as_u64().unwrap() <= r["p99_us"].as_u64().unwrap());
     }
     assert_eq!(v["ratios"], serde_json::json!([]));
+    // The continuation workload: a row of its own, every history sound (the server's report would
+    // fail the bench otherwise).
+    let o = agentsim(&[
+        "bench",
+        "mock-llm",
+        "--seconds",
+        "0.2",
+        "--connections",
+        "2",
+        "--server-threads",
+        "1",
+        "--api",
+        "anthropic",
+        "--stream",
+        "no",
+        "--continuation",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    assert_eq!(rows[1]["api"], "anthropic-continuation");
+    assert!(rows[1]["requests"].as_u64().unwrap() >= 3, "{v}");
+    assert_eq!(rows[1]["errors"], 0, "{v}");
     // Flags of one kind of bench are refused with the other.
     let o = agentsim(&["bench", "--stream", "no"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = agentsim(&["bench", "--continuation"]);
     assert_eq!(o.status.code(), Some(2));
     let o = agentsim(&["bench", "mock-llm", "--repeat", "2"]);
     assert_eq!(o.status.code(), Some(2));

@@ -38,7 +38,8 @@ fn every_truncation_and_byte_edit_of_a_valid_file_is_handled_without_panic() {
 
 #[test]
 fn semantic_errors_point_at_the_offending_entry() {
-    let src = "name: x\nagents:\n  main: {}\n  helper: { tools: [nope] }\nsteps: []\n";
+    // With steps (a file without them is served by mock-llm alone, where `kind` may be left out).
+    let src = "name: x\nagents:\n  main: {}\n  helper: { tools: [nope] }\nsteps: [{user: hi}]\n";
     let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
     assert_eq!((e.line, e.column), (4, 11), "{e}");
     assert!(

@@ -22,6 +22,8 @@ mod loader;
 mod mock_llm;
 mod mock_llm_errors;
 mod mock_llm_history;
+mod mock_llm_reasoning;
+mod mock_llm_routing;
 mod mock_llm_wrong_url;
 mod outside_run;
 mod props;

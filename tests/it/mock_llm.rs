@@ -64,7 +64,7 @@ fn parse(body: &str) -> Value {
 }
 
 /// The events of an SSE body: (event name, data).
-fn sse(body: &str) -> Vec<(Option<String>, String)> {
+pub(super) fn sse(body: &str) -> Vec<(Option<String>, String)> {
     body.split("\n\n")
         .filter(|e| !e.trim().is_empty())
         .map(|e| {

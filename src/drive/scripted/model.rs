@@ -20,6 +20,9 @@ use crate::model::transcript::{Block, Content};
 pub enum ScriptBlock {
     /// Text.
     Text(Arc<str>),
+    /// The model's reasoning (served by `agentsim mock-llm` as an Anthropic `thinking` block or
+    /// an OpenAI Responses `reasoning` item; the simulator's runtime never sees it).
+    Thinking(Arc<str>),
     /// A tool use; `id: None` gets the next generated id.
     ToolUse {
         /// Explicit id (to script duplicates or pin one).
@@ -228,7 +231,8 @@ impl MockLlm {
         };
         let next_id = &mut self.next_id;
         let mut make = |b: &ScriptBlock| match b {
-            ScriptBlock::Text(t) => Block::Text { text: t.clone() },
+            ScriptBlock::Text(t) => Some(Block::Text { text: t.clone() }),
+            ScriptBlock::Thinking(_) => None,
             ScriptBlock::ToolUse { id, name, input } => {
                 let id = match id {
                     Some(id) => id.clone(),
@@ -237,25 +241,23 @@ impl MockLlm {
                         tool_use_id(*next_id)
                     }
                 };
-                Block::ToolUse {
+                Some(Block::ToolUse {
                     id,
                     name: name.clone(),
                     input: input.clone(),
-                }
+                })
             }
         };
         let delivery = match &reply.kind {
             ReplyKind::Content(content) => {
                 let mut blocks = Content::with_capacity(content.len());
-                for block in content {
-                    blocks.push(make(block));
-                }
+                blocks.extend(content.iter().filter_map(&mut make));
                 Delivery::Content(blocks)
             }
             ReplyKind::Stream(chunks) => Delivery::Stream(
                 chunks
                     .iter()
-                    .map(|c| (c.after_ms, make(&c.block)))
+                    .filter_map(|c| Some((c.after_ms, make(&c.block)?)))
                     .collect(),
             ),
             ReplyKind::Error { kind, message, .. } => Delivery::Error {

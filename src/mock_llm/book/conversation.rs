@@ -605,8 +605,10 @@ pub(super) fn sent_of(message: &Message) -> Vec<Sent> {
         .collect()
 }
 
-pub(super) fn sent_of_out(block: &OutBlock) -> Sent {
-    match block {
+/// What a reply's block is in a turn the server sent; reasoning is no part of it (clients may drop
+/// it from the history they replay; what they replay of it is checked on its own, by its id).
+pub(super) fn sent_of_out(block: &OutBlock) -> Option<Sent> {
+    Some(match block {
         OutBlock::Text(_) => Sent::Text(block.joined().unwrap_or_default()),
         OutBlock::ToolUse {
             id, name, input, ..
@@ -615,7 +617,8 @@ pub(super) fn sent_of_out(block: &OutBlock) -> Sent {
             name: name.clone(),
             input: input.clone(),
         },
-    }
+        OutBlock::Thinking { .. } => return None,
+    })
 }
 
 fn text_of(turn: &[Sent]) -> String {

@@ -142,6 +142,9 @@ pub struct Book {
     conversations: Vec<Conversation>,
     /// The lookups (never iterated).
     index: Index,
+    /// The reasoning sent: each thinking block's signature and each reasoning item's id, to its
+    /// text (never iterated).
+    reasoning: std::collections::HashMap<String, String>,
 }
 
 impl Book {
@@ -152,6 +155,7 @@ impl Book {
             agents,
             conversations: Vec::new(),
             index: Index::default(),
+            reasoning: std::collections::HashMap::new(),
         }
     }
 
@@ -235,6 +239,9 @@ impl Book {
             .map(Message::text)
             .unwrap_or_default();
         let agent = self.route(request, &first, headers)?;
+        if self.agents[agent].history != HistoryPolicy::Lenient {
+            self.check_reasoning(provider, request)?;
+        }
         let replayed: Vec<Vec<Sent>> = request
             .messages
             .iter()
@@ -294,6 +301,13 @@ impl Book {
                 address: Some(address),
             });
         };
+        if let Some(message) = unoffered_builtin(&self.agents[agent].entries[entry], request) {
+            return Err(Miss {
+                violation: None,
+                message,
+                address: Some(address),
+            });
+        }
         *done += 1;
         let last = plan.last().copied();
         address.entry = Some(entry + 1);
@@ -346,10 +360,51 @@ impl Book {
             }
         };
         if let Answer::Reply { reply, .. } = &answer {
-            let sent = reply.blocks.iter().map(sent_of_out).collect();
+            let sent = reply.blocks.iter().filter_map(sent_of_out).collect();
+            for block in &reply.blocks {
+                if let (OutBlock::Thinking { id, .. }, Some(text)) = (block, block.reasoning()) {
+                    self.reasoning.insert(id.clone(), text);
+                }
+            }
             self.record(conversation, agent, sent, asked, parent, &first);
         }
         Ok((address, answer))
+    }
+
+    /// Every thinking block or reasoning item `request` replays is one the server sent, unchanged
+    /// (by its signature or id); a client may leave reasoning out of the history it replays, but
+    /// not write its own or alter the server's.
+    fn check_reasoning(&self, provider: Provider, request: &Request) -> Result<(), Miss> {
+        let what = match provider {
+            Provider::Anthropic => "thinking block",
+            _ => "reasoning item",
+        };
+        let key = match provider {
+            Provider::Anthropic => "signature",
+            _ => "id",
+        };
+        for r in &request.reasoning {
+            let sent = r.id.as_ref().and_then(|id| self.reasoning.get(id));
+            let problem = match (sent, &r.text) {
+                (Some(sent), Some(text)) if sent == text => continue,
+                (Some(sent), Some(text)) => format!(
+                    "whose text differs from what the server sent under that {key}: sent {:?}, replayed {:?}",
+                    clip(sent, 60),
+                    clip(text, 60)
+                ),
+                (_, None) => "that is redacted, and the server never sends a redacted block".to_owned(),
+                (None, _) => match &r.id {
+                    Some(id) => format!("with the {key} {:?}, which the server never sent", clip(id, 60)),
+                    None => format!("without a {key}, so not one the server sent"),
+                },
+            };
+            return Err(Miss {
+                violation: Some(REPLAYED_HISTORY),
+                message: format!("the request replays a {what} at {} {problem}", r.path),
+                address: None,
+            });
+        }
+        Ok(())
     }
 
     /// The next entries of `agent`'s script for a new turn: its errors, then one reply (or an
@@ -404,8 +459,25 @@ impl Book {
         };
         let mut out: Vec<OutBlock> = Vec::new();
         let mut tool_uses = 0usize;
+        let mut thoughts = 0usize;
         for (after, block) in blocks {
             match block {
+                // OpenAI Chat has no reasoning content: the reply goes without it.
+                ScriptBlock::Thinking(_) if provider == Provider::OpenAiChat => {}
+                ScriptBlock::Thinking(t) => match out.last_mut() {
+                    Some(OutBlock::Thinking { pieces, .. }) => pieces.push((*after, t.to_string())),
+                    _ => {
+                        let id = match provider {
+                            Provider::Anthropic => format!("sig_as_{tag}_{}", letters(thoughts)),
+                            _ => format!("rs_as_{tag}_{}", letters(thoughts)),
+                        };
+                        thoughts += 1;
+                        out.push(OutBlock::Thinking {
+                            id,
+                            pieces: vec![(*after, t.to_string())],
+                        });
+                    }
+                },
                 ScriptBlock::Text(t) => match out.last_mut() {
                     Some(OutBlock::Text(pieces)) => pieces.push((*after, t.to_string())),
                     _ => out.push(OutBlock::Text(vec![(*after, t.to_string())])),
@@ -431,7 +503,9 @@ impl Book {
                 output_tokens: out
                     .iter()
                     .map(|b| match b {
-                        OutBlock::Text(p) => p.iter().map(|(_, t)| t.len()).sum::<usize>(),
+                        OutBlock::Text(p) | OutBlock::Thinking { pieces: p, .. } => {
+                            p.iter().map(|(_, t)| t.len()).sum::<usize>()
+                        }
                         OutBlock::ToolUse { input, .. } => input.to_string().len(),
                     })
                     .sum::<usize>()
@@ -458,6 +532,36 @@ impl Book {
             usage,
         }
     }
+}
+
+/// The refusal of a reply that calls one of agentsim's own tools (`ask_user`, `use_skill`, ...)
+/// which the request does not offer: a runtime under test has its own tools, and a call to one it
+/// never offered would be served as an unknown tool. A request that offers any of agentsim's own
+/// tools is from agentsim's runtime (the reference runtime over the wire, whose scenarios call a
+/// built-in it withheld on purpose) and gets the reply as scripted.
+fn unoffered_builtin(entry: &ScriptedReply, request: &Request) -> Option<String> {
+    let is_builtin = crate::agents::tools::builtin::is_builtin;
+    if request.tools.iter().any(|t| is_builtin(t)) {
+        return None;
+    }
+    let blocks: Vec<&ScriptBlock> = match &entry.kind {
+        ReplyKind::Content(blocks) => blocks.iter().collect(),
+        ReplyKind::Stream(chunks) => chunks.iter().map(|c| &c.block).collect(),
+        _ => return None,
+    };
+    let name = blocks.iter().find_map(|b| match b {
+        ScriptBlock::ToolUse { name, .. } if is_builtin(name) => Some(name.clone()),
+        _ => None,
+    })?;
+    let shorthand = if ["ask_user", "use_skill", "use_agent", "complete"].contains(&&*name) {
+        format!(" (the shorthand `{name}:` is that call)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the scripted reply calls `{name}`{shorthand}, a tool of agentsim's own runtime, but the request offers no tool of that name (tools [{}]): script the runtime's own tool instead, as `tool_use: {{ name: ..., input: ... }}`",
+        request.tools.join(", ")
+    ))
 }
 
 /// How many attempts an entry answers: an error its `times` (`None`: every attempt), a reply one.

@@ -615,13 +615,19 @@ async fn exchange(
     // A Responses request's item references and previous response, resolved against what the
     // server sent; an id it never sent gets the API's own error.
     let (resolved, pending) = if provider == Provider::OpenAiResponses {
-        match lock(&s.responses).resolve(&body) {
+        let resolved = {
+            let responses = lock(&s.responses);
+            responses
+                .resolve(&body)
+                .map_err(|unknown| (unknown.explain() + &responses.dropped_note(), unknown))
+        };
+        match resolved {
             Ok((resolved, pending)) => (resolved, Some(pending)),
-            Err(unknown) => {
+            Err((why, unknown)) => {
                 if journaling {
                     line["request"] = body;
                 }
-                let broken = Some((Some(names::REPLAYED_HISTORY), unknown.explain(), None));
+                let broken = Some((Some(names::REPLAYED_HISTORY), why, None));
                 return s.refuse(line, n, unknown.error(), "invalid", broken, &request_id);
             }
         }

@@ -197,6 +197,14 @@ pub struct MatchSpec {
     /// The tools offered are exactly these, in any order.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// The tools offered include these (and may hold more), in any order.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub tools_include: Option<Spanned<Vec<String>>>,
+    /// The tools offered include this one.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub tool: Option<Spanned<String>>,
     /// The conversation's first user message contains this text: concurrent conversations of
     /// one agent (subagents run in parallel) each get a script of their own, whatever the order
     /// in which their requests arrive.

@@ -67,6 +67,11 @@ impl JsonSchema for ReplyEntry {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplySpec {
+    /// The model's reasoning before the reply's text or tool uses: served as an Anthropic
+    /// `thinking` block (with a signature) and an OpenAI Responses `reasoning` item; OpenAI Chat
+    /// has no place for it.
+    #[serde(default)]
+    pub thinking: Option<String>,
     /// Text.
     #[serde(default)]
     pub text: Option<String>,
@@ -358,6 +363,9 @@ pub enum ChunkSpec {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChunkFull {
+    /// The model's reasoning, streamed before the reply's text and tool uses.
+    #[serde(default)]
+    pub thinking: Option<String>,
     /// A text delta.
     #[serde(default)]
     pub text: Option<String>,

@@ -40,6 +40,10 @@ struct AnthropicUsage {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum AnthropicBlock<'a> {
+    Thinking {
+        thinking: String,
+        signature: &'a str,
+    },
     Text {
         text: String,
     },
@@ -50,9 +54,13 @@ enum AnthropicBlock<'a> {
     },
 }
 
+// The variants are named as the API names the deltas.
+#[allow(clippy::enum_variant_names)]
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum AnthropicDelta<'a> {
+    ThinkingDelta { thinking: &'a str },
+    SignatureDelta { signature: &'a str },
     TextDelta { text: &'a str },
     InputJsonDelta { partial_json: &'a str },
 }
@@ -125,6 +133,10 @@ pub(super) fn anthropic_message(reply: &Reply, done: bool) -> AnthropicMessage<'
                 OutBlock::ToolUse {
                     id, name, input, ..
                 } => AnthropicBlock::ToolUse { id, name, input },
+                OutBlock::Thinking { id, .. } => AnthropicBlock::Thinking {
+                    thinking: b.reasoning().unwrap_or_default(),
+                    signature: id,
+                },
             })
             .collect()
     } else {
@@ -154,6 +166,33 @@ pub(super) fn anthropic_events(reply: &Reply) -> Vec<Sse> {
     .sse(0)];
     for (index, block) in reply.blocks.iter().enumerate() {
         match block {
+            // The block starts empty, its text comes in `thinking_delta`s and its signature in
+            // one `signature_delta` before the block stops.
+            OutBlock::Thinking { id, pieces } => {
+                let start = AnthropicEvent::ContentBlockStart {
+                    index,
+                    content_block: AnthropicBlock::Thinking {
+                        thinking: String::new(),
+                        signature: "",
+                    },
+                };
+                out.push(start.sse(pieces.first().map_or(0, |p| p.0)));
+                if index == 0 {
+                    out.push(AnthropicEvent::Ping.sse(0));
+                }
+                for (i, (delay, piece)) in pieces.iter().enumerate() {
+                    let delta = AnthropicEvent::ContentBlockDelta {
+                        index,
+                        delta: AnthropicDelta::ThinkingDelta { thinking: piece },
+                    };
+                    out.push(delta.sse(if i > 0 { *delay } else { 0 }));
+                }
+                let signature = AnthropicEvent::ContentBlockDelta {
+                    index,
+                    delta: AnthropicDelta::SignatureDelta { signature: id },
+                };
+                out.push(signature.sse(0));
+            }
             OutBlock::Text(pieces) => {
                 let start = AnthropicEvent::ContentBlockStart {
                     index,

@@ -76,6 +76,15 @@ pub enum OutBlock {
         /// The input, a JSON object.
         input: Value,
     },
+    /// The model's reasoning: an Anthropic `thinking` block, whose `signature` is `id`, or an
+    /// OpenAI Responses `reasoning` item, whose `id` it is, its text as a summary part. OpenAI
+    /// Chat has no place for it: its encoding leaves it out.
+    Thinking {
+        /// The signature (Anthropic) or the item id (`rs_…`, Responses).
+        id: String,
+        /// The text, streamed as these pieces (each with its delay in ms before it is sent).
+        pieces: Vec<(u64, String)>,
+    },
 }
 
 impl OutBlock {
@@ -88,7 +97,17 @@ impl OutBlock {
     pub fn joined(&self) -> Option<String> {
         match self {
             OutBlock::Text(pieces) => Some(pieces.iter().map(|(_, p)| p.as_str()).collect()),
-            OutBlock::ToolUse { .. } => None,
+            OutBlock::ToolUse { .. } | OutBlock::Thinking { .. } => None,
+        }
+    }
+
+    /// The whole text of a reasoning block.
+    pub fn reasoning(&self) -> Option<String> {
+        match self {
+            OutBlock::Thinking { pieces, .. } => {
+                Some(pieces.iter().map(|(_, p)| p.as_str()).collect())
+            }
+            _ => None,
         }
     }
 }
@@ -200,7 +219,7 @@ fn input_text(input: &Value) -> String {
 fn block_input(block: &OutBlock) -> String {
     match block {
         OutBlock::ToolUse { input, .. } => input_text(input),
-        OutBlock::Text(_) => String::new(),
+        OutBlock::Text(_) | OutBlock::Thinking { .. } => String::new(),
     }
 }
 
@@ -306,6 +325,75 @@ mod tests {
             );
         }
         assert!(decode(Provider::Anthropic, &json!({"content": 3})).is_err());
+    }
+
+    #[test]
+    fn reasoning_is_a_thinking_block_a_reasoning_item_and_nothing_in_chat() {
+        let thought = OutBlock::Thinking {
+            id: "sig_a".into(),
+            pieces: vec![(0, "Paris, ".into()), (5, "so a city.".into())],
+        };
+        let r = reply(vec![thought, tool("toolu_a")], Stop::ToolUse);
+        let a = body(Provider::Anthropic, &r);
+        assert_eq!(
+            a["content"][0],
+            json!({"type": "thinking", "thinking": "Paris, so a city.", "signature": "sig_a"})
+        );
+        let o = body(Provider::OpenAiResponses, &r);
+        assert_eq!(
+            o["output"][0],
+            json!({"type": "reasoning", "id": "sig_a", "summary": [{"type": "summary_text", "text": "Paris, so a city."}]})
+        );
+        let c = body(Provider::OpenAiChat, &r);
+        assert_eq!(c["choices"][0]["message"]["content"], Value::Null);
+        assert!(!events(Provider::OpenAiChat, &r, true)
+            .iter()
+            .any(|e| e.data.contains("Paris")));
+        // Read back, the reasoning is no block of the conversation.
+        for provider in [Provider::Anthropic, Provider::OpenAiResponses] {
+            let (blocks, _) = decode(provider, &body(provider, &r)).expect("decodes");
+            assert_eq!(blocks.len(), 1, "{provider:?}: {blocks:?}");
+        }
+        // The stream keeps the pieces' delays.
+        let e = events(Provider::Anthropic, &r, false);
+        let second = e
+            .iter()
+            .find(|e| e.data.contains("so a city."))
+            .expect("the second piece");
+        assert_eq!(second.delay_ms, 5);
+    }
+
+    #[test]
+    fn replayed_reasoning_is_decoded_aside_from_the_messages() {
+        let anthropic = crate::wire::anthropic::decode(&json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "redacted_thinking", "data": "x"},
+                {"type": "text", "text": "hello"}]}]}))
+        .unwrap();
+        assert_eq!(anthropic.messages[1].content.len(), 1);
+        let got: Vec<_> = anthropic
+            .reasoning
+            .iter()
+            .map(|r| (r.path.as_str(), r.id.as_deref(), r.text.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("messages.1.content.0", Some("s"), Some("t")),
+                ("messages.1.content.1", None, None)
+            ]
+        );
+        let responses = crate::wire::openai_responses::decode(&json!({"input": [
+            {"role": "user", "content": "hi"},
+            {"type": "reasoning", "id": "rs_1", "summary": [
+                {"type": "summary_text", "text": "a"}, {"type": "summary_text", "text": "b"}]}]}))
+        .unwrap();
+        assert_eq!(responses.messages.len(), 1);
+        assert_eq!(responses.reasoning[0].path, "input[1]");
+        assert_eq!(responses.reasoning[0].id.as_deref(), Some("rs_1"));
+        assert_eq!(responses.reasoning[0].text.as_deref(), Some("ab"));
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub(super) fn chat_completion(reply: &Reply) -> ChatCompletion<'_> {
                     arguments: input_text(input),
                 },
             }),
-            OutBlock::Text(_) => None,
+            OutBlock::Text(_) | OutBlock::Thinking { .. } => None,
         })
         .collect();
     ChatCompletion {
@@ -224,6 +224,8 @@ pub(super) fn chat_events(reply: &Reply, include_usage: bool) -> Vec<Sse> {
                     out.push(chunk);
                 }
             }
+            // Chat has no reasoning content: the server never builds one for it.
+            OutBlock::Thinking { .. } => {}
             OutBlock::ToolUse {
                 after_ms, id, name, ..
             } => {

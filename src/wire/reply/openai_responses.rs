@@ -55,9 +55,28 @@ fn output_text(text: &str) -> OutputText<'_> {
     }
 }
 
+/// A reasoning summary part (`{"type": "summary_text", "text": ...}`).
+#[derive(Serialize)]
+struct SummaryText<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+fn summary_text(text: &str) -> SummaryText<'_> {
+    SummaryText {
+        kind: "summary_text",
+        text,
+    }
+}
+
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum OutputItem<'a> {
+    Reasoning {
+        id: &'a str,
+        summary: Vec<SummaryText<'a>>,
+    },
     Message {
         id: String,
         status: &'static str,
@@ -111,6 +130,14 @@ fn output_item<'a>(
 ) -> OutputItem<'a> {
     let status = if done { "completed" } else { "in_progress" };
     match block {
+        OutBlock::Thinking { id, .. } => OutputItem::Reasoning {
+            id,
+            summary: if done {
+                vec![summary_text(text)]
+            } else {
+                Vec::new()
+            },
+        },
         OutBlock::Text(_) => OutputItem::Message {
             id: message_item_id(reply, index),
             status,
@@ -142,7 +169,7 @@ fn block_texts(reply: &Reply) -> Vec<String> {
     reply
         .blocks
         .iter()
-        .map(|b| b.joined().unwrap_or_default())
+        .map(|b| b.joined().or_else(|| b.reasoning()).unwrap_or_default())
         .collect()
 }
 
@@ -265,6 +292,30 @@ struct TextDoneEvent<'a> {
 }
 
 #[derive(Serialize)]
+struct SummaryPartEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    summary_index: u32,
+    part: SummaryText<'a>,
+}
+
+#[derive(Serialize)]
+struct SummaryDeltaEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    summary_index: u32,
+    delta: &'a str,
+}
+
+#[derive(Serialize)]
+struct SummaryDoneEvent<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    summary_index: u32,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
 struct ArgumentsDeltaEvent<'a> {
     item_id: &'a str,
     output_index: usize,
@@ -299,7 +350,9 @@ pub(super) fn responses_events(reply: &Reply) -> Vec<Sse> {
     }
     for (index, block) in reply.blocks.iter().enumerate() {
         let first_delay = match block {
-            OutBlock::Text(pieces) => pieces.first().map_or(0, |p| p.0),
+            OutBlock::Text(pieces) | OutBlock::Thinking { pieces, .. } => {
+                pieces.first().map_or(0, |p| p.0)
+            }
             OutBlock::ToolUse { after_ms, .. } => *after_ms,
         };
         let item = output_item(reply, index, block, "", false);
@@ -313,6 +366,52 @@ pub(super) fn responses_events(reply: &Reply) -> Vec<Sse> {
             },
         );
         let text = match block {
+            OutBlock::Thinking { id, pieces } => {
+                let part = |text| SummaryPartEvent {
+                    item_id: id,
+                    output_index: index,
+                    summary_index: 0,
+                    part: summary_text(text),
+                };
+                push(
+                    &mut out,
+                    0,
+                    "response.reasoning_summary_part.added",
+                    part(""),
+                );
+                for (i, (delay, piece)) in pieces.iter().enumerate() {
+                    push(
+                        &mut out,
+                        if i == 0 { 0 } else { *delay },
+                        "response.reasoning_summary_text.delta",
+                        SummaryDeltaEvent {
+                            item_id: id,
+                            output_index: index,
+                            summary_index: 0,
+                            delta: piece,
+                        },
+                    );
+                }
+                let text = block.reasoning().unwrap_or_default();
+                push(
+                    &mut out,
+                    0,
+                    "response.reasoning_summary_text.done",
+                    SummaryDoneEvent {
+                        item_id: id,
+                        output_index: index,
+                        summary_index: 0,
+                        text: &text,
+                    },
+                );
+                push(
+                    &mut out,
+                    0,
+                    "response.reasoning_summary_part.done",
+                    part(&text),
+                );
+                text
+            }
             OutBlock::Text(pieces) => {
                 let item_id = message_item_id(reply, index);
                 push(
