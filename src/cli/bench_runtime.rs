@@ -32,7 +32,8 @@ steps:
   - expect: { sent: [Bye.] }
 ";
 
-/// User messages in one run of a W1 or W2 scenario (one runtime process serves them all).
+/// User messages in one run of a W1 or W2 scenario (one runtime process serves them all, each in
+/// a conversation of its own).
 const MESSAGES: usize = 20;
 
 /// A scenario of `MESSAGES` user messages, each one `workload` (`w1` or `w2`), and its model turns
@@ -42,7 +43,9 @@ fn workload_scenario(workload: &str) -> Option<(String, u64)> {
     let mut child = String::new();
     let mut steps = String::new();
     for m in 1..=MESSAGES {
-        steps.push_str(&format!("  - user: go {m}\n"));
+        // Each message in a conversation of its own, as each run of the simulator's workload
+        // is: the history a request replays stays the workload's, not the bench's length.
+        steps.push_str(&format!("  - user: go {m}\n    key: c{m}\n"));
         match workload {
             "w1" => {
                 for i in 1..=8 {
