@@ -6,6 +6,7 @@ pub(crate) mod bench;
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;
+mod explore_runtime;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;
 pub(crate) mod run;

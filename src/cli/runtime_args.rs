@@ -85,6 +85,7 @@ impl RuntimeArgs {
             },
             time_scale: self.time_scale,
             seed,
+            model_faults: None,
         }))
     }
 }

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::mock_llm::server;
 use crate::scenario::{Scenario, ScenarioError};
 
-pub use options::{split_command, EnvEntry, Options, Timeouts};
+pub use options::{join_command, split_command, EnvEntry, Options, Timeouts};
 pub use outcome::{Entry, Failure, FailureKind, Outcome};
 
 use outcome::Failure as F;
@@ -135,31 +135,6 @@ fn auto_time_scale(scenario: &Scenario) -> f64 {
     }
 }
 
-/// The flags beyond `--runtime` that a rerun of a run with `options` needs.
-fn rerun_flags(options: &Options) -> String {
-    let mut flags = String::new();
-    for e in &options.env {
-        let text = match e {
-            EnvEntry::Pass(n) => n.clone(),
-            EnvEntry::Set(n, v) => format!("{n}={v}"),
-        };
-        flags.push_str(&format!(
-            " --runtime-env {}",
-            options::join_command(&[text])
-        ));
-    }
-    if let Some(dir) = &options.cwd {
-        flags.push_str(&format!(
-            " --runtime-cwd {}",
-            options::join_command(&[dir.display().to_string()])
-        ));
-    }
-    if let Some(scale) = options.time_scale {
-        flags.push_str(&format!(" --time-scale {scale}"));
-    }
-    flags
-}
-
 /// Runs `scenario` against the runtime of `options`.
 pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotRun> {
     if let Some(e) = needs::refusal(scenario) {
@@ -178,6 +153,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         server::Options {
             keep_journal: true,
             time_scale,
+            faults: options.model_faults,
             ..server::Options::default()
         },
     )
@@ -238,7 +214,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         stderr,
         timed_steps: run.timed_steps.clone(),
         time_scale,
-        flags: rerun_flags(options),
+        flags: options.rerun_flags(),
     })
 }
 

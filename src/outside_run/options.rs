@@ -100,6 +100,9 @@ pub struct Options {
     pub time_scale: Option<f64>,
     /// The seed given in `hello` (default: the scenario's).
     pub seed: Option<u64>,
+    /// Model faults the mock server injects in place of replies, each decision a function of
+    /// this seed and of where the request was routed (`explore --runtime`).
+    pub model_faults: Option<crate::mock_llm::server::RandomFaults>,
 }
 
 impl Options {
@@ -112,12 +115,36 @@ impl Options {
             timeouts: Timeouts::default(),
             time_scale: None,
             seed: None,
+            model_faults: None,
         }
     }
 
     /// The command as a person reads it (each word quoted when it needs to be).
     pub fn display(&self) -> String {
         join_command(&self.command)
+    }
+
+    /// The flags beyond `--runtime` that a rerun with these options needs (`--runtime-env`,
+    /// `--runtime-cwd`, `--time-scale`), each with a leading space.
+    pub fn rerun_flags(&self) -> String {
+        let mut flags = String::new();
+        for e in &self.env {
+            let text = match e {
+                EnvEntry::Pass(n) => n.clone(),
+                EnvEntry::Set(n, v) => format!("{n}={v}"),
+            };
+            flags.push_str(&format!(" --runtime-env {}", join_command(&[text])));
+        }
+        if let Some(dir) = &self.cwd {
+            flags.push_str(&format!(
+                " --runtime-cwd {}",
+                join_command(&[dir.display().to_string()])
+            ));
+        }
+        if let Some(scale) = self.time_scale {
+            flags.push_str(&format!(" --time-scale {scale}"));
+        }
+        flags
     }
 }
 
