@@ -99,6 +99,13 @@ pub(crate) struct ExploreArgs {
     runtime: super::runtime_args::RuntimeArgs,
 }
 
+impl ExploreArgs {
+    /// Whether `--runtime` was given.
+    pub(crate) fn runtime_given(&self) -> bool {
+        self.runtime.runtime.is_some()
+    }
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Preset {
     /// Seed 004's runtime.

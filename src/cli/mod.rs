@@ -116,6 +116,7 @@ impl Command {
         match self {
             Command::Run(args) => args.runtime_given(),
             Command::Check(args) => args.runtime_given(),
+            Command::Explore(args) => args.runtime_given(),
             _ => false,
         }
     }

@@ -29,6 +29,7 @@ pub mod needs;
 pub mod options;
 pub mod outcome;
 mod process;
+mod restart_check;
 mod run;
 
 use std::net::SocketAddr;

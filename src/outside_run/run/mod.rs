@@ -24,6 +24,7 @@ use super::judge::{judge, Conversation, Mark, View};
 use super::model_side::ModelSide;
 use super::outcome::{Entry, Failure, FailureKind};
 use super::process::{self, Out, Process, StderrTail};
+use super::restart_check::RestartCheck;
 use super::Options;
 
 /// A tool result agentsim holds until its latency has passed: (due, order, call, result).
@@ -106,6 +107,8 @@ pub(super) struct Run<'a> {
     seen_inferred: usize,
     /// The mock server's journal, decoded, and what it tells of the stack.
     pub model_side: ModelSide,
+    /// The `restart` check.
+    restart_check: RestartCheck,
 }
 
 impl<'a> Run<'a> {
@@ -152,6 +155,7 @@ impl<'a> Run<'a> {
             seen_violations: 0,
             seen_inferred: 0,
             model_side: ModelSide::new(scenario),
+            restart_check: RestartCheck::default(),
         }
     }
 
@@ -508,6 +512,7 @@ impl<'a> Run<'a> {
                 }
                 self.seq += 1;
                 let seq = self.seq;
+                self.restart_check.user(key);
                 self.conversations.entry(key.clone()).or_default();
                 self.write(ToRuntime::User(User {
                     seq,
@@ -531,10 +536,21 @@ impl<'a> Run<'a> {
                 if let Some(mut p) = self.proc.take() {
                     p.kill().await;
                 }
+                self.read_journal();
+                self.restart_check.killed(
+                    &self.model_side.lines,
+                    self.server.exchanges(),
+                    self.idle_seq < self.seq,
+                );
                 self.timers.clear();
                 self.idle_exchanges = None;
                 self.restarts += 1;
                 self.start().await?;
+                // What the restarted runtime says on its own (restored stacks, a text sent
+                // again) is seen before the next step, for the `restart` check.
+                let now = Instant::now();
+                self.pump(|_| false, Bound::Settle(now, QUIET), "quiet")
+                    .await?;
             }
             StepKind::Expect(e) => {
                 if self.idle_seq < self.seq {
@@ -632,6 +648,12 @@ impl<'a> Run<'a> {
         }
         self.catch_up();
         if let Some(f) = self.display_leak() {
+            return Err(self.stop_for(f));
+        }
+        self.restart_check.requests(&self.model_side.lines);
+        if !self.restart_check.violations.is_empty() {
+            let message = self.restart_check.violations.remove(0);
+            let f = self.fail(FailureKind::Check("restart".to_owned()), message);
             return Err(self.stop_for(f));
         }
         if let Some(v) = self.model_side.violations.get(self.seen_inferred) {
