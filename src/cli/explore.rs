@@ -29,7 +29,7 @@ pub(crate) struct ExploreArgs {
     /// First seed.
     #[arg(long, env = "AGENTSIM_SEED", default_value_t = 0)]
     seed: u64,
-    /// Parallel workers, 1 to 256 (default: the machine's cores).
+    /// Parallel workers, 1 to 256 (default: the machine's cores; 1 with --runtime).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
     jobs: Option<u64>,
     /// Do not inject faults (vary only the seed).
