@@ -55,7 +55,7 @@ pub struct Plan {
 /// The faults of `seed` for a scenario of `steps` steps (expectations removed). Swarm-style, as
 /// in-process exploration: each kind is on for half the seeds, at a rate the seed draws.
 pub fn plan(seed: u64, steps: usize, settings: OutsideSettings) -> Plan {
-    let mut rng = SimRng::new(seed).fork(seed, 0x0075_1DE);
+    let mut rng = SimRng::new(seed).fork(seed, 0x0007_51DE);
     let model_on = rng.chance(0.5);
     let model_rate = [0.05, 0.1, 0.2, 0.35][rng.below(4) as usize];
     let restarts_on = rng.chance(0.5);
