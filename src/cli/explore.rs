@@ -188,11 +188,15 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         if let Some(k) = no_fault.iter().find(|k| {
             !matches!(
                 k,
-                FaultKind::LlmError | FaultKind::Restart | FaultKind::RestartMidTurn
+                FaultKind::LlmError
+                    | FaultKind::Restart
+                    | FaultKind::RestartMidTurn
+                    | FaultKind::ToolError
+                    | FaultKind::ToolLatency
             )
         }) {
             eprintln!(
-                "error: --no-fault {}: against a runtime, the faults are llm-error (model errors) and restart (kill -9 and restart)",
+                "error: --no-fault {}: against a runtime, the faults are llm-error (model errors), restart (kill -9 and restart), tool-error and tool-latency",
                 k.name()
             );
             return ExitCode::from(2);
@@ -233,6 +237,8 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 no_restarts: no_fault
                     .iter()
                     .any(|k| matches!(k, FaultKind::Restart | FaultKind::RestartMidTurn)),
+                no_tool_errors: no_fault.contains(&FaultKind::ToolError),
+                no_tool_latency: no_fault.contains(&FaultKind::ToolLatency),
                 time: time.map(std::time::Duration::from_secs_f64),
                 out: (!no_write).then_some(out.as_path()),
                 shrink_runs,

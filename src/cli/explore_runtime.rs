@@ -28,6 +28,10 @@ pub(crate) struct Asked<'a> {
     pub no_model_faults: bool,
     /// `--no-fault restart`.
     pub no_restarts: bool,
+    /// `--no-fault tool-error`.
+    pub no_tool_errors: bool,
+    /// `--no-fault tool-latency`.
+    pub no_tool_latency: bool,
     pub time: Option<Duration>,
     pub out: Option<&'a Path>,
     pub shrink_runs: usize,
@@ -46,6 +50,12 @@ impl Asked<'_> {
         }
         if self.faults && self.no_restarts {
             flags.push_str(" --no-fault restart");
+        }
+        if self.faults && self.no_tool_errors {
+            flags.push_str(" --no-fault tool-error");
+        }
+        if self.faults && self.no_tool_latency {
+            flags.push_str(" --no-fault tool-latency");
         }
         flags
     }
@@ -97,6 +107,8 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
     let settings = OutsideSettings {
         model_faults: asked.faults && !asked.no_model_faults,
         restarts: asked.faults && !asked.no_restarts && capabilities.iter().any(|c| c == "restart"),
+        tool_errors: asked.faults && !asked.no_tool_errors,
+        tool_latency: asked.faults && !asked.no_tool_latency,
     };
     let explored = outside::explored(&scenario);
     let started = Instant::now();
@@ -169,7 +181,9 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             }
         }
         faults.fetch_add(
-            (outside::injected(&run.outcome).len() + run.plan.restarts_after.len()) as u64,
+            (outside::injected(&run.outcome).len()
+                + run.plan.restarts_after.len()
+                + run.outcome.tool_faults.len()) as u64,
             Ordering::SeqCst,
         );
         match run.verdict() {
@@ -228,6 +242,8 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
     let kinds: Vec<&str> = [
         (settings.model_faults, "model errors"),
         (settings.restarts, "kill -9 and restart"),
+        (settings.tool_errors, "tool errors"),
+        (settings.tool_latency, "tool latency"),
     ]
     .iter()
     .filter(|(on, _)| *on)

@@ -86,6 +86,7 @@ impl RuntimeArgs {
             time_scale: self.time_scale,
             seed,
             model_faults: None,
+            tool_faults: None,
         }))
     }
 }

@@ -9,7 +9,9 @@
 //!   conversation, turn, attempt), never of timing ([`RandomFaults`]);
 //! - **kills**: `restart` steps inserted between steps at places the seed draws (only for a
 //!   runtime that offers the `restart` capability): agentsim kills the runtime with SIGKILL and
-//!   starts it again on the same state directory.
+//!   starts it again on the same state directory;
+//! - **tool faults**: a scripted tool fails in place of its outcome, or answers later, each
+//!   decision a function of the seed, the tool and the call's number ([`ToolFaults`]).
 //!
 //! Every fault is journaled: restarts are steps of the played scenario and lines of the
 //! transcript, injected model faults are lines of the mock server's journal
@@ -22,12 +24,13 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::drive::scripted::ToolScript;
 use crate::drive::scripted::{Attempts, ReplyKind, ScriptedReply};
 use crate::explore::shrink::{shrink_by, Shrunk};
 use crate::mock_llm::server::RandomFaults;
 use crate::model::llm::{LlmErrorKind, Usage};
 use crate::model::rng::SimRng;
-use crate::outside_run::{self, FailureKind, NotRun, Options, Outcome};
+use crate::outside_run::{self, FailureKind, NotRun, Options, Outcome, ToolFault, ToolFaults};
 use crate::scenario::{Scenario, Step, StepKind};
 
 /// At most this many kills per run: each restart is a process start.
@@ -40,6 +43,10 @@ pub struct OutsideSettings {
     pub model_faults: bool,
     /// Kills and restarts (the runtime offers `restart`).
     pub restarts: bool,
+    /// Tool failures in place of scripted outcomes.
+    pub tool_errors: bool,
+    /// Tool outcomes later than scripted.
+    pub tool_latency: bool,
 }
 
 /// The faults of one seed.
@@ -50,6 +57,10 @@ pub struct Plan {
     /// Kill and restart the runtime after these steps (0-based indices of the scenario's steps,
     /// expectations removed), ascending.
     pub restarts_after: Vec<usize>,
+    /// The share of tool calls that fail (0: none).
+    pub tool_error_rate: f64,
+    /// The share of tool calls whose outcome comes later (0: none).
+    pub tool_latency_rate: f64,
 }
 
 /// The faults of `seed` for a scenario of `steps` steps (expectations removed). Swarm-style, as
@@ -67,13 +78,16 @@ pub fn plan(seed: u64, steps: usize, settings: OutsideSettings) -> Plan {
             restarts_after.push(i);
         }
     }
+    let tool_errors_on = rng.chance(0.5);
+    let tool_error_rate = [0.1, 0.25, 0.5][rng.below(3) as usize];
+    let tool_latency_on = rng.chance(0.5);
+    let tool_latency_rate = [0.2, 0.5][rng.below(2) as usize];
+    let on = |allowed: bool, drawn: bool, rate: f64| if allowed && drawn { rate } else { 0.0 };
     Plan {
-        model_rate: if settings.model_faults && model_on {
-            model_rate
-        } else {
-            0.0
-        },
+        model_rate: on(settings.model_faults, model_on, model_rate),
         restarts_after,
+        tool_error_rate: on(settings.tool_errors, tool_errors_on, tool_error_rate),
+        tool_latency_rate: on(settings.tool_latency, tool_latency_on, tool_latency_rate),
     }
 }
 
@@ -168,6 +182,23 @@ impl SeedRun {
                 self.plan.model_rate, self.seed
             ));
         }
+        if self.plan.tool_error_rate > 0.0 || self.plan.tool_latency_rate > 0.0 {
+            lines.push(format!(
+                "tool faults: failures at rate {}, latency at rate {} (seed {})",
+                self.plan.tool_error_rate, self.plan.tool_latency_rate, self.seed
+            ));
+        }
+        lines.extend(
+            self.outcome
+                .tool_faults
+                .iter()
+                .map(|(tool, call, fault)| match fault {
+                    ToolFault::Fail => format!("tool fault injected: call {call} of {tool} fails"),
+                    ToolFault::Latency(ms) => {
+                        format!("tool fault injected: call {call} of {tool} takes {ms} ms longer")
+                    }
+                }),
+        );
         lines.extend(injected(&self.outcome).iter().map(|f| {
             format!(
                 "model fault injected: {} for agent {} (exchange #{}, in place of its script entry {})",
@@ -193,6 +224,12 @@ pub async fn run_seed(
         rate: plan.model_rate,
         seed,
     });
+    options.tool_faults =
+        (plan.tool_error_rate > 0.0 || plan.tool_latency_rate > 0.0).then_some(ToolFaults {
+            error_rate: plan.tool_error_rate,
+            latency_rate: plan.tool_latency_rate,
+            seed,
+        });
     let outcome = outside_run::run(&played, &options).await?;
     Ok(SeedRun {
         seed,
@@ -280,6 +317,12 @@ pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
         }
         *entries = out;
     }
+    // A tool that had a fault gets the outcomes it delivered, call by call.
+    for (tool, _, _) in &outcome.tool_faults {
+        if let (Some(script), Some(steps)) = (s.tools.get_mut(tool), outcome.tool_steps.get(tool)) {
+            *script = ToolScript::PerCall(steps.clone());
+        }
+    }
     s
 }
 
@@ -289,6 +332,7 @@ pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
 pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool {
     let mut options = options.clone();
     options.model_faults = None;
+    options.tool_faults = None;
     options.seed = Some(s.seed);
     match outside_run::run(s, &options).await {
         Ok(o) => {
@@ -364,6 +408,8 @@ mod tests {
         let all = OutsideSettings {
             model_faults: true,
             restarts: true,
+            tool_errors: true,
+            tool_latency: true,
         };
         for seed in 0..200 {
             assert_eq!(plan(seed, 6, all), plan(seed, 6, all));
@@ -372,6 +418,7 @@ mod tests {
             assert!(p.restarts_after.windows(2).all(|w| w[0] < w[1]));
             let none = plan(seed, 6, OutsideSettings::default());
             assert_eq!(none.model_rate, 0.0);
+            assert_eq!(none.tool_error_rate + none.tool_latency_rate, 0.0);
             assert!(none.restarts_after.is_empty());
         }
         let with_faults = (0..200)

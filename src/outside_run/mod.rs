@@ -39,7 +39,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::mock_llm::server;
 use crate::scenario::{Scenario, ScenarioError};
 
-pub use options::{join_command, split_command, EnvEntry, Options, Timeouts};
+pub use options::{
+    join_command, split_command, EnvEntry, Options, Timeouts, ToolFault, ToolFaults,
+};
 pub use outcome::{Entry, Failure, FailureKind, Outcome};
 
 use outcome::Failure as F;
@@ -214,6 +216,8 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         model,
         stderr,
         timed_steps: run.timed_steps.clone(),
+        tool_steps: std::mem::take(&mut run.tool_steps),
+        tool_faults: std::mem::take(&mut run.tool_faults),
         time_scale,
         flags: options.rerun_flags(),
     })

@@ -140,7 +140,8 @@ fn a_runtime_that_restarts_correctly_is_explored_with_kills_and_model_faults_and
     let all = text(&o);
     assert_eq!(o.status.code(), Some(0), "{all}");
     assert!(
-        all.contains("10 runs from seed 0, 2 jobs, faults model errors, kill -9 and restart"),
+        all.contains("10 runs from seed 0, 2 jobs, faults model errors, kill -9 and restart, tool errors, tool latency"
+        ),
         "{all}"
     );
     assert!(all.contains("findings: none"), "{all}");
@@ -186,7 +187,7 @@ fn flags_for_agentsims_own_runtime_are_refused_with_runtime() {
     for extra in [
         &["--bug", "double-delivery"][..],
         &["--coverage"][..],
-        &["--no-fault", "tool-error"][..],
+        &["--no-fault", "cancel"][..],
     ] {
         let mut args = vec!["explore", SUBJECT, "--runtime", "python3 x.py"];
         args.extend_from_slice(extra);
@@ -195,4 +196,58 @@ fn flags_for_agentsims_own_runtime_are_refused_with_runtime() {
     }
     let o = agentsim(&["explore", "--generated", "--runtime", "python3 x.py"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn a_tool_failure_injected_by_seed_is_found_and_written_as_a_scripted_tool_error() {
+    // Seed 10 is the first whose faults fail the tool's first call.
+    let out = fresh("tool");
+    let runtime = "python3 tests/runtimes/fake.py crash-on-tool-failure";
+    let o = agentsim(&[
+        "explore",
+        "tests/runtimes/one-tool.yaml",
+        "--runtime",
+        runtime,
+        "--runs",
+        "12",
+        "--jobs",
+        "2",
+        "--no-fault",
+        "llm-error",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("faults tool errors, tool latency"), "{all}");
+    assert!(all.contains("    unexpected-exit: "), "{all}");
+    assert!(
+        all.contains("fault: tool fault injected: call 1 of weather fails"),
+        "{all}"
+    );
+    let (file, yaml) = written(&out);
+    assert!(yaml.contains("tool failure injected by explore"), "{yaml}");
+    assert_eq!(steps_of(&yaml), 1, "{yaml}");
+    let path = file.to_str().unwrap();
+    let buggy = agentsim(&["run", path, "--runtime", runtime]);
+    assert_eq!(buggy.status.code(), Some(1), "{}", text(&buggy));
+    assert!(
+        text(&buggy).contains("the runtime exited"),
+        "{}",
+        text(&buggy)
+    );
+    // A crash ends the run: the file holds the replies the runtime asked for up to there, and a
+    // runtime that survives the failure goes on to ask for one more.
+    let fixed = agentsim(&[
+        "run",
+        path,
+        "--runtime",
+        "python3 tests/runtimes/fake.py ok",
+    ]);
+    assert_eq!(fixed.status.code(), Some(1), "{}", text(&fixed));
+    assert!(
+        text(&fixed).contains("model request #2 has no reply in the scenario"),
+        "{}",
+        text(&fixed)
+    );
 }

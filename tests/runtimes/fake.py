@@ -11,7 +11,7 @@ Modes: `ok` (a main agent that asks the mock model and sends its text; with `sta
 With `restart` in CAPS it keeps its conversations in AGENTSIM_STATE_DIR and continues them after a
 restart; the modes `resend-after-restart` (sends its last text again after a restart) and
 `lose-last-turn` (restores its conversations without their last exchange) break the `restart`
-check.
+check. `crash-on-tool-failure` exits when a tool fails.
 """
 
 import json
@@ -123,7 +123,11 @@ def main():
                     calls += 1
                     out({"type": "tool_call", "call": f"c{seq}-{calls}", "conversation": conv,
                          "agent": "main", "name": use["name"], "input": use["input"]})
-                    content = json.loads(sys.stdin.readline())["content"]
+                    result = json.loads(sys.stdin.readline())
+                    if MODE == "crash-on-tool-failure" and result.get("failed"):
+                        print("Traceback (most recent call last):\nRuntimeError: the tool failed", file=sys.stderr)
+                        sys.exit(3)
+                    content = result["content"]
                 results.append({"type": "tool_result", "tool_use_id": use["id"], "content": content})
             messages.append({"role": "user", "content": results})
         if "stack" in CAPS:

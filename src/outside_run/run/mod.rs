@@ -109,6 +109,10 @@ pub(super) struct Run<'a> {
     pub model_side: ModelSide,
     /// The `restart` check.
     restart_check: RestartCheck,
+    /// Each tool's outcomes as delivered, in call order.
+    pub tool_steps: BTreeMap<String, Vec<crate::drive::backend::ToolStep>>,
+    /// The tool faults injected: (tool, call from 1, fault).
+    pub tool_faults: Vec<(String, usize, super::ToolFault)>,
 }
 
 impl<'a> Run<'a> {
@@ -156,6 +160,8 @@ impl<'a> Run<'a> {
             seen_inferred: 0,
             model_side: ModelSide::new(scenario),
             restart_check: RestartCheck::default(),
+            tool_steps: BTreeMap::new(),
+            tool_faults: Vec::new(),
         }
     }
 
