@@ -29,7 +29,7 @@ pub(crate) struct ExploreArgs {
     /// First seed.
     #[arg(long, env = "AGENTSIM_SEED", default_value_t = 0)]
     seed: u64,
-    /// Parallel workers, 1 to 256 (default: the machine's cores).
+    /// Parallel workers, 1 to 256 (default: the machine's cores; 1 with --runtime).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
     jobs: Option<u64>,
     /// Do not inject faults (vary only the seed).
@@ -89,6 +89,21 @@ pub(crate) struct ExploreArgs {
     /// Candidate runs the shrinker may try per failure.
     #[arg(long, default_value_t = 3000)]
     shrink_budget: usize,
+    /// With --runtime: runs of the runtime the shrinker may make per finding.
+    #[arg(long, value_name = "N", default_value_t = 60, requires = "runtime")]
+    shrink_runs: usize,
+    /// With --runtime: seconds the shrinker may take per finding (no run starts after).
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds, requires = "runtime")]
+    shrink_time: f64,
+    #[command(flatten)]
+    runtime: super::runtime_args::RuntimeArgs,
+}
+
+impl ExploreArgs {
+    /// Whether `--runtime` was given.
+    pub(crate) fn runtime_given(&self) -> bool {
+        self.runtime.runtime.is_some()
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -149,7 +164,88 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         out,
         no_write,
         shrink_budget,
+        shrink_runs,
+        shrink_time,
+        runtime,
     } = args;
+    if runtime.runtime.is_some() {
+        let refused = [
+            (generated, "--generated"),
+            (bug.is_some(), "--bug"),
+            (interruptions.is_some(), "--interruptions"),
+            (swarm.is_some(), "--swarm"),
+            (no_steer, "--no-steer"),
+            (coverage, "--coverage"),
+            (partition.is_some(), "--partition"),
+        ];
+        if let Some((_, flag)) = refused.iter().find(|(on, _)| *on) {
+            eprintln!(
+                "error: {flag} is for agentsim's own runtime; explore --runtime runs one scenario file against yours"
+            );
+            return ExitCode::from(2);
+        }
+        use agentsim::drive::faults::FaultKind;
+        if let Some(k) = no_fault.iter().find(|k| {
+            !matches!(
+                k,
+                FaultKind::LlmError
+                    | FaultKind::Restart
+                    | FaultKind::RestartMidTurn
+                    | FaultKind::ToolError
+                    | FaultKind::ToolLatency
+            )
+        }) {
+            eprintln!(
+                "error: --no-fault {}: against a runtime, the faults are llm-error (model errors), restart (kill -9 and restart), tool-error and tool-latency",
+                k.name()
+            );
+            return ExitCode::from(2);
+        }
+        let options = match runtime.options(None) {
+            Ok(Some(o)) => o,
+            Ok(None) => unreachable!("--runtime was given"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let file = file.expect("clap requires FILE without --generated");
+        let scenario = match scenario::load(&file).and_then(|s| s.runnable().map(|()| s)) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {}", report::terminal(&e.to_string()));
+                return ExitCode::from(2);
+            }
+        };
+        if !no_write && out.exists() && !out.is_dir() {
+            eprintln!(
+                "error: --out {}: not a directory; shrunk failures are written into a directory (created if missing)",
+                out.display()
+            );
+            return ExitCode::from(2);
+        }
+        return super::explore_runtime::command(
+            scenario,
+            options,
+            super::explore_runtime::Asked {
+                file: &file,
+                first: seed,
+                runs,
+                jobs: jobs.map_or(1, |j| j as usize),
+                faults: !no_faults,
+                no_model_faults: no_fault.contains(&FaultKind::LlmError),
+                no_restarts: no_fault
+                    .iter()
+                    .any(|k| matches!(k, FaultKind::Restart | FaultKind::RestartMidTurn)),
+                no_tool_errors: no_fault.contains(&FaultKind::ToolError),
+                no_tool_latency: no_fault.contains(&FaultKind::ToolLatency),
+                time: time.map(std::time::Duration::from_secs_f64),
+                out: (!no_write).then_some(out.as_path()),
+                shrink_runs,
+                shrink_time: std::time::Duration::from_secs_f64(shrink_time),
+            },
+        );
+    }
     let configurations = agentsim::explore::steer::configurations();
     let steering = match swarm {
         Some(name) => match configurations.iter().position(|(n, _)| *n == name) {

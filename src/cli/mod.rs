@@ -6,6 +6,7 @@ pub(crate) mod bench;
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;
+mod explore_runtime;
 pub(crate) mod import;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;
@@ -140,6 +141,7 @@ impl Command {
         match self {
             Command::Run(args) => args.runtime_given(),
             Command::Check(args) => args.runtime_given(),
+            Command::Explore(args) => args.runtime_given(),
             _ => false,
         }
     }

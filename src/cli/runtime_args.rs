@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use agentsim::outside_run::{split_command, EnvEntry, Options, Timeouts};
 
-use super::runtime_config::{self, config_path};
-use agentsim::scenario::format::parse_duration;
+use super::runtime_config::{self, config_path, parse_scale, parse_timeout};
 
 #[derive(clap::Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Your runtime (docs/runtime-protocol.md)")]
@@ -54,23 +53,6 @@ pub(crate) struct RuntimeArgs {
 
 fn parse_env(s: &str) -> Result<EnvEntry, String> {
     EnvEntry::parse(s)
-}
-
-pub(crate) fn parse_scale(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 1000.0 => Ok(v),
-        _ => Err(format!(
-            "`{s}` is not a time scale: a number above 0 and at most 1000 (0.2 makes a scripted second 200 ms)"
-        )),
-    }
-}
-
-pub(crate) fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let ms = parse_duration(s)?;
-    if ms == 0 {
-        return Err(format!("`{s}`: a timeout must be longer than 0"));
-    }
-    Ok(Duration::from_millis(ms))
 }
 
 impl RuntimeArgs {
@@ -131,6 +113,8 @@ impl RuntimeArgs {
             },
             time_scale: self.time_scale.or(config.time_scale),
             seed,
+            model_faults: None,
+            tool_faults: None,
         }))
     }
 }

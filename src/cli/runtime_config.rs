@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentsim::outside_run::{split_command, EnvEntry};
+use agentsim::scenario::format::parse_duration;
 use serde::Deserialize;
 
 /// The file looked for in the current directory when `--config` is not given.
@@ -114,19 +115,15 @@ pub(crate) fn load(path: &Path) -> Result<Option<RuntimeConfig>, String> {
         .map(|(i, e)| EnvEntry::parse(e).map_err(|m| at(format!("runtime.env[{i}]: {m}"))))
         .collect::<Result<Vec<_>, _>>()?;
     let time_scale = match block.time_scale {
-        Some(s) => Some(
-            super::runtime_args::parse_scale(&s.to_string())
-                .map_err(|m| at(format!("runtime.time_scale: {m}")))?,
-        ),
+        Some(s) => {
+            Some(parse_scale(&s.to_string()).map_err(|m| at(format!("runtime.time_scale: {m}")))?)
+        }
         None => None,
     };
     let timeout = |name: &str, value: &Option<String>| -> Result<Option<Duration>, String> {
         value
             .as_deref()
-            .map(|v| {
-                super::runtime_args::parse_timeout(v)
-                    .map_err(|m| at(format!("runtime.timeouts.{name}: {m}")))
-            })
+            .map(|v| parse_timeout(v).map_err(|m| at(format!("runtime.timeouts.{name}: {m}"))))
             .transpose()
     };
     let t = block.timeouts.unwrap_or(TimeoutsBlock {
@@ -145,6 +142,25 @@ pub(crate) fn load(path: &Path) -> Result<Option<RuntimeConfig>, String> {
         shutdown: timeout("shutdown", &t.shutdown)?,
         run: timeout("run", &t.run)?,
     }))
+}
+
+/// A time scale: real seconds per scripted second, above 0 and at most 1000.
+pub(crate) fn parse_scale(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1000.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a time scale: a number above 0 and at most 1000 (0.2 makes a scripted second 200 ms)"
+        )),
+    }
+}
+
+/// A timeout: a duration (`10s`, `500ms`, `5m`) longer than 0.
+pub(crate) fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let ms = parse_duration(s)?;
+    if ms == 0 {
+        return Err(format!("`{s}`: a timeout must be longer than 0"));
+    }
+    Ok(Duration::from_millis(ms))
 }
 
 #[cfg(test)]

@@ -150,10 +150,19 @@ pub(super) enum Written {
 /// with the same contents (the same failure found again) is reported, not written twice. The new
 /// file appears whole (written aside, then linked to its name).
 pub(super) fn write_new(dir: &Path, stem: &str, contents: &str) -> std::io::Result<Written> {
+    write_new_with(dir, stem, &|_| contents.to_owned())
+}
+
+/// [`write_new`], with contents that may name the file they are written to (`contents` is
+/// called with each path tried).
+pub(super) fn write_new_with(
+    dir: &Path,
+    stem: &str,
+    contents: &dyn Fn(&Path) -> String,
+) -> std::io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     let first = dir.join(format!("{stem}.yaml"));
     let temporary = temporary_beside(&first)?;
-    std::fs::write(&temporary, contents)?;
     let written = (|| {
         for n in 1..10_000u32 {
             let path = if n == 1 {
@@ -161,13 +170,15 @@ pub(super) fn write_new(dir: &Path, stem: &str, contents: &str) -> std::io::Resu
             } else {
                 dir.join(format!("{stem}-{n}.yaml"))
             };
+            let text = contents(&path);
+            std::fs::write(&temporary, &text)?;
             match std::fs::hard_link(&temporary, &path) {
                 Ok(()) => {
                     let taken = (n > 1).then(|| first.clone());
                     return Ok(Written::New(path, taken));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    if std::fs::read(&path).is_ok_and(|there| there == contents.as_bytes()) {
+                    if std::fs::read(&path).is_ok_and(|there| there == text.as_bytes()) {
                         return Ok(Written::Known(path));
                     }
                 }

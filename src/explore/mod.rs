@@ -3,11 +3,13 @@
 //!
 //! - `run`: one exploration run, and the plain scenario that replays a failing one.
 //! - [`generate`]: random scenarios from a seed.
+//! - [`outside`]: exploration against a runtime under test (`explore FILE --runtime CMD`).
 //! - [`shrink`]: greedy minimisation of a failing scenario.
 //! - [`planted`]: which invariant catches each planted bug.
 //! - [`steer`]: swarm configurations of the generator, weighted by the coverage they reach.
 
 pub mod generate;
+pub mod outside;
 pub mod planted;
 mod run;
 pub mod shrink;

@@ -32,10 +32,23 @@ pub fn reproduces(s: &Scenario, invariant: &str) -> bool {
 /// needs few of its entries shrinks in about `log n` rounds of candidates, not `n`. Each candidate
 /// is built only when it is tried.
 pub fn shrink(scenario: Scenario, invariant: &str, budget: usize) -> Shrunk {
+    shrink_by(scenario, budget, None, &mut |s| reproduces(s, invariant))
+}
+
+/// Shrinks `scenario`, for which `still_fails` holds, while it holds: at most `budget`
+/// candidates, and none started after `deadline`. The edits are [`shrink`]'s; `still_fails`
+/// decides (a run of agentsim's own runtime, or of a runtime under test).
+pub fn shrink_by(
+    scenario: Scenario,
+    budget: usize,
+    deadline: Option<std::time::Instant>,
+    still_fails: &mut dyn FnMut(&Scenario) -> bool,
+) -> Shrunk {
     let mut shrinker = Shrinker {
         best: scenario,
-        invariant,
+        still_fails,
         budget,
+        deadline,
         attempts: 0,
     };
     loop {
@@ -57,7 +70,7 @@ pub fn shrink(scenario: Scenario, invariant: &str, budget: usize) -> Shrunk {
             }
             break;
         }
-        if !improved || shrinker.attempts >= shrinker.budget {
+        if !improved || shrinker.attempts >= shrinker.budget || shrinker.out_of_time() {
             return shrinker.done();
         }
     }
@@ -65,8 +78,9 @@ pub fn shrink(scenario: Scenario, invariant: &str, budget: usize) -> Shrunk {
 
 struct Shrinker<'a> {
     best: Scenario,
-    invariant: &'a str,
+    still_fails: &'a mut dyn FnMut(&Scenario) -> bool,
     budget: usize,
+    deadline: Option<std::time::Instant>,
     attempts: usize,
 }
 
@@ -77,6 +91,11 @@ enum Tried {
 }
 
 impl Shrinker<'_> {
+    fn out_of_time(&self) -> bool {
+        self.deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+    }
+
     fn done(self) -> Shrunk {
         Shrunk {
             scenario: self.best,
@@ -85,14 +104,14 @@ impl Shrinker<'_> {
     }
 
     fn try_edit(&mut self, edit: &Edit) -> Tried {
-        if self.attempts >= self.budget {
+        if self.attempts >= self.budget || self.out_of_time() {
             return Tried::OutOfBudget;
         }
         let Some(candidate) = edit.apply(&self.best) else {
             return Tried::Worse;
         };
         self.attempts += 1;
-        if reproduces(&candidate, self.invariant) {
+        if (self.still_fails)(&candidate) {
             self.best = candidate;
             Tried::Better
         } else {

@@ -29,6 +29,7 @@ pub mod needs;
 pub mod options;
 pub mod outcome;
 mod process;
+mod restart_check;
 mod run;
 
 use std::net::SocketAddr;
@@ -38,7 +39,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::mock_llm::server;
 use crate::scenario::{Scenario, ScenarioError};
 
-pub use options::{split_command, EnvEntry, Options, Timeouts};
+pub use options::{
+    join_command, split_command, EnvEntry, Options, Timeouts, ToolFault, ToolFaults,
+};
 pub use outcome::{Entry, Failure, FailureKind, Outcome};
 
 use outcome::Failure as F;
@@ -135,31 +138,6 @@ fn auto_time_scale(scenario: &Scenario) -> f64 {
     }
 }
 
-/// The flags beyond `--runtime` that a rerun of a run with `options` needs.
-fn rerun_flags(options: &Options) -> String {
-    let mut flags = String::new();
-    for e in &options.env {
-        let text = match e {
-            EnvEntry::Pass(n) => n.clone(),
-            EnvEntry::Set(n, v) => format!("{n}={v}"),
-        };
-        flags.push_str(&format!(
-            " --runtime-env {}",
-            options::join_command(&[text])
-        ));
-    }
-    if let Some(dir) = &options.cwd {
-        flags.push_str(&format!(
-            " --runtime-cwd {}",
-            options::join_command(&[dir.display().to_string()])
-        ));
-    }
-    if let Some(scale) = options.time_scale {
-        flags.push_str(&format!(" --time-scale {scale}"));
-    }
-    flags
-}
-
 /// Runs `scenario` against the runtime of `options`.
 pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotRun> {
     if let Some(e) = needs::refusal(scenario) {
@@ -178,6 +156,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         server::Options {
             keep_journal: true,
             time_scale,
+            faults: options.model_faults,
             ..server::Options::default()
         },
     )
@@ -237,8 +216,10 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         model,
         stderr,
         timed_steps: run.timed_steps.clone(),
+        tool_steps: std::mem::take(&mut run.tool_steps),
+        tool_faults: std::mem::take(&mut run.tool_faults),
         time_scale,
-        flags: rerun_flags(options),
+        flags: options.rerun_flags(),
         user_steps: std::mem::take(&mut run.user_steps),
     })
 }

@@ -100,6 +100,55 @@ pub struct Options {
     pub time_scale: Option<f64>,
     /// The seed given in `hello` (default: the scenario's).
     pub seed: Option<u64>,
+    /// Model faults the mock server injects in place of replies, each decision a function of
+    /// this seed and of where the request was routed (`explore --runtime`).
+    pub model_faults: Option<crate::mock_llm::server::RandomFaults>,
+    /// Tool faults agentsim injects into the scripted tools' outcomes (`explore --runtime`).
+    pub tool_faults: Option<ToolFaults>,
+}
+
+/// Tool faults injected at a rate, each decision a function of the seed, the tool's name and the
+/// call's number for that tool in the run: a failure in place of the scripted outcome, or extra
+/// latency before it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ToolFaults {
+    /// The share of calls that fail, from 0 to 1.
+    pub error_rate: f64,
+    /// The share of calls that take longer, from 0 to 1.
+    pub latency_rate: f64,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// A tool fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolFault {
+    /// The call fails (as a tool that raises), in place of its scripted outcome.
+    Fail,
+    /// The call's outcome comes this many scripted ms later than scripted.
+    Latency(u64),
+}
+
+impl ToolFaults {
+    /// The fault of call `call` (from 1) of `tool`, if one is injected.
+    pub fn decide(&self, tool: &str, call: usize) -> Option<ToolFault> {
+        use crate::model::ids::splitmix64;
+        let mut h = self.seed ^ 0x7001_fa17_0000_0000;
+        for b in tool.bytes() {
+            h = splitmix64(h ^ u64::from(b));
+        }
+        h = splitmix64(h ^ call as u64);
+        let roll = (h >> 11) as f64 / (1u64 << 53) as f64;
+        if roll < self.error_rate {
+            return Some(ToolFault::Fail);
+        }
+        if roll < self.error_rate + self.latency_rate {
+            return Some(ToolFault::Latency(
+                [500, 1000, 3000][(splitmix64(h) % 3) as usize],
+            ));
+        }
+        None
+    }
 }
 
 impl Options {
@@ -112,12 +161,37 @@ impl Options {
             timeouts: Timeouts::default(),
             time_scale: None,
             seed: None,
+            model_faults: None,
+            tool_faults: None,
         }
     }
 
     /// The command as a person reads it (each word quoted when it needs to be).
     pub fn display(&self) -> String {
         join_command(&self.command)
+    }
+
+    /// The flags beyond `--runtime` that a rerun with these options needs (`--runtime-env`,
+    /// `--runtime-cwd`, `--time-scale`), each with a leading space.
+    pub fn rerun_flags(&self) -> String {
+        let mut flags = String::new();
+        for e in &self.env {
+            let text = match e {
+                EnvEntry::Pass(n) => n.clone(),
+                EnvEntry::Set(n, v) => format!("{n}={v}"),
+            };
+            flags.push_str(&format!(" --runtime-env {}", join_command(&[text])));
+        }
+        if let Some(dir) = &self.cwd {
+            flags.push_str(&format!(
+                " --runtime-cwd {}",
+                join_command(&[dir.display().to_string()])
+            ));
+        }
+        if let Some(scale) = self.time_scale {
+            flags.push_str(&format!(" --time-scale {scale}"));
+        }
+        flags
     }
 }
 

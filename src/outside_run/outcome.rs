@@ -128,6 +128,11 @@ pub struct Outcome {
     pub timed_steps: Vec<usize>,
     /// The time scale used.
     pub time_scale: f64,
+    /// Each scripted tool's outcomes as delivered, per tool, in call order (injected tool
+    /// faults included).
+    pub tool_steps: std::collections::BTreeMap<String, Vec<crate::drive::backend::ToolStep>>,
+    /// The tool faults injected, as (tool, call number from 1, fault).
+    pub tool_faults: Vec<(String, usize, super::ToolFault)>,
     /// The runtime's flags beyond `--runtime` that a rerun needs (`--runtime-env`, ...), each
     /// with a leading space.
     pub flags: String,

@@ -7,12 +7,18 @@ Modes: `ok` (a main agent that asks the mock model and sends its text; with `sta
 `tool-results` offered only when told by `--caps`), and one mode per fault agentsim must report:
 `garbage`, `silent`, `exit-on-user`, `no-idle`, `bad-idle`, `send-after-idle`,
 `request-after-idle`, `oversize`, `flood`, `unknown-tool`, `env`, `leak`, `no-exit`.
+
+With `restart` in CAPS it keeps its conversations in AGENTSIM_STATE_DIR and continues them after a
+restart; the modes `resend-after-restart` (sends its last text again after a restart) and
+`lose-last-turn` (restores its conversations without their last exchange) break the `restart`
+check. `crash-on-tool-failure` exits when a tool fails.
 """
 
 import json
 import os
 import sys
 import time
+import urllib.error
 import urllib.request
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
@@ -32,8 +38,11 @@ def ask(messages):
                                      headers={"content-type": "application/json",
                                               "x-api-key": os.environ["ANTHROPIC_API_KEY"],
                                               "anthropic-version": "2023-06-01"})
-    with urllib.request.urlopen(request) as r:
-        reply = json.load(r)
+    try:
+        with urllib.request.urlopen(request) as r:
+            reply = json.load(r)
+    except (urllib.error.URLError, ConnectionError) as e:
+        return None, f"LLM error: {e}"  # a failed call ends the turn with a notice
     return reply, "".join(b.get("text", "") for b in reply["content"] if b["type"] == "text")
 
 
@@ -46,7 +55,19 @@ def main():
         time.sleep(60)
         return
     out({"type": "ready", "protocol": 1, "capabilities": CAPS})
-    history = {}
+    state = os.path.join(hello["state_dir"], "fake.json")
+    history, last_sent = {}, {}
+    if "restart" in CAPS and os.path.exists(state):
+        with open(state) as f:
+            history, last_sent = json.load(f)
+        if MODE == "lose-last-turn":
+            for messages in history.values():
+                del messages[-2:]
+        if MODE == "resend-after-restart":
+            for conv, text in sorted(last_sent.items()):
+                out({"type": "send", "conversation": conv, "text": text})
+    if hello.get("awaiting_idle") is not None:
+        out({"type": "idle", "seq": hello["awaiting_idle"]})
     for line in sys.stdin:
         m = json.loads(line)
         if m["type"] == "shutdown":
@@ -87,6 +108,8 @@ def main():
         while True:
             iterations += 1
             reply, text = ask(messages)
+            if reply is None:
+                break
             messages.append({"role": "assistant", "content": reply["content"]})
             uses = [b for b in reply["content"] if b["type"] == "tool_use"]
             if not uses:
@@ -100,12 +123,21 @@ def main():
                     calls += 1
                     out({"type": "tool_call", "call": f"c{seq}-{calls}", "conversation": conv,
                          "agent": "main", "name": use["name"], "input": use["input"]})
-                    content = json.loads(sys.stdin.readline())["content"]
+                    result = json.loads(sys.stdin.readline())
+                    if MODE == "crash-on-tool-failure" and result.get("failed"):
+                        print("Traceback (most recent call last):\nRuntimeError: the tool failed", file=sys.stderr)
+                        sys.exit(3)
+                    content = result["content"]
                 results.append({"type": "tool_result", "tool_use_id": use["id"], "content": content})
             messages.append({"role": "user", "content": results})
         if "stack" in CAPS:
             out({"type": "stack", "conversation": conv, "frames": [{"name": "main", "iterations": 1}]})
         out({"type": "send", "conversation": conv, "text": text})
+        if "restart" in CAPS:
+            last_sent[conv] = text
+            with open(state + ".tmp", "w") as f:
+                json.dump([history, last_sent], f)
+            os.replace(state + ".tmp", state)
         if "response" in CAPS:
             out({"type": "event", "conversation": conv, "kind": "response", "frame": "main",
                  "text": text, "iterations": iterations,

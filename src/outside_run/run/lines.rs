@@ -32,6 +32,7 @@ impl Run<'_> {
                 }
                 self.note(format!("runtime → user {}: {:?}", s.conversation, s.text));
                 self.sent.push((s.conversation.clone(), s.text.clone()));
+                self.restart_check.sent(&s.conversation, &s.text);
                 if let Some(inference) = self.model_side.inference.as_mut() {
                     inference.sent(&s.text);
                 }
@@ -58,6 +59,7 @@ impl Run<'_> {
                         ),
                     )
                 })?;
+                let step = self.tool_fault(&call.name, step);
                 let result = match step.behavior {
                     ToolBehavior::Result { content, is_error } => Some(ResultLine {
                         content: content.to_string(),
@@ -213,4 +215,38 @@ impl Run<'_> {
         }
         failure
     }
+
+    /// `step`, the scripted outcome of the next call of `tool`, with the injected tool fault of
+    /// that call, if any (journaled in the transcript and in the outcome); every outcome as
+    /// delivered is kept, so that a failing run can be replayed with the faults scripted.
+    fn tool_fault(
+        &mut self,
+        tool: &str,
+        mut step: crate::drive::backend::ToolStep,
+    ) -> crate::drive::backend::ToolStep {
+        let call = self.tool_steps.get(tool).map_or(0, Vec::len) + 1;
+        if let Some(fault) = self.options.tool_faults.and_then(|f| f.decide(tool, call)) {
+            match fault {
+                super::super::ToolFault::Fail => {
+                    step.behavior = ToolBehavior::Fail(std::sync::Arc::from(TOOL_FAILURE_INJECTED));
+                    self.note(format!("fault injected: call {call} of tool {tool} fails"));
+                }
+                super::super::ToolFault::Latency(ms) => {
+                    step.after_ms += ms;
+                    self.note(format!(
+                        "fault injected: call {call} of tool {tool} takes {ms} ms longer"
+                    ));
+                }
+            }
+            self.tool_faults.push((tool.to_owned(), call, fault));
+        }
+        self.tool_steps
+            .entry(tool.to_owned())
+            .or_default()
+            .push(step.clone());
+        step
+    }
 }
+
+/// The message of a tool failure injected by `explore --runtime`.
+pub(crate) const TOOL_FAILURE_INJECTED: &str = "tool failure injected by explore";

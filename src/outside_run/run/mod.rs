@@ -24,6 +24,7 @@ use super::judge::{judge, Conversation, Mark, View};
 use super::model_side::ModelSide;
 use super::outcome::{Entry, Failure, FailureKind};
 use super::process::{self, Out, Process, StderrTail};
+use super::restart_check::RestartCheck;
 use super::Options;
 
 /// A tool result agentsim holds until its latency has passed: (due, order, call, result).
@@ -108,6 +109,12 @@ pub(super) struct Run<'a> {
     pub model_side: ModelSide,
     /// The wall time of each `user` step that waits: from its line to the runtime's `idle`.
     pub user_steps: Vec<Duration>,
+    /// The `restart` check.
+    restart_check: RestartCheck,
+    /// Each tool's outcomes as delivered, in call order.
+    pub tool_steps: BTreeMap<String, Vec<crate::drive::backend::ToolStep>>,
+    /// The tool faults injected: (tool, call from 1, fault).
+    pub tool_faults: Vec<(String, usize, super::ToolFault)>,
 }
 
 impl<'a> Run<'a> {
@@ -155,6 +162,9 @@ impl<'a> Run<'a> {
             seen_inferred: 0,
             model_side: ModelSide::new(scenario),
             user_steps: Vec::new(),
+            restart_check: RestartCheck::default(),
+            tool_steps: BTreeMap::new(),
+            tool_faults: Vec::new(),
         }
     }
 
@@ -511,6 +521,7 @@ impl<'a> Run<'a> {
                 }
                 self.seq += 1;
                 let seq = self.seq;
+                self.restart_check.user(key);
                 self.conversations.entry(key.clone()).or_default();
                 let written = Instant::now();
                 self.write(ToRuntime::User(User {
@@ -536,10 +547,21 @@ impl<'a> Run<'a> {
                 if let Some(mut p) = self.proc.take() {
                     p.kill().await;
                 }
+                self.read_journal();
+                self.restart_check.killed(
+                    &self.model_side.lines,
+                    self.server.exchanges(),
+                    self.idle_seq < self.seq,
+                );
                 self.timers.clear();
                 self.idle_exchanges = None;
                 self.restarts += 1;
                 self.start().await?;
+                // What the restarted runtime says on its own (restored stacks, a text sent
+                // again) is seen before the next step, for the `restart` check.
+                let now = Instant::now();
+                self.pump(|_| false, Bound::Settle(now, QUIET), "quiet")
+                    .await?;
             }
             StepKind::Expect(e) => {
                 if self.idle_seq < self.seq {
@@ -637,6 +659,12 @@ impl<'a> Run<'a> {
         }
         self.catch_up();
         if let Some(f) = self.display_leak() {
+            return Err(self.stop_for(f));
+        }
+        self.restart_check.requests(&self.model_side.lines);
+        if !self.restart_check.violations.is_empty() {
+            let message = self.restart_check.violations.remove(0);
+            let f = self.fail(FailureKind::Check("restart".to_owned()), message);
             return Err(self.stop_for(f));
         }
         if let Some(v) = self.model_side.violations.get(self.seen_inferred) {

@@ -162,3 +162,40 @@ def test_a_bug_report_about_the_runtime_is_a_passing_file(tmp_path: Path) -> Non
     assert buggy["passed"] and buggy["reproduced"] == "no-display-leak", buggy["failure"]
     fixed = run(report_file)
     assert not fixed["passed"] and fixed["failure"]["kind"] == "expected-violation", fixed["failure"]
+
+
+# --- explore --runtime: the planted bug found by seed, with nobody scripting the fault -------------
+
+EXPLORED = OWN / "explore-a-skill-that-may-fail.yaml"
+# Seeds 0 to 7 (the first with a model fault in the skill's call is seed 7), without kills, so
+# that a run is one process start.
+EXPLORE = ("explore", str(EXPLORED), "--runs", "8", "--jobs", "2", "--no-fault", "restart",
+           "--shrink-runs", "40")
+
+
+def test_explore_finds_child_error_as_success_from_seed_0_and_shrinks_it(tmp_path: Path) -> None:
+    """No scenario scripts a model error here: exploration's model faults make the skill's call
+    fail, the planted bug hands the failure to the parent as a success, `error-cascade` breaks,
+    and the failing run is shrunk against the runtime into a file that fails while the bug is
+    there and passes once it is fixed."""
+    p = agentsim(*EXPLORE, "--out", str(tmp_path), bug="child-error-as-success")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "    error-cascade: " in p.stdout, p.stdout
+    assert "rerun: agentsim explore " in p.stdout and " --runs 1" in p.stdout
+    files = list(tmp_path.glob("error-cascade-*.yaml"))
+    assert len(files) == 1, p.stdout
+    text = files[0].read_text(encoding="utf-8")
+    steps = text.split("\nsteps:\n")[1]
+    assert 1 <= sum(line.startswith("  - ") for line in steps.splitlines()) <= 10, text
+    assert "a model fault injected by explore" in text, text  # the fault, made a scripted error
+    assert f"#   agentsim run {files[0]} --runtime " in text
+    assert run(files[0], "child-error-as-success")["failure"]["kind"] == "error-cascade"
+    assert run(files[0])["passed"]
+
+
+def test_explore_finds_nothing_in_the_runtime_without_a_bug(tmp_path: Path) -> None:
+    p = agentsim(*EXPLORE, "--out", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "findings: none" in p.stdout
+    assert "faults model errors" in p.stdout
+    assert not list(tmp_path.iterdir())

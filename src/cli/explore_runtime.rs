@@ -1,0 +1,392 @@
+//! `agentsim explore FILE --runtime CMD`: the scenario under many seeds against a runtime under
+//! test, each run a fresh process with the seed's faults (model faults from the mock server, kills
+//! and restarts), and each finding shrunk by running the runtime again into a plain scenario file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use agentsim::explore::outside::{self, OutsideSettings, SeedRun, Verdict};
+use agentsim::outside_run::{join_command, NotRun, Options};
+use agentsim::report;
+use agentsim::scenario::Scenario;
+
+use super::shared::{write_new_with, Written};
+
+/// What `explore --runtime` was asked.
+pub(crate) struct Asked<'a> {
+    pub file: &'a Path,
+    pub first: u64,
+    pub runs: u64,
+    pub jobs: usize,
+    /// Faults on at all (`--no-faults` turns them off).
+    pub faults: bool,
+    /// `--no-fault llm-error`.
+    pub no_model_faults: bool,
+    /// `--no-fault restart`.
+    pub no_restarts: bool,
+    /// `--no-fault tool-error`.
+    pub no_tool_errors: bool,
+    /// `--no-fault tool-latency`.
+    pub no_tool_latency: bool,
+    pub time: Option<Duration>,
+    pub out: Option<&'a Path>,
+    pub shrink_runs: usize,
+    pub shrink_time: Duration,
+}
+
+impl Asked<'_> {
+    /// The flags that repeat the fault settings in a rerun command.
+    fn fault_flags(&self) -> String {
+        let mut flags = String::new();
+        if !self.faults {
+            flags.push_str(" --no-faults");
+        }
+        if self.faults && self.no_model_faults {
+            flags.push_str(" --no-fault llm-error");
+        }
+        if self.faults && self.no_restarts {
+            flags.push_str(" --no-fault restart");
+        }
+        if self.faults && self.no_tool_errors {
+            flags.push_str(" --no-fault tool-error");
+        }
+        if self.faults && self.no_tool_latency {
+            flags.push_str(" --no-fault tool-latency");
+        }
+        flags
+    }
+}
+
+/// `--runtime CMD` and its flags, as a command line repeats them.
+fn runtime_flags(options: &Options) -> String {
+    format!(
+        "--runtime {}{}",
+        join_command(&[options.display()]),
+        options.rerun_flags()
+    )
+}
+
+/// Runs the exploration.
+pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let file = report::terminal(&asked.file.display().to_string()).into_owned();
+    // What the runtime offers decides which faults it can take: a run with no steps asks it.
+    let mut probe = scenario.clone();
+    probe.steps.clear();
+    probe.expect_violation = None;
+    let capabilities = match rt.block_on(agentsim::outside_run::run(&probe, &options)) {
+        Ok(o) => match &o.failure {
+            Some(f) if !matches!(outside::verdict(&o), Verdict::Limit(_)) => {
+                println!(
+                    "FAIL: the runtime did not start and stop cleanly with no step to play: {}",
+                    report::terminal(&f.message)
+                );
+                for line in o.stderr.iter().rev().take(20).rev() {
+                    println!("  | {}", report::terminal(line));
+                }
+                return ExitCode::FAILURE;
+            }
+            _ => o.capabilities,
+        },
+        Err(e) => return not_run(&e),
+    };
+    let settings = OutsideSettings {
+        model_faults: asked.faults && !asked.no_model_faults,
+        restarts: asked.faults && !asked.no_restarts && capabilities.iter().any(|c| c == "restart"),
+        tool_errors: asked.faults && !asked.no_tool_errors,
+        tool_latency: asked.faults && !asked.no_tool_latency,
+    };
+    let explored = outside::explored(&scenario);
+    let started = Instant::now();
+    let stopping = std::sync::Arc::new(AtomicBool::new(false));
+    {
+        let stopping = std::sync::Arc::clone(&stopping);
+        let handler = move || {
+            if stopping.swap(true, Ordering::SeqCst) {
+                eprintln!("\ninterrupted again: quitting");
+                std::process::exit(130);
+            }
+            eprintln!(
+                "\ninterrupted: the runs in flight finish (each is bounded by the runtime's timeouts); what was found is still summarized, shrunk and written (Ctrl-C again quits at once)"
+            );
+        };
+        if let Err(e) = ctrlc::set_handler(handler) {
+            eprintln!("warning: cannot catch Ctrl-C ({e}); it will quit without a summary");
+        }
+    }
+    let next = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    let faults = AtomicU64::new(0);
+    let out_of_time = AtomicBool::new(false);
+    // Per finding: how many runs, and the run of its lowest seed.
+    let found: Mutex<BTreeMap<String, (u64, SeedRun)>> = Mutex::new(BTreeMap::new());
+    let limits: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+    let refused: Mutex<Option<NotRun>> = Mutex::new(None);
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) && asked.runs > 1 {
+        indicatif::ProgressBar::with_draw_target(
+            Some(asked.runs),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs ({elapsed})")
+            .expect("a valid template")
+            .progress_chars("#> "),
+    );
+    let work = || loop {
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        if asked.time.is_some_and(|t| started.elapsed() >= t) {
+            out_of_time.store(true, Ordering::SeqCst);
+            break;
+        }
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        if i >= asked.runs {
+            break;
+        }
+        let seed = asked.first.wrapping_add(i);
+        let run = match rt.block_on(outside::run_seed(&explored, seed, &options, settings)) {
+            Ok(run) => run,
+            Err(e) => {
+                *refused.lock().expect("no worker panics") = Some(e);
+                stopping.store(true, Ordering::SeqCst);
+                break;
+            }
+        };
+        if asked.runs == 1 {
+            print!("{}", run.outcome.text());
+            let lines = run.fault_lines();
+            if !lines.is_empty() {
+                println!("faults of seed {seed}:");
+                for l in lines {
+                    println!("  {l}");
+                }
+            }
+        }
+        faults.fetch_add(
+            (outside::injected(&run.outcome).len()
+                + run.plan.restarts_after.len()
+                + run.outcome.tool_faults.len()) as u64,
+            Ordering::SeqCst,
+        );
+        match run.verdict() {
+            Verdict::Passed => {}
+            Verdict::Limit(kind) => {
+                *limits
+                    .lock()
+                    .expect("no worker panics")
+                    .entry(kind)
+                    .or_insert(0) += 1;
+            }
+            Verdict::Found(kind) => {
+                let mut found = found.lock().expect("no worker panics");
+                match found.get_mut(&kind) {
+                    Some((n, first)) => {
+                        *n += 1;
+                        if seed < first.seed {
+                            *first = run;
+                        }
+                    }
+                    None => {
+                        found.insert(kind, (1, run));
+                    }
+                }
+            }
+        }
+        done.fetch_add(1, Ordering::SeqCst);
+        bar.inc(1);
+    };
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..asked.jobs.max(1))
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
+        if workers.is_empty() {
+            work();
+        }
+        for w in workers {
+            if let Err(panic) = w.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = refused.into_inner().expect("no worker panics") {
+        return not_run(&e);
+    }
+    let runs_done = done.load(Ordering::SeqCst);
+    let interrupted = stopping.load(Ordering::SeqCst);
+    let ran = if interrupted {
+        format!("interrupted after {runs_done} of {} runs", asked.runs)
+    } else if out_of_time.load(Ordering::SeqCst) && runs_done < asked.runs {
+        format!("{runs_done} of {} runs in the time budget", asked.runs)
+    } else {
+        format!("{} runs", asked.runs)
+    };
+    let kinds: Vec<&str> = [
+        (settings.model_faults, "model errors"),
+        (settings.restarts, "kill -9 and restart"),
+        (settings.tool_errors, "tool errors"),
+        (settings.tool_latency, "tool latency"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, k)| *k)
+    .collect();
+    println!(
+        "explored {file} against `{}`: {ran} from seed {}, {} jobs, faults {}",
+        report::terminal(&options.display()),
+        asked.first,
+        asked.jobs.max(1),
+        if kinds.is_empty() {
+            "off".to_owned()
+        } else {
+            kinds.join(", ")
+        }
+    );
+    if asked.faults && !asked.no_restarts && !settings.restarts {
+        println!("  (no kills: the runtime does not offer the `restart` capability)");
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "  {elapsed:.2}s, {:.1} runs/s, {} faults injected",
+        runs_done as f64 / elapsed.max(1e-9),
+        faults.load(Ordering::SeqCst)
+    );
+    let limits = limits.into_inner().expect("no worker panics");
+    if !limits.is_empty() {
+        let list: Vec<String> = limits.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!(
+            "  stopped at a clean limit (the faults took the run where the script has no reply, or left replies unused): {}",
+            list.join(", ")
+        );
+    }
+    let found = found.into_inner().expect("no worker panics");
+    if found.is_empty() {
+        println!("  findings: none");
+        return if interrupted {
+            ExitCode::from(130)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    println!("  findings:");
+    for (kind, (n, run)) in &found {
+        println!("    {kind}: {n} runs (first at seed {})", run.seed);
+    }
+    let runtime = runtime_flags(&options);
+    for (kind, (_, run)) in found {
+        let message = run
+            .outcome
+            .failure
+            .as_ref()
+            .map_or(String::new(), |f| f.message.clone());
+        println!(
+            "FAIL seed {}: {kind}: {}",
+            run.seed,
+            report::terminal(&message)
+        );
+        for line in run.fault_lines() {
+            println!("  fault: {line}");
+        }
+        println!(
+            "  rerun: agentsim explore {} {runtime}{} --seed {} --runs 1",
+            join_command(&[asked.file.display().to_string()]),
+            asked.fault_flags(),
+            run.seed
+        );
+        if let Some(dir) = asked.out {
+            shrink_and_write(&rt, &run, &kind, &options, &asked, dir, &runtime);
+        }
+    }
+    ExitCode::FAILURE
+}
+
+/// Shrinks a finding against the runtime and writes it under `dir`.
+fn shrink_and_write(
+    rt: &tokio::runtime::Runtime,
+    run: &SeedRun,
+    kind: &str,
+    options: &Options,
+    asked: &Asked<'_>,
+    dir: &Path,
+    runtime: &str,
+) {
+    let failing = outside::materialize(&run.played, &run.outcome);
+    let budget = outside::Budget {
+        runs: asked.shrink_runs,
+        deadline: Some(Instant::now() + asked.shrink_time),
+    };
+    let Some(shrunk) = outside::shrink(failing, options, kind, budget, rt) else {
+        println!(
+            "  not shrunk: with its faults made scripted errors and restart steps, the run no longer fails with {kind} (the runtime is not deterministic under scripted inputs, or the failure depends on timing); rerun the seed with the command above"
+        );
+        return;
+    };
+    let yaml = agentsim::scenario::write::to_yaml(&shrunk.scenario);
+    let explored = format!(
+        "agentsim explore {} {runtime}{} --seed {} --runs 1",
+        join_command(&[asked.file.display().to_string()]),
+        asked.fault_flags(),
+        run.seed
+    );
+    let contents = |path: &Path| {
+        format!(
+            "# Found by exploring a runtime, its faults made explicit (scripted model errors, restart\n# steps), and shrunk against that runtime: it fails with {kind} while the bug is there.\n# Found by:\n#   {explored}\n# Rerun:\n#   agentsim run {} {runtime}\n{yaml}",
+            join_command(&[path.display().to_string()]),
+        )
+    };
+    let steps = shrunk.scenario.steps.len();
+    match write_new_with(dir, &format!("{kind}-{}", run.seed), &contents) {
+        Ok(Written::Known(path)) => {
+            println!(
+                "  shrunk to {steps} steps ({} runs of the runtime): known, {} holds exactly this file (not written again)",
+                shrunk.attempts,
+                path.display()
+            );
+            println!(
+                "  run it: agentsim run {} {runtime}",
+                join_command(&[path.display().to_string()])
+            );
+        }
+        Ok(Written::New(path, taken)) => {
+            if let Some(taken) = taken {
+                println!(
+                    "  {} exists and is kept; writing a new file",
+                    taken.display()
+                );
+            }
+            println!(
+                "  shrunk to {steps} steps ({} runs of the runtime): {}",
+                shrunk.attempts,
+                path.display()
+            );
+            println!(
+                "  run it: agentsim run {} {runtime}",
+                join_command(&[path.display().to_string()])
+            );
+        }
+        Err(e) => println!("  could not write into {}: {e}", dir.display()),
+    }
+}
+
+fn not_run(e: &NotRun) -> ExitCode {
+    eprintln!("error: {}", report::terminal(&e.to_string()));
+    ExitCode::from(2)
+}

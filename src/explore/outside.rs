@@ -1,0 +1,433 @@
+//! Exploration against a runtime under test (`agentsim explore FILE --runtime CMD`): one scenario
+//! under many seeds, each run a fresh process of the runtime with faults decided by the seed, and
+//! a failing run made into a plain scenario and shrunk by running the runtime again.
+//!
+//! The faults of a seed ([`Plan`]):
+//! - **model faults**: the mock server replaces replies with errors (rate limits, overloads,
+//!   server errors, dropped connections; cut streams for streamed requests) at a rate the seed
+//!   draws, each decision a function of the seed and of where the request was routed (agent,
+//!   conversation, turn, attempt), never of timing ([`RandomFaults`]);
+//! - **kills**: `restart` steps inserted between steps at places the seed draws (only for a
+//!   runtime that offers the `restart` capability): agentsim kills the runtime with SIGKILL and
+//!   starts it again on the same state directory;
+//! - **tool faults**: a scripted tool fails in place of its outcome, or answers later, each
+//!   decision a function of the seed, the tool and the call's number ([`ToolFaults`]).
+//!
+//! Every fault is journaled: restarts are steps of the played scenario and lines of the
+//! transcript, injected model faults are lines of the mock server's journal
+//! ([`injected`]). [`materialize`] turns a run into a plain scenario that replays it with no fault
+//! plan (each injected fault a scripted error before the reply it replaced), and [`shrink`]
+//! makes it smaller while the runtime still fails it the same way.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::drive::scripted::ToolScript;
+use crate::drive::scripted::{Attempts, ReplyKind, ScriptedReply};
+use crate::explore::shrink::{shrink_by, Shrunk};
+use crate::mock_llm::server::RandomFaults;
+use crate::model::llm::{LlmErrorKind, Usage};
+use crate::model::rng::SimRng;
+use crate::outside_run::{self, FailureKind, NotRun, Options, Outcome, ToolFault, ToolFaults};
+use crate::scenario::{Scenario, Step, StepKind};
+
+/// At most this many kills per run: each restart is a process start.
+pub const MAX_RESTARTS: usize = 3;
+
+/// What may be injected against this runtime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutsideSettings {
+    /// Model faults.
+    pub model_faults: bool,
+    /// Kills and restarts (the runtime offers `restart`).
+    pub restarts: bool,
+    /// Tool failures in place of scripted outcomes.
+    pub tool_errors: bool,
+    /// Tool outcomes later than scripted.
+    pub tool_latency: bool,
+}
+
+/// The faults of one seed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The share of model replies replaced by a fault (0: none).
+    pub model_rate: f64,
+    /// Kill and restart the runtime after these steps (0-based indices of the scenario's steps,
+    /// expectations removed), ascending.
+    pub restarts_after: Vec<usize>,
+    /// The share of tool calls that fail (0: none).
+    pub tool_error_rate: f64,
+    /// The share of tool calls whose outcome comes later (0: none).
+    pub tool_latency_rate: f64,
+}
+
+/// The faults of `seed` for a scenario of `steps` steps (expectations removed). Swarm-style, as
+/// in-process exploration: each kind is on for half the seeds, at a rate the seed draws.
+pub fn plan(seed: u64, steps: usize, settings: OutsideSettings) -> Plan {
+    let mut rng = SimRng::new(seed).fork(seed, 0x0007_51DE);
+    let model_on = rng.chance(0.5);
+    let model_rate = [0.05, 0.1, 0.2, 0.35][rng.below(4) as usize];
+    let restarts_on = rng.chance(0.5);
+    let restart_rate = [0.15, 0.3, 0.5][rng.below(3) as usize];
+    let mut restarts_after = Vec::new();
+    for i in 0..steps {
+        let kill = rng.chance(restart_rate);
+        if settings.restarts && restarts_on && kill && restarts_after.len() < MAX_RESTARTS {
+            restarts_after.push(i);
+        }
+    }
+    let tool_errors_on = rng.chance(0.5);
+    let tool_error_rate = [0.1, 0.25, 0.5][rng.below(3) as usize];
+    let tool_latency_on = rng.chance(0.5);
+    let tool_latency_rate = [0.2, 0.5][rng.below(2) as usize];
+    let on = |allowed: bool, drawn: bool, rate: f64| if allowed && drawn { rate } else { 0.0 };
+    Plan {
+        model_rate: on(settings.model_faults, model_on, model_rate),
+        restarts_after,
+        tool_error_rate: on(settings.tool_errors, tool_errors_on, tool_error_rate),
+        tool_latency_rate: on(settings.tool_latency, tool_latency_on, tool_latency_rate),
+    }
+}
+
+/// `base` as exploration plays it: its `expect` steps and `expect_violation` removed (faults
+/// change what happens; the checks are what must still hold).
+pub fn explored(base: &Scenario) -> Scenario {
+    let mut s = base.clone();
+    s.steps
+        .retain(|step| !matches!(step.kind, StepKind::Expect(_)));
+    s.expect_violation = None;
+    s
+}
+
+/// `explored` with the plan's `restart` steps inserted.
+pub fn with_restarts(explored: &Scenario, plan: &Plan) -> Scenario {
+    let mut s = explored.clone();
+    let mut steps = Vec::with_capacity(s.steps.len() + plan.restarts_after.len());
+    for (i, step) in s.steps.drain(..).enumerate() {
+        let (line, column) = (step.line, step.column);
+        steps.push(step);
+        if plan.restarts_after.contains(&i) {
+            steps.push(Step {
+                line,
+                column,
+                kind: StepKind::Restart,
+            });
+        }
+    }
+    s.steps = steps;
+    s
+}
+
+/// How one run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every check held.
+    Passed,
+    /// The run stopped at a clean limit that faults make likely and that is no bug of the
+    /// runtime: a model request the script has no reply for, replies or tool outcomes left
+    /// unused, a tool script run out.
+    Limit(String),
+    /// A finding: a check broke, the runtime broke the protocol, timed out or exited; named as
+    /// the report names the failure (`error-cascade`, `timeout`, ...).
+    Found(String),
+}
+
+/// The verdict of an outcome.
+pub fn verdict(outcome: &Outcome) -> Verdict {
+    let Some(f) = &outcome.failure else {
+        return Verdict::Passed;
+    };
+    match &f.kind {
+        FailureKind::ModelMiss
+        | FailureKind::ToolScriptExhausted
+        | FailureKind::UnusedReplies
+        | FailureKind::UnusedToolOutcomes => Verdict::Limit(f.kind.name()),
+        _ => Verdict::Found(f.kind.name()),
+    }
+}
+
+/// One run of an exploration seed.
+#[derive(Debug)]
+pub struct SeedRun {
+    /// The seed.
+    pub seed: u64,
+    /// Its faults.
+    pub plan: Plan,
+    /// The scenario played (expectations removed, restarts inserted).
+    pub played: Scenario,
+    /// What the run gave.
+    pub outcome: Outcome,
+}
+
+impl SeedRun {
+    /// How it ended.
+    pub fn verdict(&self) -> Verdict {
+        verdict(&self.outcome)
+    }
+
+    /// The faults of the run, one line each, in order: the kills planned and the model faults
+    /// the mock server injected.
+    pub fn fault_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .plan
+            .restarts_after
+            .iter()
+            .map(|i| format!("kill -9 and restart after step {}", i + 1))
+            .collect();
+        if self.plan.model_rate > 0.0 {
+            lines.push(format!(
+                "model faults at rate {} (seed {})",
+                self.plan.model_rate, self.seed
+            ));
+        }
+        if self.plan.tool_error_rate > 0.0 || self.plan.tool_latency_rate > 0.0 {
+            lines.push(format!(
+                "tool faults: failures at rate {}, latency at rate {} (seed {})",
+                self.plan.tool_error_rate, self.plan.tool_latency_rate, self.seed
+            ));
+        }
+        lines.extend(
+            self.outcome
+                .tool_faults
+                .iter()
+                .map(|(tool, call, fault)| match fault {
+                    ToolFault::Fail => format!("tool fault injected: call {call} of {tool} fails"),
+                    ToolFault::Latency(ms) => {
+                        format!("tool fault injected: call {call} of {tool} takes {ms} ms longer")
+                    }
+                }),
+        );
+        lines.extend(injected(&self.outcome).iter().map(|f| {
+            format!(
+                "model fault injected: {} for agent {} (exchange #{}, in place of its script entry {})",
+                f.fault, f.agent, f.exchange, f.entry
+            )
+        }));
+        lines
+    }
+}
+
+/// Runs the seed `seed` of `explored` (see [`explored`]) against the runtime of `options`.
+pub async fn run_seed(
+    explored: &Scenario,
+    seed: u64,
+    options: &Options,
+    settings: OutsideSettings,
+) -> Result<SeedRun, NotRun> {
+    let plan = plan(seed, explored.steps.len(), settings);
+    let played = with_restarts(explored, &plan);
+    let mut options = options.clone();
+    options.seed = Some(seed);
+    options.model_faults = (plan.model_rate > 0.0).then_some(RandomFaults {
+        rate: plan.model_rate,
+        seed,
+    });
+    options.tool_faults =
+        (plan.tool_error_rate > 0.0 || plan.tool_latency_rate > 0.0).then_some(ToolFaults {
+            error_rate: plan.tool_error_rate,
+            latency_rate: plan.tool_latency_rate,
+            seed,
+        });
+    let outcome = outside_run::run(&played, &options).await?;
+    Ok(SeedRun {
+        seed,
+        plan,
+        played,
+        outcome,
+    })
+}
+
+/// A model fault the mock server injected, read from its journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Injected {
+    /// The exchange.
+    pub exchange: u64,
+    /// The agent the request was routed to.
+    pub agent: String,
+    /// The script entry (1-based) whose reply the fault replaced.
+    pub entry: usize,
+    /// The fault's name (`rate_limit`, `overloaded`, `server_error`, `connection_dropped`,
+    /// `stream_error`, `stream_cut`).
+    pub fault: String,
+}
+
+/// The faults injected in a run, in order of exchange.
+pub fn injected(outcome: &Outcome) -> Vec<Injected> {
+    let mut out: Vec<Injected> = outcome
+        .exchanges
+        .iter()
+        .filter_map(|line| {
+            let fault = line.pointer("/faults/injected")?.as_str()?;
+            Some(Injected {
+                exchange: line.get("exchange").and_then(Value::as_u64).unwrap_or(0),
+                agent: line.pointer("/address/agent")?.as_str()?.to_owned(),
+                entry: line.pointer("/address/entry")?.as_u64()? as usize,
+                fault: fault.to_owned(),
+            })
+        })
+        .collect();
+    out.sort_by_key(|f| f.exchange);
+    out
+}
+
+/// The scripted error that does what an injected fault did.
+fn scripted(fault: &str) -> ScriptedReply {
+    let (kind, mid_stream) = match fault {
+        "rate_limit" => (LlmErrorKind::RateLimit, false),
+        "overloaded" => (LlmErrorKind::Overloaded, false),
+        "connection_dropped" => (LlmErrorKind::Network, false),
+        "stream_error" => (LlmErrorKind::Overloaded, true),
+        "stream_cut" => (LlmErrorKind::Network, true),
+        _ => (LlmErrorKind::Other, false),
+    };
+    ScriptedReply {
+        kind: ReplyKind::Error {
+            kind,
+            message: Arc::from(format!("{fault} (a model fault injected by explore)")),
+            mid_stream,
+            times: Attempts::Times(1),
+            retry_after_ms: None,
+        },
+        after_ms: 0,
+        usage: Usage::default(),
+    }
+}
+
+/// `played` with every model fault `outcome` journaled made a scripted error, placed in the
+/// agent's script before the reply it replaced: a plain scenario that replays the run with no
+/// fault plan (a retry of the turn meets the reply after the error, as it met the reply the
+/// fault had held back).
+pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
+    let mut s = played.clone();
+    s.seed = outcome.seed;
+    let faults = injected(outcome);
+    for (agent, entries) in s.scripts.iter_mut() {
+        let mine: Vec<&Injected> = faults.iter().filter(|f| &f.agent == agent).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut out = Vec::with_capacity(entries.len() + mine.len());
+        for (i, entry) in entries.drain(..).enumerate() {
+            for f in mine.iter().filter(|f| f.entry == i + 1) {
+                out.push(scripted(&f.fault));
+            }
+            out.push(entry);
+        }
+        *entries = out;
+    }
+    // A tool that had a fault gets the outcomes it delivered, call by call.
+    for (tool, _, _) in &outcome.tool_faults {
+        if let (Some(script), Some(steps)) = (s.tools.get_mut(tool), outcome.tool_steps.get(tool)) {
+            *script = ToolScript::PerCall(steps.clone());
+        }
+    }
+    s
+}
+
+/// Whether `s`, run against the runtime of `options` with no injected fault, fails with
+/// `finding` and every model request it made had a reply (so that the file, once the bug is
+/// fixed, has the replies a fixed runtime asks for).
+pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool {
+    let mut options = options.clone();
+    options.model_faults = None;
+    options.tool_faults = None;
+    options.seed = Some(s.seed);
+    match outside_run::run(s, &options).await {
+        Ok(o) => {
+            verdict(&o) == Verdict::Found(finding.to_owned())
+                && o.model.misses.is_empty()
+                && refused_have_replies(&o.model)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether every request the mock server refused (a wire check broke) has a reply left in the
+/// script of its agent (any agent when it was not routed): a runtime with the bug fixed makes
+/// that request valid, and it must find a reply.
+fn refused_have_replies(model: &crate::mock_llm::server::Report) -> bool {
+    let mut left: std::collections::BTreeMap<&str, usize> = model
+        .unused
+        .iter()
+        .map(|u| (u.agent.as_str(), u.entries.len()))
+        .collect();
+    let mut unrouted = 0;
+    for v in &model.violations {
+        match v.address.as_ref().map(|a| a.agent.as_str()) {
+            Some(agent) => match left.get_mut(agent) {
+                Some(n) if *n > 0 => *n -= 1,
+                _ => return false,
+            },
+            None => unrouted += 1,
+        }
+    }
+    left.values().sum::<usize>() >= unrouted
+}
+
+/// The budget of a shrink: candidate runs, and a time after which none starts.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Candidate runs.
+    pub runs: usize,
+    /// No candidate starts after this.
+    pub deadline: Option<Instant>,
+}
+
+/// Shrinks `failing` (a materialized run that fails with `finding`) by running the runtime
+/// again, within `budget`. `failing` itself is checked first: `None` if it does not fail that way
+/// (the runtime is not deterministic under scripted inputs, or the finding depends on timing).
+pub fn shrink(
+    failing: Scenario,
+    options: &Options,
+    finding: &str,
+    budget: Budget,
+    rt: &tokio::runtime::Runtime,
+) -> Option<Shrunk> {
+    if !rt.block_on(still_fails(&failing, options, finding)) {
+        return None;
+    }
+    let mut test = |s: &Scenario| rt.block_on(still_fails(s, options, finding));
+    let mut shrunk = shrink_by(
+        failing,
+        budget.runs.saturating_sub(1),
+        budget.deadline,
+        &mut test,
+    );
+    shrunk.attempts += 1;
+    Some(shrunk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_is_a_function_of_the_seed_and_respects_what_the_runtime_offers() {
+        let all = OutsideSettings {
+            model_faults: true,
+            restarts: true,
+            tool_errors: true,
+            tool_latency: true,
+        };
+        for seed in 0..200 {
+            assert_eq!(plan(seed, 6, all), plan(seed, 6, all));
+            let p = plan(seed, 6, all);
+            assert!(p.restarts_after.len() <= MAX_RESTARTS);
+            assert!(p.restarts_after.windows(2).all(|w| w[0] < w[1]));
+            let none = plan(seed, 6, OutsideSettings::default());
+            assert_eq!(none.model_rate, 0.0);
+            assert_eq!(none.tool_error_rate + none.tool_latency_rate, 0.0);
+            assert!(none.restarts_after.is_empty());
+        }
+        let with_faults = (0..200)
+            .filter(|&s| plan(s, 6, all).model_rate > 0.0)
+            .count();
+        let with_kills = (0..200)
+            .filter(|&s| !plan(s, 6, all).restarts_after.is_empty())
+            .count();
+        assert!((60..140).contains(&with_faults), "{with_faults}");
+        assert!((50..140).contains(&with_kills), "{with_kills}");
+    }
+}
