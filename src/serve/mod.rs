@@ -57,6 +57,7 @@ mod api;
 #[cfg(feature = "sqlite")]
 pub mod bench;
 mod callbacks;
+mod ended;
 mod engine;
 mod events;
 mod keys;
@@ -208,6 +209,8 @@ struct Shared {
     callbacks: callbacks::CallbackSender,
     /// The webhooks' idempotency keys beside `--state` when the store forgets them at a restart.
     key_file: Mutex<Option<keys::KeyFile>>,
+    /// The ended sessions beside `--state` when the store forgets them at a restart.
+    ended_file: Mutex<Option<ended::EndedFile>>,
     /// Where the runtime persists (absolute), if it does: named in waiting sessions'
     /// `execution_state`.
     state_dir: Option<std::path::PathBuf>,
@@ -291,6 +294,7 @@ pub async fn start(
         failure: Mutex::new(None),
         store: Mutex::new(store),
         key_file: Mutex::new(None),
+        ended_file: Mutex::new(None),
         state_dir: options
             .state_dir
             .as_deref()
@@ -328,6 +332,11 @@ pub async fn start(
                 std::io::Error::new(e.kind(), format!("--state {}: {e}", path.display()))
             })?;
             *lock(&shared.key_file) = Some(file);
+            let file = ended::EndedFile::open(dir, &mut **store).map_err(|e| {
+                let path = dir.join(ended::FILE);
+                std::io::Error::new(e.kind(), format!("--state {}: {e}", path.display()))
+            })?;
+            *lock(&shared.ended_file) = Some(file);
         }
     }
     engine::settle_orphans(

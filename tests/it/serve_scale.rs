@@ -1,0 +1,199 @@
+//! `agentsim serve` at scale (issue 42, items 7, 8 and 11): the runtime's state holds only the
+//! sessions that still run or wait (ended ones leave it, kept by the database or beside the
+//! state), payloads are stored once, retention deletes ended sessions, and a callback's own
+//! answer token answers its question and no other. The binary runs over loopback; every wait is
+//! bounded. The helpers are `serve.rs`'s and `serve_durable.rs`'s.
+#![cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::serve::{get_json, poll, post_json, spawn_listening, wait_pending, Child};
+use super::serve_durable::{temp_dir, text};
+
+/// An agent that asks once and answers, `sessions` times over (one session after another: the
+/// scripted model goes through its script across sessions).
+fn asks_once(sessions: usize) -> String {
+    let mut yaml = "name: scale\nagents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\nllm:\n  poet:\n".to_owned();
+    for _ in 0..sessions {
+        yaml.push_str("    - ask_user: Which style?\n    - Wrote the poem.\n");
+    }
+    yaml.push_str("steps: []\n");
+    yaml
+}
+
+fn spawn(args: &[String]) -> (Child, String) {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    spawn_listening(&args)
+}
+
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// One session through the flow: triggered with `payload`, its question answered, seen
+/// completed. Its id.
+async fn one_session(client: &reqwest::Client, base: &str, payload: &Value) -> String {
+    let accepted = post_json(client, format!("{base}/webhook/poet"), payload).await;
+    let sid = accepted["session_id"].as_str().unwrap().to_owned();
+    let url = format!("{base}/agent/session/{sid}");
+    poll(client, &url, |s| s["status"] == "pending_input").await;
+    let pending = get_json(client, format!("{base}/agent/questions?status=pending")).await;
+    let qid = pending["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["session_id"] == sid.as_str())
+        .and_then(|q| q["id"].as_str())
+        .unwrap()
+        .to_owned();
+    let answered = post_json(
+        client,
+        format!("{base}/agent/answer/{sid}"),
+        &json!({ "question_id": qid, "answer": "haiku" }),
+    )
+    .await;
+    assert_eq!(answered["status"], "resumed", "{answered}");
+    let done = poll(client, &url, |s| s["status"] == "completed").await;
+    assert_eq!(done["result"]["raw_result"], "Wrote the poem.", "{done}");
+    sid
+}
+
+#[tokio::test]
+async fn ended_sessions_leave_the_runtime_state_and_payloads_are_stored_once() {
+    let dir = temp_dir("serve-scale-state");
+    let file = dir.join("scale.yaml");
+    std::fs::write(&file, asks_once(60)).unwrap();
+    let (db, state) = (dir.join("sessions.db"), dir.join("state"));
+    let with_db: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--db",
+        &text(&db),
+        "--state",
+        &text(&state),
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+    // Payloads of 64 KiB each: forty of them kept in the state would make it megabytes.
+    let big = "x".repeat(64 * 1024);
+    let (server, addr) = spawn(&with_db);
+    let base = format!("http://{addr}");
+    let mut sids = Vec::new();
+    let mut sizes = Vec::new();
+    for n in 0..40 {
+        let payload = json!({ "n": n, "text": big });
+        sids.push(one_session(&client, &base, &payload).await);
+        sizes.push(size(&state.join("state.json")));
+    }
+    // The state holds no ended session and no payload: smaller than one payload, and no
+    // larger after forty sessions than after ten.
+    let last = *sizes.last().unwrap();
+    assert!(last < 16 * 1024, "state.json is {last} bytes: {sizes:?}");
+    assert!(last <= sizes[9] + 1024, "state.json grew: {sizes:?}");
+    // The journal loses the lines of ended sessions when it doubles: it never holds the forty
+    // payloads (2.5 MiB and more).
+    let journal = size(&state.join("context.jsonl"));
+    assert!(journal < 1536 * 1024, "context.jsonl is {journal} bytes");
+    // A session that waits is in the state, with its question; its payload is not.
+    let accepted = post_json(
+        &client,
+        format!("{base}/webhook/poet"),
+        &json!({ "text": big }),
+    )
+    .await;
+    let waiting = accepted["session_id"].as_str().unwrap().to_owned();
+    wait_pending(&client, &base, 1).await;
+    let saved = std::fs::read_to_string(state.join("state.json")).unwrap();
+    assert!(saved.contains(&waiting), "{saved}");
+    assert!(
+        saved.len() < 16 * 1024,
+        "state.json holds a payload: {} bytes",
+        saved.len()
+    );
+    drop(server); // SIGKILL
+
+    // Restarted on both: every ended session is the database's, the waiting one the runtime's,
+    // its payload read back from the journal.
+    let (server, addr) = spawn(&with_db);
+    let base = format!("http://{addr}");
+    for sid in &sids {
+        let s = get_json(&client, format!("{base}/agent/session/{sid}")).await;
+        assert_eq!(s["status"], "completed", "{s}");
+    }
+    let pending = wait_pending(&client, &base, 1).await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    let answered = post_json(
+        &client,
+        format!("{base}/agent/answer/{waiting}"),
+        &json!({ "question_id": qid, "answer": "haiku" }),
+    )
+    .await;
+    assert_eq!(answered["status"], "resumed", "{answered}");
+    let url = format!("{base}/agent/session/{waiting}");
+    poll(&client, &url, |s| s["status"] == "completed").await;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let payload: String = conn
+        .query_row(
+            "SELECT original_payload FROM agent_sessions WHERE id = ?1",
+            [&waiting],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        payload.contains(&big),
+        "the payload in the database is whole"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn with_state_alone_ended_sessions_are_kept_beside_it_and_come_back_after_a_kill() {
+    let dir = temp_dir("serve-scale-alone");
+    let file = dir.join("scale.yaml");
+    std::fs::write(&file, asks_once(60)).unwrap();
+    let state = dir.join("state");
+    let args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--state",
+        &text(&state),
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let mut sids = Vec::new();
+    for n in 0..12 {
+        sids.push(one_session(&client, &base, &json!({ "n": n })).await);
+    }
+    let saved = std::fs::read_to_string(state.join("state.json")).unwrap();
+    for sid in &sids {
+        assert!(
+            !saved.contains(sid.as_str()),
+            "an ended session in the state: {saved}"
+        );
+    }
+    drop(server); // SIGKILL
+
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    for sid in &sids {
+        let s = get_json(&client, format!("{base}/agent/session/{sid}")).await;
+        assert_eq!(s["status"], "completed", "{s}");
+        assert_eq!(s["result"]["raw_result"], "Wrote the poem.", "{s}");
+        assert_eq!(s["questions_asked"], 1, "{s}");
+    }
+    // And the service goes on.
+    one_session(&client, &base, &json!({ "n": "after" })).await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
