@@ -93,6 +93,11 @@ pub(crate) struct DeployArgs {
     /// How many connections may be open at once; one more is answered 503 and closed.
     #[arg(long, value_name = "N", default_value_t = agentsim::serve::DEFAULT_MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
+    /// Delete each session that ended (completed or failed, expired ones included) this long
+    /// after it ended, with its questions: a number and a unit, `90s`, `30m`, `12h`, `7d` (a
+    /// bare number is seconds). Default: kept for ever.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    retention: Option<std::time::Duration>,
     /// Seconds a graceful stop (Ctrl-C, SIGTERM) waits for the requests in flight before it
     /// closes the connections left.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = seconds)]
@@ -105,6 +110,35 @@ fn seconds(text: &str) -> Result<std::time::Duration, String> {
         Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(std::time::Duration::from_secs_f64(s)),
         _ => Err(format!(
             "`{text}` is not a number of seconds above 0 and at most 86400"
+        )),
+    }
+}
+
+/// A duration of at least a second: a number and a unit (`s`, `m`, `h`, `d`; none is seconds),
+/// at most ten years.
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => t.split_at(at),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3_600.0,
+        "d" => 86_400.0,
+        _ => {
+            return Err(format!(
+                "`{text}`: the unit is s, m, h or d (as in 90s, 30m, 12h, 7d)"
+            ))
+        }
+    };
+    match number.trim().parse::<f64>().map(|n| n * scale) {
+        Ok(s) if (1.0..=10.0 * 365.0 * 86_400.0).contains(&s) => {
+            Ok(std::time::Duration::from_secs_f64(s))
+        }
+        _ => Err(format!(
+            "`{text}` is not a duration of at least 1s and at most ten years (as in 90s, 30m, 12h, 7d)"
         )),
     }
 }
@@ -316,6 +350,7 @@ fn serve(
         shutdown_timeout: deploy.shutdown_timeout,
         callback_secret,
         abandon_sessions,
+        retention: deploy.retention,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;

@@ -112,6 +112,9 @@ pub struct Options {
     /// End as `failed` the store's open sessions that the runtime does not hold (nothing could
     /// resume them); without it such sessions refuse the start.
     pub abandon_sessions: bool,
+    /// How long an ended session (completed or failed, expired ones included) is kept after it
+    /// ended; then it is deleted with its questions. `None`: kept for ever.
+    pub retention: Option<Duration>,
 }
 
 /// How long a request's headers may take by default.
@@ -142,6 +145,7 @@ impl Default for Options {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             callback_secret: None,
             abandon_sessions: false,
+            retention: None,
         }
     }
 }
@@ -151,6 +155,30 @@ fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Deletes the sessions that ended more than `retention` ago, with their questions (and, with
+/// `--state` alone, their lines beside the state).
+fn sweep(shared: &Shared, retention: Duration, state_dir: Option<&std::path::Path>) {
+    let before = wall_ms().saturating_sub(retention.as_millis() as u64);
+    let mut store = lock(&shared.store);
+    let gone = match store.purge_ended(before) {
+        Ok(0) => return,
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!(error = %e, "expired sessions could not be deleted");
+            return;
+        }
+    };
+    if let (Some(file), Some(dir)) = (lock(&shared.ended_file).as_mut(), state_dir) {
+        if let Err(e) = file.rewrite(dir, &**store) {
+            tracing::error!(error = %e, "the ended sessions beside the state could not be rewritten");
+        }
+    }
+    tracing::info!(
+        sessions = gone,
+        "sessions past the retention deleted with their questions"
+    );
 }
 
 /// A question to the engine's task, answered on its channel.
@@ -346,6 +374,21 @@ pub async fn start(
     )
     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     reconcile(&mut engine, &shared);
+    if let Some(retention) = options.retention {
+        // Sessions past their time go before the first request, then every so often.
+        sweep(&shared, retention, options.state_dir.as_deref());
+        let (shared, dir) = (shared.clone(), options.state_dir.clone());
+        let every = (retention / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+        let mut stop = shared.stop.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => sweep(&shared, retention, dir.as_deref()),
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        });
+    }
     callbacks::resend_outbox(&shared);
     let engine = tokio::spawn(run_engine(engine, backend, rx, shared.clone()));
     let app = Router::new()

@@ -296,6 +296,11 @@ pub trait QuestionStore {
     /// The session a remembered idempotency key started, if the store still remembers it.
     fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError>;
 
+    /// Deletes the sessions that ended (`completed` or `failed`) and last changed before
+    /// `before_ms`, with their questions, their callbacks and the idempotency keys that name
+    /// them (a retention setting); how many sessions went.
+    fn purge_ended(&mut self, before_ms: u64) -> Result<usize, StoreError>;
+
     /// Whether what the store holds outlives the process (a database), or goes with it.
     fn durable(&self) -> bool {
         false
@@ -616,6 +621,25 @@ impl QuestionStore for MemoryQuestions {
 
     fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self.keys.get(key).cloned())
+    }
+
+    fn purge_ended(&mut self, before_ms: u64) -> Result<usize, StoreError> {
+        let gone: std::collections::BTreeSet<String> = self
+            .sessions
+            .iter()
+            .filter(|s| s.status.is_terminal() && s.updated_at < before_ms)
+            .map(|s| s.id.clone())
+            .collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        self.sessions.retain(|s| !gone.contains(&s.id));
+        self.questions.retain(|q| !gone.contains(&q.session_id));
+        self.outbox.retain(|c| !gone.contains(&c.session_id));
+        let keys = &mut self.keys;
+        keys.retain(|_, session| !gone.contains(session));
+        self.key_order.retain(|k| keys.contains_key(k));
+        Ok(gone.len())
     }
 
     fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError> {

@@ -197,3 +197,132 @@ async fn with_state_alone_ended_sessions_are_kept_beside_it_and_come_back_after_
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn retention_deletes_ended_sessions_and_their_questions_and_keeps_the_others() {
+    let dir = temp_dir("serve-scale-retention");
+    let file = dir.join("scale.yaml");
+    std::fs::write(&file, asks_once(10)).unwrap();
+    let db = dir.join("sessions.db");
+    let args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--db",
+        &text(&db),
+        "--state",
+        &text(&dir.join("state")),
+        "--retention",
+        "1s",
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let ended = one_session(&client, &base, &json!({ "n": 1 })).await;
+    // One that waits for its answer stays, however long it waits.
+    let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({ "n": 2 })).await;
+    let waiting = accepted["session_id"].as_str().unwrap().to_owned();
+    let pending = wait_pending(&client, &base, 1).await;
+    let qid = pending["questions"][0]["id"].as_str().unwrap().to_owned();
+    // Deleted a second after it ended (the sweep runs every quarter of the retention).
+    let url = format!("{base}/agent/session/{ended}");
+    let mut status = 0;
+    for _ in 0..150 {
+        status = client.get(&url).send().await.unwrap().status().as_u16();
+        if status == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 404, "the ended session is still there");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let count = |sql: &str, id: &str| -> i64 { conn.query_row(sql, [id], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT COUNT(*) FROM agent_sessions WHERE id = ?1", &ended),
+        0
+    );
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM agent_questions WHERE session_id = ?1",
+            &ended
+        ),
+        0
+    );
+    // The waiting one is older than the retention and still answers.
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM agent_questions WHERE session_id = ?1",
+            &waiting
+        ),
+        1
+    );
+    let answered = post_json(
+        &client,
+        format!("{base}/agent/answer/{waiting}"),
+        &json!({ "question_id": qid, "answer": "haiku" }),
+    )
+    .await;
+    assert_eq!(answered["status"], "resumed", "{answered}");
+    poll(&client, &format!("{base}/agent/session/{waiting}"), |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn with_state_alone_a_deleted_session_does_not_come_back_after_a_restart() {
+    let dir = temp_dir("serve-scale-retention-alone");
+    let file = dir.join("scale.yaml");
+    std::fs::write(&file, asks_once(10)).unwrap();
+    let state = dir.join("state");
+    let mut args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--state",
+        &text(&state),
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let client = reqwest::Client::new();
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let sid = one_session(&client, &base, &json!({ "n": 1 })).await;
+    drop(server); // SIGKILL
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // A start with a retention the session is past deletes it at once, and from beside the
+    // state too: the next start does not bring it back.
+    args.extend(["--retention".to_owned(), "1".to_owned()]);
+    let (server, addr) = spawn(&args);
+    let url = format!("http://{addr}/agent/session/{sid}");
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 404);
+    drop(server);
+    args.truncate(args.len() - 2);
+    let (server, addr) = spawn(&args);
+    let url = format!("http://{addr}/agent/session/{sid}");
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 404);
+    let ended = std::fs::read_to_string(state.join("sessions-ended.jsonl")).unwrap();
+    assert!(!ended.contains(&sid), "{ended}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_retention_that_is_not_a_duration_is_refused() {
+    for bad in ["0", "abc", "5w", "0.5s", "-3d"] {
+        let (code, stderr) = super::serve_durable::run_bounded(&[
+            "serve".to_owned(),
+            format!("--retention={bad}"),
+            "--addr".to_owned(),
+            "127.0.0.1:0".to_owned(),
+        ]);
+        assert_eq!(code, Some(2), "--retention {bad}: {stderr}");
+        assert!(stderr.contains("--retention"), "{stderr}");
+    }
+}
