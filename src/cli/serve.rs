@@ -55,6 +55,17 @@ pub(crate) struct ServeArgs {
         value_name = "SECRET"
     )]
     callback_secret: Option<String>,
+    /// The secret each callback's answer_token is made with (the HMAC-SHA256 of its session and
+    /// question): a receiver answers its own question with `Authorization: Bearer <token>`,
+    /// which answers no other question and opens no other endpoint. Default: derived from
+    /// --token (no answer tokens without either).
+    #[arg(
+        long,
+        env = "AGENTSIM_ANSWER_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    answer_secret: Option<String>,
     /// At start, end as failed the sessions the --db holds that have not ended but that this
     /// service cannot resume (no --state, or another one than they ran with); answers to them
     /// then get 410. Without it, such sessions refuse the start.
@@ -168,6 +179,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         question_callback,
         public_url,
         callback_secret,
+        answer_secret,
         abandon_sessions,
         deploy,
     } = args;
@@ -177,7 +189,12 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         (llm, base_url),
         (token, body_limit),
         (db.as_deref(), state, abandon_sessions),
-        (question_callback, public_url, callback_secret),
+        (
+            question_callback,
+            public_url,
+            callback_secret,
+            answer_secret,
+        ),
         deploy,
     )
 }
@@ -188,7 +205,8 @@ fn serve(
     (llm, base_url): (ServeLlm, Option<String>),
     (token, body_limit): (Option<String>, usize),
     (db, state_dir, abandon_sessions): (Option<&Path>, Option<PathBuf>, bool),
-    (question_callback, public_url, callback_secret): (
+    (question_callback, public_url, callback_secret, answer_secret): (
+        Option<String>,
         Option<String>,
         Option<String>,
         Option<String>,
@@ -242,11 +260,13 @@ fn serve(
     if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return usage("--token cannot be empty".to_owned());
     }
-    if callback_secret
-        .as_deref()
-        .is_some_and(|t| t.trim().is_empty())
-    {
-        return usage("--callback-secret cannot be empty".to_owned());
+    for (flag, secret) in [
+        ("--callback-secret", &callback_secret),
+        ("--answer-secret", &answer_secret),
+    ] {
+        if secret.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return usage(format!("{flag} cannot be empty"));
+        }
     }
     for (flag, url) in [
         ("--question-callback", &question_callback),
@@ -351,6 +371,7 @@ fn serve(
         callback_secret,
         abandon_sessions,
         retention: deploy.retention,
+        answer_secret,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;

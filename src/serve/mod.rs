@@ -69,7 +69,7 @@ use api::{
 };
 use engine::{reconcile, run_engine};
 
-pub use callbacks::{signature, IDEMPOTENCY_HEADER, SIGNATURE_HEADER};
+pub use callbacks::{answer_token, signature, IDEMPOTENCY_HEADER, SIGNATURE_HEADER};
 pub use events::DEFAULT_EVENT_BUFFER;
 
 /// The largest request body taken by default, in bytes.
@@ -112,6 +112,9 @@ pub struct Options {
     /// End as `failed` the store's open sessions that the runtime does not hold (nothing could
     /// resume them); without it such sessions refuse the start.
     pub abandon_sessions: bool,
+    /// The secret answer tokens are made with (see [`answer_token`]); `None`: derived from
+    /// `token`, and no tokens without one.
+    pub answer_secret: Option<String>,
     /// How long an ended session (completed or failed, expired ones included) is kept after it
     /// ended; then it is deleted with its questions. `None`: kept for ever.
     pub retention: Option<Duration>,
@@ -146,6 +149,7 @@ impl Default for Options {
             callback_secret: None,
             abandon_sessions: false,
             retention: None,
+            answer_secret: None,
         }
     }
 }
@@ -313,6 +317,8 @@ pub async fn start(
     let (commands, rx) = mpsc::unbounded_channel();
     let events = Arc::new(events::EventLog::new(wall_ms(), options.event_buffer));
     let (stop, _) = watch::channel(false);
+    let answer_key =
+        callbacks::answer_key(options.answer_secret.as_deref(), options.token.as_deref());
     let shared = Arc::new(Shared {
         commands,
         token: options.token,
@@ -334,6 +340,7 @@ pub async fn start(
                 .callback_secret
                 .as_deref()
                 .map(|s| Arc::from(s.as_bytes())),
+            answer_key,
             public_url: options
                 .public_url
                 .clone()

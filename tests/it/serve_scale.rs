@@ -326,3 +326,151 @@ fn a_retention_that_is_not_a_duration_is_refused() {
         assert!(stderr.contains("--retention"), "{stderr}");
     }
 }
+
+/// POSTs an answer with `bearer` (if any): the status and the reply.
+async fn answer_with(
+    client: &reqwest::Client,
+    base: &str,
+    (sid, qid): (&str, &str),
+    bearer: Option<&str>,
+) -> (u16, Value) {
+    let mut request = client
+        .post(format!("{base}/agent/answer/{sid}"))
+        .json(&json!({ "question_id": qid, "answer": "haiku" }));
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
+    }
+    let r = request.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Starts the binary with a token and a callback receiver, triggers two sessions and waits for
+/// both callbacks: the service's address and each session's (id, question id, answer token).
+async fn two_called_back(
+    dir: &Path,
+    extra: &[&str],
+) -> (Child, String, Vec<(String, String, String)>) {
+    let file = dir.join("scale.yaml");
+    // Two sessions at once: both ask first (the scripted model's replies go in order of calls).
+    let yaml = "name: tokens\nagents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
+                llm:\n  poet: [{ ask_user: Which style? }, { ask_user: Which style? }, Wrote the poem., Wrote the poem.]\n";
+    std::fs::write(&file, yaml).unwrap();
+    let receiver = super::serve_callbacks::receiver(0, false).await;
+    let mut args: Vec<String> = [
+        "serve",
+        &text(&file),
+        "--token",
+        "s3cret",
+        "--question-callback",
+        &receiver.url,
+        "--addr",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let client = reqwest::Client::new();
+    for n in 0..2 {
+        let r = client
+            .post(format!("{base}/webhook/poet"))
+            .bearer_auth("s3cret")
+            .json(&json!({ "n": n }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let got = receiver.wait_for(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    let called: Vec<(String, String, String)> = got
+        .iter()
+        .map(|(sid, body)| {
+            let token = body["answer_token"].as_str();
+            let token = token.unwrap_or_else(|| panic!("no answer_token: {body}"));
+            let qid = body["question"]["id"].as_str().unwrap();
+            (sid.clone(), qid.to_owned(), token.to_owned())
+        })
+        .collect();
+    (server, base, called)
+}
+
+#[tokio::test]
+async fn a_callbacks_answer_token_answers_its_own_question_and_nothing_else() {
+    let dir = temp_dir("serve-scale-answer-token");
+    let (server, base, called) = two_called_back(&dir, &[]).await;
+    let client = reqwest::Client::new();
+    let [(a_sid, a_qid, a_token), (b_sid, b_qid, b_token)] = &called[..] else {
+        unreachable!()
+    };
+    assert_ne!(a_token, b_token);
+    // Without a token, with another question's token, or with a token for another session:
+    // 401, and nothing is answered.
+    let (status, _) = answer_with(&client, &base, (a_sid, a_qid), None).await;
+    assert_eq!(status, 401);
+    let (status, _) = answer_with(&client, &base, (a_sid, a_qid), Some(b_token)).await;
+    assert_eq!(status, 401, "B's token answered A's question");
+    let (status, _) = answer_with(&client, &base, (b_sid, a_qid), Some(a_token)).await;
+    assert_eq!(status, 401, "A's token answered under B's session");
+    let (status, _) = answer_with(&client, &base, (a_sid, b_qid), Some(a_token)).await;
+    assert_eq!(status, 401, "A's token answered B's question");
+    // It opens no other endpoint.
+    let r = client
+        .get(format!("{base}/agent/questions?status=pending"))
+        .bearer_auth(a_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let pending = client
+        .get(format!("{base}/agent/questions?status=pending"))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        pending["questions"].as_array().unwrap().len(),
+        2,
+        "{pending}"
+    );
+    // Its own question: answered, once.
+    let (status, reply) = answer_with(&client, &base, (a_sid, a_qid), Some(a_token)).await;
+    assert_eq!(
+        (status, &reply["status"]),
+        (200, &json!("resumed")),
+        "{reply}"
+    );
+    let (status, reply) = answer_with(&client, &base, (a_sid, a_qid), Some(a_token)).await;
+    assert_eq!(
+        (status, &reply["status"]),
+        (200, &json!("duplicate_ignored")),
+        "{reply}"
+    );
+    let (status, reply) = answer_with(&client, &base, (b_sid, b_qid), Some(b_token)).await;
+    assert_eq!(
+        (status, &reply["status"]),
+        (200, &json!("resumed")),
+        "{reply}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn with_an_answer_secret_the_token_is_its_hmac_of_the_session_and_question() {
+    let dir = temp_dir("serve-scale-answer-secret");
+    let (server, _base, called) = two_called_back(&dir, &["--answer-secret", "answers-key"]).await;
+    for (sid, qid, token) in &called {
+        assert_eq!(
+            *token,
+            agentsim::serve::answer_token(b"answers-key", sid, qid),
+            "session {sid}"
+        );
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
