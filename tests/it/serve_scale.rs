@@ -453,11 +453,11 @@ async fn a_callbacks_answer_token_answers_its_own_question_and_nothing_else() {
         (200, &json!("resumed")),
         "{reply}"
     );
+    // Again: still authorized; `duplicate_ignored`, or 404 once the session completed.
     let (status, reply) = answer_with(&client, &base, (a_sid, a_qid), Some(a_token)).await;
-    assert_eq!(
-        (status, &reply["status"]),
-        (200, &json!("duplicate_ignored")),
-        "{reply}"
+    assert!(
+        (status == 200 && reply["status"] == "duplicate_ignored") || status == 404,
+        "{status} {reply}"
     );
     let (status, reply) = answer_with(&client, &base, (b_sid, b_qid), Some(b_token)).await;
     assert_eq!(
