@@ -169,6 +169,9 @@ async fn one_client(
     Ok(run)
 }
 
+/// The sessions completed, and the sizes of `state.json` and `context.jsonl` then.
+type Sizes = (u64, Option<u64>, Option<u64>);
+
 /// One window of a growth run ([`run_growth`]): the sessions that completed in it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Window {
@@ -207,7 +210,7 @@ pub async fn run_growth(
     // Each session as it completed: when, its webhook's and its answer's latency.
     let done: Arc<Mutex<Vec<(Instant, Duration, Duration)>>> = Arc::default();
     // The files' sizes as each window ended.
-    let sizes: Arc<Mutex<Vec<(u64, Option<u64>, Option<u64>)>>> = Arc::default();
+    let sizes: Arc<Mutex<Vec<Sizes>>> = Arc::default();
     let size = |dir: Option<&std::path::Path>, file: &str| {
         dir.map(|d| std::fs::metadata(d.join(file)).map_or(0, |m| m.len()))
     };
