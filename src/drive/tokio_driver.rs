@@ -236,6 +236,21 @@ impl Engine {
         ))
     }
 
+    /// An engine over a fresh runtime of `setup` in memory whose time is the wall clock's
+    /// (`wall_ms` now): times the runtime gives (an agent's `created_at`) are absolute, as with
+    /// [`Engine::with_files`].
+    pub fn at_wall_clock(setup: &Setup, lenient: bool, wall_ms: u64) -> Engine {
+        let mut rt = Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone());
+        rt.set_now(wall_ms);
+        Engine::over(
+            rt,
+            setup,
+            lenient,
+            Persist::Memory(Memory::default()),
+            wall_ms,
+        )
+    }
+
     fn over(rt: Runtime, setup: &Setup, lenient: bool, persist: Persist, base_ms: u64) -> Engine {
         let (tx, rx) = mpsc::unbounded_channel::<Input>();
         Engine {

@@ -348,7 +348,7 @@ pub async fn start(
         },
     });
     let mut engine = match &options.state_dir {
-        None => Engine::new(&setup, true),
+        None => Engine::at_wall_clock(&setup, true, wall_ms()),
         Some(dir) => {
             let files = crate::store::FileStore::new(dir).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("--state {}: {e}", dir.display()))

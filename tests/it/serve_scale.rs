@@ -483,3 +483,85 @@ async fn with_an_answer_secret_the_token_is_its_hmac_of_the_session_and_question
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn pending_questions_come_in_pages_and_the_tree_gives_absolute_times() {
+    let dir = temp_dir("serve-scale-pages");
+    let file = dir.join("pages.yaml");
+    // Five sessions at once, each asking first.
+    let yaml = "name: pages\nagents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
+                llm:\n  poet: [{ ask_user: a? }, { ask_user: b? }, { ask_user: c? }, { ask_user: d? }, { ask_user: e? }]\n";
+    std::fs::write(&file, yaml).unwrap();
+    let args: Vec<String> = ["serve", &text(&file), "--addr", "127.0.0.1:0"]
+        .map(str::to_owned)
+        .to_vec();
+    let (server, addr) = spawn(&args);
+    let base = format!("http://{addr}");
+    let client = reqwest::Client::new();
+    for n in 0..5 {
+        post_json(&client, format!("{base}/webhook/poet"), &json!({ "n": n })).await;
+    }
+    let all = wait_pending(&client, &base, 5).await;
+    let ids = |page: &Value| -> Vec<String> {
+        page["questions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Pages of two: 2, 2, 1, in the list's order, the last without a next.
+    let mut paged = Vec::new();
+    let mut url = format!("{base}/agent/questions?status=pending&limit=2");
+    let mut pages = 0;
+    loop {
+        let page = get_json(&client, &url).await;
+        pages += 1;
+        paged.extend(ids(&page));
+        match page["next"].as_str() {
+            Some(next) => {
+                url = format!("{base}/agent/questions?status=pending&limit=2&after={next}")
+            }
+            None => {
+                assert!(page["next"].is_null(), "{page}");
+                break;
+            }
+        }
+        assert!(pages < 5, "pages never end");
+    }
+    assert_eq!(pages, 3);
+    let mut listed = ids(&all);
+    let mut sorted = paged.clone();
+    listed.sort();
+    sorted.sort();
+    assert_eq!(listed, sorted, "the pages hold every question once");
+    for bad in ["limit=0", "limit=1001", "after=nonsense", "page=2"] {
+        let r = client
+            .get(format!("{base}/agent/questions?status=pending&{bad}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+    }
+    // The tree's times are ISO 8601 UTC, of today, not ms since the service started.
+    let tree = get_json(&client, format!("{base}/agent/tree")).await;
+    let created = tree[0]["created_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{tree}"));
+    let year = agentsim::store::questions::iso_timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64,
+    )[..4]
+        .to_owned();
+    assert!(
+        created.starts_with(&year) && created.ends_with('Z'),
+        "{created}"
+    );
+    let id = tree[0]["agent_id"].as_str().unwrap();
+    let one = get_json(&client, format!("{base}/agent/{id}")).await;
+    assert_eq!(one["created_at"], created);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
