@@ -537,6 +537,43 @@ impl AgentStackManager {
         forks
     }
 
+    /// Removes conversation `slot`, which must hold no frame (stacked or forked): what a
+    /// driver does with an ended session's conversation once its store keeps the session, so
+    /// that the runtime's cost does not grow with the sessions it ever ran. The conversations
+    /// after it move down one slot (their frames follow), so the order of the rest is kept.
+    /// `false`, changing nothing, when the slot does not exist or still holds frames.
+    pub fn remove(&mut self, slot: usize) -> bool {
+        let Some(entry) = self.entries.get(slot) else {
+            return false;
+        };
+        if !entry.stack.is_empty()
+            || (self.detached > 0 && self.live_frames().any(|f| f.conversation as usize == slot))
+        {
+            return false;
+        }
+        let entry = self.entries.remove(slot);
+        self.by_key.remove(&entry.key);
+        if slot < self.entries.len() {
+            for (i, e) in self.entries.iter().enumerate().skip(slot) {
+                if let Some(at) = self.by_key.get_mut(&e.key) {
+                    *at = i;
+                }
+            }
+            for place in &mut self.frames.places {
+                if let Some(f) = place.frame.as_mut() {
+                    if f.conversation as usize > slot {
+                        f.conversation -= 1;
+                    }
+                }
+            }
+        }
+        if self.entries.len() <= 1 {
+            // A lone conversation is found without the map (see `slot`).
+            self.by_key.clear();
+        }
+        true
+    }
+
     /// How many frames live, stacked or not.
     #[inline]
     pub fn live_count(&self) -> usize {

@@ -61,6 +61,16 @@ pub(crate) struct BenchArgs {
     /// loops under `history: continuation`, each request replaying the history before it).
     #[arg(long)]
     continuation: bool,
+    /// serve: the runtime persists to a state directory (`--state`), beside the SQLite store.
+    #[arg(long)]
+    state: bool,
+    /// serve: run this many sessions instead of --seconds, and report each window of
+    /// --window sessions (rate, latency, the state's size): the cost as sessions accumulate.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    sessions: Option<u64>,
+    /// serve: sessions per window with --sessions.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    window: u64,
     /// runtime: the runtime to measure against (default: a built-in Python runtime of the
     /// standard library that answers at once).
     #[arg(long, value_name = "CMD")]
@@ -151,6 +161,9 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             stream,
             continuation,
             runtime: _,
+            state: _,
+            sessions: _,
+            window: _,
         } => {
             if !against.is_empty()
                 || !api.is_empty()
@@ -189,8 +202,11 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             seconds,
             json,
             connections,
+            state,
+            sessions,
+            window,
             ..
-        } => bench_serve(seconds, json, connections),
+        } => bench_serve(seconds, json, connections, (state, sessions, window)),
         #[cfg(not(all(feature = "mock-server", feature = "http-model", feature = "sqlite")))]
         BenchArgs {
             what: BenchWhat::Serve,
@@ -368,7 +384,12 @@ fn bench_mock_llm(_: MockLlmBench) -> ExitCode {
 }
 
 #[cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
-fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
+fn bench_serve(
+    seconds: f64,
+    json: bool,
+    clients: u32,
+    (state, sessions, window): (bool, Option<u64>, u64),
+) -> ExitCode {
     use agentsim::drive::tokio_driver::Backend;
     use agentsim::serve::bench;
     if !(seconds > 0.0 && seconds.is_finite()) {
@@ -398,7 +419,10 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
         Err(code) => return code,
     };
     let measured = runtime.block_on(async {
-        let options = agentsim::serve::Options::default();
+        let options = agentsim::serve::Options {
+            state_dir: state.then(|| dir.join("state")),
+            ..Default::default()
+        };
         // The model is `agentsim mock-llm` on loopback too: it answers each session's
         // conversation from the start of the script, whatever order the calls come in.
         let mock = agentsim::mock_llm::server::start(&s, Default::default())
@@ -415,7 +439,15 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
             .await
             .map_err(|e| e.to_string())?;
         let base = format!("http://{}", running.addr);
-        let measured = bench::run(&base, clients, seconds).await;
+        let measured = match sessions {
+            None => bench::run(&base, clients, seconds).await.map(Ok),
+            Some(total) => {
+                let state_dir = state.then(|| dir.join("state"));
+                bench::run_growth(&base, clients, total, window, state_dir.as_deref())
+                    .await
+                    .map(Err)
+            }
+        };
         running.stop();
         running.finish().await.map_err(|e| e.to_string())?;
         mock.stop();
@@ -423,7 +455,8 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
     });
     let _ = std::fs::remove_dir_all(&dir);
     let m = match measured {
-        Ok(m) => m,
+        Ok(Ok(m)) => m,
+        Ok(Err(windows)) => return show_growth(&windows, json, clients, state),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
@@ -451,6 +484,45 @@ fn bench_serve(seconds: f64, json: bool, clients: u32) -> ExitCode {
     show("webhook", m.webhook);
     show("answer", m.answer);
     show("whole session", m.session);
+    ExitCode::SUCCESS
+}
+
+/// Prints the windows of a growth run of `bench serve`.
+#[cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
+fn show_growth(
+    windows: &[agentsim::serve::bench::Window],
+    json: bool,
+    clients: u32,
+    state: bool,
+) -> ExitCode {
+    if json {
+        let out = serde_json::json!({ "clients": clients, "state": state, "windows": windows });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("serialises")
+        );
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "agentsim serve, SQLite store{}, {clients} clients over loopback",
+        if state { " and --state" } else { "" }
+    );
+    println!("  sessions  sessions/s  webhook p50 / p99 ms  answer p50 / p99 ms  state.json  context.jsonl");
+    let kb = |b: Option<u64>| b.map_or("-".to_owned(), |b| format!("{:.1} KB", b as f64 / 1024.0));
+    let ms = |us: u64| us as f64 / 1000.0;
+    for w in windows {
+        println!(
+            "  {:>8}  {:>10.1}  {:>8.2} / {:>8.2}  {:>8.2} / {:>8.2}  {:>10}  {:>13}",
+            w.sessions,
+            w.sessions_per_sec,
+            ms(w.webhook.p50_us),
+            ms(w.webhook.p99_us),
+            ms(w.answer.p50_us),
+            ms(w.answer.p99_us),
+            kb(w.state_bytes),
+            kb(w.journal_bytes)
+        );
+    }
     ExitCode::SUCCESS
 }
 

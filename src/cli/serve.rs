@@ -55,6 +55,17 @@ pub(crate) struct ServeArgs {
         value_name = "SECRET"
     )]
     callback_secret: Option<String>,
+    /// The secret each callback's answer_token is made with (the HMAC-SHA256 of its session and
+    /// question): a receiver answers its own question with `Authorization: Bearer <token>`,
+    /// which answers no other question and opens no other endpoint. Default: derived from
+    /// --token (no answer tokens without either).
+    #[arg(
+        long,
+        env = "AGENTSIM_ANSWER_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    answer_secret: Option<String>,
     /// At start, end as failed the sessions the --db holds that have not ended but that this
     /// service cannot resume (no --state, or another one than they ran with); answers to them
     /// then get 410. Without it, such sessions refuse the start.
@@ -93,6 +104,11 @@ pub(crate) struct DeployArgs {
     /// How many connections may be open at once; one more is answered 503 and closed.
     #[arg(long, value_name = "N", default_value_t = agentsim::serve::DEFAULT_MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
+    /// Delete each session that ended (completed or failed, expired ones included) this long
+    /// after it ended, with its questions: a number and a unit, `90s`, `30m`, `12h`, `7d` (a
+    /// bare number is seconds). Default: kept for ever.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    retention: Option<std::time::Duration>,
     /// Seconds a graceful stop (Ctrl-C, SIGTERM) waits for the requests in flight before it
     /// closes the connections left.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = seconds)]
@@ -105,6 +121,35 @@ fn seconds(text: &str) -> Result<std::time::Duration, String> {
         Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(std::time::Duration::from_secs_f64(s)),
         _ => Err(format!(
             "`{text}` is not a number of seconds above 0 and at most 86400"
+        )),
+    }
+}
+
+/// A duration of at least a second: a number and a unit (`s`, `m`, `h`, `d`; none is seconds),
+/// at most ten years.
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => t.split_at(at),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3_600.0,
+        "d" => 86_400.0,
+        _ => {
+            return Err(format!(
+                "`{text}`: the unit is s, m, h or d (as in 90s, 30m, 12h, 7d)"
+            ))
+        }
+    };
+    match number.trim().parse::<f64>().map(|n| n * scale) {
+        Ok(s) if (1.0..=10.0 * 365.0 * 86_400.0).contains(&s) => {
+            Ok(std::time::Duration::from_secs_f64(s))
+        }
+        _ => Err(format!(
+            "`{text}` is not a duration of at least 1s and at most ten years (as in 90s, 30m, 12h, 7d)"
         )),
     }
 }
@@ -134,6 +179,7 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         question_callback,
         public_url,
         callback_secret,
+        answer_secret,
         abandon_sessions,
         deploy,
     } = args;
@@ -143,7 +189,12 @@ pub(crate) fn command(args: ServeArgs) -> ExitCode {
         (llm, base_url),
         (token, body_limit),
         (db.as_deref(), state, abandon_sessions),
-        (question_callback, public_url, callback_secret),
+        (
+            question_callback,
+            public_url,
+            callback_secret,
+            answer_secret,
+        ),
         deploy,
     )
 }
@@ -154,7 +205,8 @@ fn serve(
     (llm, base_url): (ServeLlm, Option<String>),
     (token, body_limit): (Option<String>, usize),
     (db, state_dir, abandon_sessions): (Option<&Path>, Option<PathBuf>, bool),
-    (question_callback, public_url, callback_secret): (
+    (question_callback, public_url, callback_secret, answer_secret): (
+        Option<String>,
         Option<String>,
         Option<String>,
         Option<String>,
@@ -208,11 +260,13 @@ fn serve(
     if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return usage("--token cannot be empty".to_owned());
     }
-    if callback_secret
-        .as_deref()
-        .is_some_and(|t| t.trim().is_empty())
-    {
-        return usage("--callback-secret cannot be empty".to_owned());
+    for (flag, secret) in [
+        ("--callback-secret", &callback_secret),
+        ("--answer-secret", &answer_secret),
+    ] {
+        if secret.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return usage(format!("{flag} cannot be empty"));
+        }
     }
     for (flag, url) in [
         ("--question-callback", &question_callback),
@@ -316,6 +370,8 @@ fn serve(
         shutdown_timeout: deploy.shutdown_timeout,
         callback_secret,
         abandon_sessions,
+        retention: deploy.retention,
+        answer_secret,
     };
     let result = runtime.block_on(async {
         let running = agentsim::serve::start(setup, backend, store, options).await?;

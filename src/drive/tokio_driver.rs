@@ -176,6 +176,8 @@ pub struct Engine {
     /// After a restart, the calls that were in flight: the restored runtime's first calls that
     /// match one (same conversation, agent and number of messages) get its reply again.
     replays: Vec<InFlight>,
+    /// The journal's size after its last compaction (see [`Engine::compact_journal`]).
+    journal_compacted: u64,
 }
 
 /// A scripted model call in flight: what identifies it across a restart, and the script's call
@@ -234,6 +236,21 @@ impl Engine {
         ))
     }
 
+    /// An engine over a fresh runtime of `setup` in memory whose time is the wall clock's
+    /// (`wall_ms` now): times the runtime gives (an agent's `created_at`) are absolute, as with
+    /// [`Engine::with_files`].
+    pub fn at_wall_clock(setup: &Setup, lenient: bool, wall_ms: u64) -> Engine {
+        let mut rt = Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone());
+        rt.set_now(wall_ms);
+        Engine::over(
+            rt,
+            setup,
+            lenient,
+            Persist::Memory(Memory::default()),
+            wall_ms,
+        )
+    }
+
     fn over(rt: Runtime, setup: &Setup, lenient: bool, persist: Persist, base_ms: u64) -> Engine {
         let (tx, rx) = mpsc::unbounded_channel::<Input>();
         Engine {
@@ -254,6 +271,7 @@ impl Engine {
             scripts_moved: false,
             in_flight: BTreeMap::new(),
             replays: Vec::new(),
+            journal_compacted: 0,
         }
     }
 
@@ -336,6 +354,28 @@ impl Engine {
         files.write_scripts(&record.to_string()).map_err(|e| {
             RunError::Persist(format!("{}: {e}", files.scripts_path().display())).into()
         })
+    }
+
+    /// Rewrites the journal (`context.jsonl`) with only what a restore from the runtime's state
+    /// needs, when it grew past twice what it held after the last compaction (and past
+    /// `min_bytes`): sessions that ended leave it, at a cost spread over the lines appended
+    /// since. Call it between inputs, once the state is written (after [`Engine::pump`]). The
+    /// journal's size before and after, when it was rewritten; nothing for an engine in memory.
+    pub fn compact_journal(&mut self, min_bytes: u64) -> Result<Option<(u64, u64)>, String> {
+        let Persist::Files(files) = self.core.persistence() else {
+            return Ok(None);
+        };
+        let path = files.context_path();
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+        if size < min_bytes.max(self.journal_compacted.saturating_mul(2)) {
+            return Ok(None);
+        }
+        let keep = self.rt.journal_sessions();
+        let (before, after) = files
+            .compact_context(|id| keep.contains(id))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        self.journal_compacted = after;
+        Ok(Some((before, after)))
     }
 
     /// The runtime, to read.

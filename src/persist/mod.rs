@@ -303,8 +303,9 @@ pub struct SessionMeta {
     /// When it expires (B26), in the driver's ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
-    /// The webhook envelope it started with, as JSON text.
-    #[serde(default)]
+    /// The webhook envelope it started with, as JSON text: empty in the states written now,
+    /// which keep it once, in `context.jsonl` (the main session's first message).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub payload: String,
     /// Whether its agent's end completed it (with `result`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

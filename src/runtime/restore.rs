@@ -48,11 +48,30 @@ impl Runtime {
                         ended: s.ended,
                         failed: s.failed,
                         expires_at: s.expires_at,
-                        payload: s.payload.to_string(),
+                        // Stored once, in the journal: the main session's first message.
+                        payload: String::new(),
                         completed: s.outcome.as_ref().is_some_and(|o| o.0),
                         result: s.outcome.as_ref().map(|o| o.1.to_string()),
                     }),
                 }
+            })
+            .map(|mut c: ConversationState| {
+                // A session's payload is stored once, in the journal: its main agent's task
+                // (the same text) is read back from there too.
+                let payload = c
+                    .session
+                    .is_some()
+                    .then(|| self.stacks.get(&c.key)?.session.as_ref())
+                    .flatten()
+                    .map(|s| s.payload.clone());
+                if let (Some(main), Some(payload)) = (c.active_stack.first_mut(), payload) {
+                    if let Some(node) = main.node.as_mut() {
+                        if main.agent_type == AgentKind::Main && node.user_content == payload {
+                            node.user_content = "".into();
+                        }
+                    }
+                }
+                c
             })
             .collect();
         State {
@@ -61,6 +80,15 @@ impl Runtime {
             seq: self.seq,
             conversations,
         }
+    }
+
+    /// The sessions of `context.jsonl` a restore from the runtime's state needs: every
+    /// conversation's main session and every live frame's. The journal's other lines (agents
+    /// and sessions that ended) may go.
+    pub fn journal_sessions(&self) -> std::collections::BTreeSet<uuid::Uuid> {
+        let mains = self.stacks.entries().iter().map(|e| e.main_session_id);
+        let frames = self.stacks.live_frames().map(|f| f.agent_session_id);
+        mains.chain(frames).collect()
     }
 
     /// One frame as `state.json` keeps it.
@@ -171,13 +199,27 @@ impl Runtime {
                         ended: s.ended,
                         failed: s.failed,
                         expires_at: s.expires_at,
-                        payload: s.payload.as_str().into(),
+                        payload: match s.payload.as_str() {
+                            // The journal holds it: the session's first message (states
+                            // written before that kept it here).
+                            "" => sessions
+                                .get(&main_id)
+                                .and_then(|m| m.messages.first())
+                                .map_or_else(|| "".into(), |m| m.text().into()),
+                            text => text.into(),
+                        },
                         outcome: s.result.as_ref().map(|r| (s.completed, r.as_str().into())),
                     }))
                 }
             };
             let mut frames = Vec::new();
-            for meta in conv.active_stack {
+            for mut meta in conv.active_stack {
+                // A session's main agent's task is its payload, stored once (see `state`).
+                if let (Some(s), Some(node)) = (&session, meta.node.as_mut()) {
+                    if meta.agent_type == AgentKind::Main && node.user_content.is_empty() {
+                        node.user_content = s.payload.clone();
+                    }
+                }
                 let agent = match &session {
                     Some(s) if meta.agent_type == AgentKind::Main => s.agent.clone(),
                     _ => rt.declared(&meta)?,

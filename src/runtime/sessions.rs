@@ -27,6 +27,30 @@ impl Runtime {
             .filter_map(|e| e.session.as_deref())
     }
 
+    /// Drops the conversation of session `id` once it ended and none of its agents runs any
+    /// more: the runtime then neither holds nor persists it, so that what an input costs does
+    /// not grow with the sessions ever run. A driver calls it once its store keeps the
+    /// session's end (a restart then finds the session there, not in the runtime). `false`,
+    /// changing nothing, for a session the runtime does not hold or that has not ended.
+    pub fn forget_session(&mut self, id: Uuid) -> bool {
+        let key = id.to_string();
+        let Some(slot) = self.stacks.slot(&key) else {
+            return false;
+        };
+        let ended = self
+            .stacks
+            .entry(slot)
+            .session
+            .as_ref()
+            .is_some_and(|s| s.id == id && s.ended);
+        let forgotten = ended && self.stacks.remove(slot);
+        if forgotten {
+            // The state without it is written at once (a driver takes the effect).
+            self.end_input();
+        }
+        forgotten
+    }
+
     /// Whether the frame behind model call `call` is offered `ask_user` (DESIGN §9): always in a
     /// user's conversation; in a triggered session only by an agent that asks asynchronously,
     /// and never by a fork (one question at a time). A call it is not offered is refused all

@@ -222,9 +222,22 @@ pub(super) async fn tree(State(shared): State<Arc<Shared>>, headers: HeaderMap) 
         return e.into_response();
     }
     match ask(&shared, Command::Tree).await {
-        Ok(nodes) => axum::Json(nodes).into_response(),
+        Ok(nodes) => axum::Json(nodes.iter().map(node_json).collect::<Vec<_>>()).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// An agent as the API shows it: its `created_at` in ISO 8601 UTC (the runtime's time is the
+/// wall clock's ms).
+fn node_json(node: &crate::agents::tree::Node) -> Value {
+    let mut v = serde_json::to_value(node).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        map.insert(
+            "created_at".to_owned(),
+            iso_timestamp(node.created_at).into(),
+        );
+    }
+    v
 }
 
 pub(super) async fn agent(
@@ -236,7 +249,7 @@ pub(super) async fn agent(
         authorize(&shared, &headers)?;
         let id = agent_id(&id)?;
         match ask(&shared, |tx| Command::Agent(id, tx)).await? {
-            Some(node) => Ok(axum::Json(node).into_response()),
+            Some(node) => Ok(axum::Json(node_json(&node)).into_response()),
             None => Err(error(
                 StatusCode::NOT_FOUND,
                 format!("agent not found: {id}"),
@@ -407,10 +420,20 @@ pub(super) async fn webhook(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct QuestionsQuery {
     #[serde(default)]
     status: Option<String>,
+    /// At most this many questions (a page).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// The `next` of the page before: the questions after it.
+    #[serde(default)]
+    after: Option<String>,
 }
+
+/// The most questions a page holds.
+const PAGE_MAX: usize = 1000;
 
 pub(super) async fn pending_questions(
     State(shared): State<Arc<Shared>>,
@@ -426,9 +449,44 @@ pub(super) async fn pending_questions(
                 format!("status={status}: only pending questions are listed"),
             ));
         }
-        let pending = lock(&shared.store)
+        let mut pending = lock(&shared.store)
             .pending()
             .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        // Pages in creation order (ties by id); a cursor is the last question's time and id,
+        // so that a page starts where the last ended whatever was answered meanwhile.
+        let at = |q: &crate::store::questions::QuestionRow| (q.created_at, q.id.clone());
+        pending.sort_by_key(|p| at(&p.question));
+        if let Some(after) = &query.after {
+            let cursor = after
+                .split_once('.')
+                .and_then(|(ms, id)| Some((ms.parse::<u64>().ok()?, id.to_owned())))
+                .ok_or_else(|| {
+                    error(
+                        StatusCode::BAD_REQUEST,
+                        format!("after={after}: not a cursor this service gave (a page's `next`)"),
+                    )
+                })?;
+            pending.retain(|p| at(&p.question) > cursor);
+        }
+        let limit = match query.limit {
+            None => None,
+            Some(n @ 1..=PAGE_MAX) => Some(n),
+            Some(n) => {
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    format!("limit={n}: a page holds 1 to {PAGE_MAX} questions"),
+                ))
+            }
+        };
+        let next = match limit {
+            Some(n) if pending.len() > n => {
+                pending.truncate(n);
+                pending
+                    .last()
+                    .map(|p| format!("{}.{}", p.question.created_at, p.question.id))
+            }
+            _ => None,
+        };
         let questions: Vec<Value> = pending
             .into_iter()
             .map(|p| {
@@ -448,7 +506,11 @@ pub(super) async fn pending_questions(
                 })
             })
             .collect();
-        Ok(axum::Json(json!({ "questions": questions })).into_response())
+        let mut reply = json!({ "questions": questions });
+        if limit.is_some() {
+            reply["next"] = next.map_or(Value::Null, Value::from);
+        }
+        Ok(axum::Json(reply).into_response())
     };
     run().unwrap_or_else(IntoResponse::into_response)
 }
@@ -467,8 +529,26 @@ pub(super) async fn answer(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Response {
     let run = || -> Result<Response, ApiError> {
-        authorize(&shared, &headers)?;
-        let b: AnswerBody = body(bytes)?;
+        // The service's token, or the question's own answer token (from its callback), which
+        // answers that question of that session and nothing else.
+        let authorized = authorize(&shared, &headers);
+        let b: AnswerBody = match authorized {
+            Ok(()) => body(bytes)?,
+            Err(unauthorized) => {
+                let key = shared.callbacks.answer_key.clone().ok_or(unauthorized)?;
+                let given = headers
+                    .get(axum::http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .unwrap_or_default()
+                    .to_owned();
+                let b: AnswerBody = body(bytes)?;
+                if !super::callbacks::answers(&key, &session, &b.question_id, &given) {
+                    return Err(error(StatusCode::UNAUTHORIZED, "unauthorized"));
+                }
+                b
+            }
+        };
         let not_found = |what: String| error(StatusCode::NOT_FOUND, what);
         let question = Uuid::parse_str(&b.question_id)
             .map_err(|_| not_found(format!("question {} of session {session}", b.question_id)))?;

@@ -36,6 +36,45 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
     out
 }
 
+/// The key answer tokens are made with: `--answer-secret`'s bytes, else one derived from the
+/// service's `--token` (so that a token's holder can make answer tokens, and nobody else); none
+/// without either (then anyone who reaches the service may answer).
+pub(super) fn answer_key(answer_secret: Option<&str>, token: Option<&str>) -> Option<Arc<[u8]>> {
+    match (answer_secret, token) {
+        (Some(secret), _) => Some(Arc::from(secret.as_bytes())),
+        (None, Some(token)) => {
+            let derived = hmac_hex(token.as_bytes(), b"agentsim answer tokens");
+            Some(Arc::from(derived.as_bytes()))
+        }
+        (None, None) => None,
+    }
+}
+
+fn hmac_hex(key: &[u8], data: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key size");
+    mac.update(data);
+    let bytes = mac.finalize().into_bytes();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The token that answers question `question` of session `session`, and nothing else: the hex
+/// HMAC-SHA256 of `answer\n<session>\n<question>` under the answer key.
+pub fn answer_token(key: &[u8], session: &str, question: &str) -> String {
+    hmac_hex(key, format!("answer\n{session}\n{question}").as_bytes())
+}
+
+/// Whether `given` is the answer token of `question` of `session` (compared in constant time).
+pub(super) fn answers(key: &[u8], session: &str, question: &str, given: &str) -> bool {
+    let expected = answer_token(key, session, question);
+    expected.len() == given.len()
+        && expected
+            .bytes()
+            .zip(given.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
 /// Sends questions' callbacks: one POST with `X-Agent-Session`, `Idempotency-Key` and (with a
 /// secret) the signature, retried by the scenario's policy when it fails (refused, timed out, a
 /// status other than 2xx). The question stays listed whatever the callback got.
@@ -45,6 +84,8 @@ pub(super) struct CallbackSender {
     pub(super) policy: crate::agents::session::CallbackPolicy,
     pub(super) public_url: String,
     pub(super) secret: Option<Arc<[u8]>>,
+    /// The key of the answer tokens put in each callback's body, if there is one.
+    pub(super) answer_key: Option<Arc<[u8]>>,
 }
 
 impl CallbackSender {
@@ -161,7 +202,7 @@ pub(super) fn callback(
     (text, context): (&str, Option<&str>),
     url: &str,
 ) -> Callback {
-    let body = crate::agents::session::callback_body(
+    let mut body = crate::agents::session::callback_body(
         session,
         agent,
         question,
@@ -169,6 +210,11 @@ pub(super) fn callback(
         context,
         &shared.callbacks.public_url,
     );
+    // The receiver's authority to answer this question, and no other.
+    if let (Some(key), serde_json::Value::Object(map)) = (&shared.callbacks.answer_key, &mut body) {
+        let token = answer_token(key, &session.to_string(), &question.to_string());
+        map.insert("answer_token".to_owned(), token.into());
+    }
     Callback {
         question_id: question.to_string(),
         session_id: session.to_string(),

@@ -28,6 +28,18 @@ pub(super) async fn run_engine(
         fail(&shared, &e.to_string());
         return;
     }
+    // The state written, the journal keeps only what it needs (sessions a start forgot go).
+    match engine.compact_journal(0) {
+        Ok(Some((before, after))) if before != after => {
+            tracing::info!(
+                before,
+                after,
+                "the runtime's journal lost the lines of ended sessions"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "the runtime's journal could not be compacted"),
+    }
     loop {
         tokio::select! {
             command = commands.recv() => match command {
@@ -91,7 +103,68 @@ pub(super) async fn run_engine(
             fail(&shared, &e.to_string());
             return;
         }
+        if forget_ended(&mut engine, &shared) {
+            // The state without them is written, and the journal loses their lines now and
+            // then (when it doubled).
+            let written = engine.pump(&mut backend, |effect| publish(&shared, effect));
+            if let Err(e) = written {
+                fail(&shared, &e.to_string());
+                return;
+            }
+            compact(&mut engine);
+        }
     }
+}
+
+/// The smallest journal worth compacting, in bytes.
+const JOURNAL_MIN: u64 = 1 << 20;
+
+/// Compacts the runtime's journal when it doubled since it last was (see
+/// [`Engine::compact_journal`]); a failure is logged, and the journal stays as it was.
+pub(super) fn compact(engine: &mut Engine) {
+    match engine.compact_journal(JOURNAL_MIN) {
+        Ok(Some((before, after))) => {
+            tracing::info!(
+                before,
+                after,
+                "the runtime's journal lost the lines of ended sessions"
+            )
+        }
+        Ok(None) => {}
+        Err(e) => tracing::error!(error = %e, "the runtime's journal could not be compacted"),
+    }
+}
+
+/// Lets the runtime drop every session that ended and whose end the store keeps: the store
+/// answers for it from then on, and the runtime's state (rewritten whole at each input) holds
+/// only the sessions that still run or wait. A session whose end the store could not take stays
+/// in the runtime, so that a restart brings the store level again.
+pub(super) fn forget_ended(engine: &mut Engine, shared: &Shared) -> bool {
+    let ended: Vec<uuid::Uuid> = engine
+        .runtime()
+        .async_sessions()
+        .filter(|s| s.ended)
+        .map(|s| s.id)
+        .collect();
+    let store = lock(&shared.store);
+    let mut file = lock(&shared.ended_file);
+    let mut forgot = false;
+    for id in ended {
+        let row = match store.session(&id.to_string()) {
+            Ok(Some(row)) if row.status.is_terminal() => row,
+            _ => continue,
+        };
+        // A store that forgets at a restart has the session's end written beside the state
+        // first.
+        if let Some(file) = file.as_mut() {
+            if let Err(e) = file.append(&row, &**store) {
+                tracing::error!(session = %id, error = %e, "an ended session could not be written beside the state; the runtime keeps it");
+                continue;
+            }
+        }
+        forgot |= engine.runtime_mut().forget_session(id);
+    }
+    forgot
 }
 
 /// The session a webhook's idempotency `key` started, if the store remembers the key and still
@@ -223,6 +296,8 @@ pub(super) fn reconcile(engine: &mut Engine, shared: &Shared) {
         tracing::info!(%question, "an acknowledged answer is given again after a restart");
         engine.runtime_mut().answer(question, answer);
     }
+    // What a start forgets is written by the first pump, which comes before any request.
+    forget_ended(engine, shared);
 }
 
 /// After a restart, the store is made to agree with the runtime's persisted state on every

@@ -57,6 +57,7 @@ mod api;
 #[cfg(feature = "sqlite")]
 pub mod bench;
 mod callbacks;
+mod ended;
 mod engine;
 mod events;
 mod keys;
@@ -68,7 +69,7 @@ use api::{
 };
 use engine::{reconcile, run_engine};
 
-pub use callbacks::{signature, IDEMPOTENCY_HEADER, SIGNATURE_HEADER};
+pub use callbacks::{answer_token, signature, IDEMPOTENCY_HEADER, SIGNATURE_HEADER};
 pub use events::DEFAULT_EVENT_BUFFER;
 
 /// The largest request body taken by default, in bytes.
@@ -111,6 +112,12 @@ pub struct Options {
     /// End as `failed` the store's open sessions that the runtime does not hold (nothing could
     /// resume them); without it such sessions refuse the start.
     pub abandon_sessions: bool,
+    /// The secret answer tokens are made with (see [`answer_token`]); `None`: derived from
+    /// `token`, and no tokens without one.
+    pub answer_secret: Option<String>,
+    /// How long an ended session (completed or failed, expired ones included) is kept after it
+    /// ended; then it is deleted with its questions. `None`: kept for ever.
+    pub retention: Option<Duration>,
 }
 
 /// How long a request's headers may take by default.
@@ -141,6 +148,8 @@ impl Default for Options {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             callback_secret: None,
             abandon_sessions: false,
+            retention: None,
+            answer_secret: None,
         }
     }
 }
@@ -150,6 +159,30 @@ fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Deletes the sessions that ended more than `retention` ago, with their questions (and, with
+/// `--state` alone, their lines beside the state).
+fn sweep(shared: &Shared, retention: Duration, state_dir: Option<&std::path::Path>) {
+    let before = wall_ms().saturating_sub(retention.as_millis() as u64);
+    let mut store = lock(&shared.store);
+    let gone = match store.purge_ended(before) {
+        Ok(0) => return,
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!(error = %e, "expired sessions could not be deleted");
+            return;
+        }
+    };
+    if let (Some(file), Some(dir)) = (lock(&shared.ended_file).as_mut(), state_dir) {
+        if let Err(e) = file.rewrite(dir, &**store) {
+            tracing::error!(error = %e, "the ended sessions beside the state could not be rewritten");
+        }
+    }
+    tracing::info!(
+        sessions = gone,
+        "sessions past the retention deleted with their questions"
+    );
 }
 
 /// A question to the engine's task, answered on its channel.
@@ -208,6 +241,8 @@ struct Shared {
     callbacks: callbacks::CallbackSender,
     /// The webhooks' idempotency keys beside `--state` when the store forgets them at a restart.
     key_file: Mutex<Option<keys::KeyFile>>,
+    /// The ended sessions beside `--state` when the store forgets them at a restart.
+    ended_file: Mutex<Option<ended::EndedFile>>,
     /// Where the runtime persists (absolute), if it does: named in waiting sessions'
     /// `execution_state`.
     state_dir: Option<std::path::PathBuf>,
@@ -282,6 +317,8 @@ pub async fn start(
     let (commands, rx) = mpsc::unbounded_channel();
     let events = Arc::new(events::EventLog::new(wall_ms(), options.event_buffer));
     let (stop, _) = watch::channel(false);
+    let answer_key =
+        callbacks::answer_key(options.answer_secret.as_deref(), options.token.as_deref());
     let shared = Arc::new(Shared {
         commands,
         token: options.token,
@@ -291,6 +328,7 @@ pub async fn start(
         failure: Mutex::new(None),
         store: Mutex::new(store),
         key_file: Mutex::new(None),
+        ended_file: Mutex::new(None),
         state_dir: options
             .state_dir
             .as_deref()
@@ -302,6 +340,7 @@ pub async fn start(
                 .callback_secret
                 .as_deref()
                 .map(|s| Arc::from(s.as_bytes())),
+            answer_key,
             public_url: options
                 .public_url
                 .clone()
@@ -309,7 +348,7 @@ pub async fn start(
         },
     });
     let mut engine = match &options.state_dir {
-        None => Engine::new(&setup, true),
+        None => Engine::at_wall_clock(&setup, true, wall_ms()),
         Some(dir) => {
             let files = crate::store::FileStore::new(dir).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("--state {}: {e}", dir.display()))
@@ -328,6 +367,11 @@ pub async fn start(
                 std::io::Error::new(e.kind(), format!("--state {}: {e}", path.display()))
             })?;
             *lock(&shared.key_file) = Some(file);
+            let file = ended::EndedFile::open(dir, &mut **store).map_err(|e| {
+                let path = dir.join(ended::FILE);
+                std::io::Error::new(e.kind(), format!("--state {}: {e}", path.display()))
+            })?;
+            *lock(&shared.ended_file) = Some(file);
         }
     }
     engine::settle_orphans(
@@ -337,6 +381,21 @@ pub async fn start(
     )
     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     reconcile(&mut engine, &shared);
+    if let Some(retention) = options.retention {
+        // Sessions past their time go before the first request, then every so often.
+        sweep(&shared, retention, options.state_dir.as_deref());
+        let (shared, dir) = (shared.clone(), options.state_dir.clone());
+        let every = (retention / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+        let mut stop = shared.stop.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => sweep(&shared, retention, dir.as_deref()),
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        });
+    }
     callbacks::resend_outbox(&shared);
     let engine = tokio::spawn(run_engine(engine, backend, rx, shared.clone()));
     let app = Router::new()

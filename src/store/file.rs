@@ -77,6 +77,48 @@ impl FileStore {
         f.sync_data()
     }
 
+    /// Rewrites `context.jsonl` atomically with only the lines of the sessions `keep` names
+    /// (a torn last line goes too): what a driver does once sessions ended, so that the journal
+    /// holds what a restore needs and no more. The bytes before and after; a line that is not a
+    /// journal entry (not the torn last one) is an error and changes nothing.
+    pub fn compact_context(
+        &self,
+        keep: impl Fn(&uuid::Uuid) -> bool,
+    ) -> std::io::Result<(u64, u64)> {
+        #[derive(serde::Deserialize)]
+        struct Line {
+            agent_session_id: uuid::Uuid,
+        }
+        let context = match fs::read_to_string(self.context_path()) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
+            Err(e) => return Err(e),
+        };
+        let ends_cleanly = context.is_empty() || context.ends_with('\n');
+        let lines: Vec<&str> = context.split_terminator('\n').collect();
+        let mut kept = String::new();
+        for (i, line) in lines.iter().enumerate() {
+            match serde_json::from_str::<Line>(line) {
+                Ok(l) if keep(&l.agent_session_id) => {
+                    kept.push_str(line);
+                    kept.push('\n');
+                }
+                Ok(_) => {}
+                Err(_) if i + 1 == lines.len() && !ends_cleanly => {}
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{} line {}: {e}", self.context_path().display(), i + 1),
+                    ))
+                }
+            }
+        }
+        if kept.len() != context.len() {
+            self.replace(&self.context_path(), &kept)?;
+        }
+        Ok((context.len() as u64, kept.len() as u64))
+    }
+
     /// Reads both files (`None` for a missing `state.json`, "" for a missing journal).
     pub fn load(&self) -> std::io::Result<(Option<String>, String)> {
         let state = match fs::read_to_string(self.state_path()) {

@@ -296,6 +296,11 @@ pub trait QuestionStore {
     /// The session a remembered idempotency key started, if the store still remembers it.
     fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError>;
 
+    /// Deletes the sessions that ended (`completed` or `failed`) and last changed before
+    /// `before_ms`, with their questions, their callbacks and the idempotency keys that name
+    /// them (a retention setting); how many sessions went.
+    fn purge_ended(&mut self, before_ms: u64) -> Result<usize, StoreError>;
+
     /// Whether what the store holds outlives the process (a database), or goes with it.
     fn durable(&self) -> bool {
         false
@@ -440,6 +445,14 @@ pub struct MemoryQuestions {
     key_order: std::collections::VecDeque<String>,
     /// The callbacks not yet settled, oldest first.
     outbox: Vec<Callback>,
+    /// Where each session is in `sessions`, by id.
+    session_at: std::collections::BTreeMap<String, usize>,
+    /// Where each question is in `questions`, by id.
+    question_at: std::collections::BTreeMap<String, usize>,
+    /// Each session's questions, as places in `questions`, in creation order.
+    by_session: std::collections::BTreeMap<String, Vec<usize>>,
+    /// The unanswered questions, as places in `questions` (creation order).
+    unanswered: std::collections::BTreeSet<usize>,
 }
 
 impl MemoryQuestions {
@@ -449,10 +462,39 @@ impl MemoryQuestions {
     }
 
     fn session_mut(&mut self, id: &str) -> Result<&mut SessionRow, StoreError> {
-        self.sessions
-            .iter_mut()
-            .find(|s| s.id == id)
+        self.session_at
+            .get(id)
+            .and_then(|&at| self.sessions.get_mut(at))
             .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+    }
+
+    fn session_ref(&self, id: &str) -> Option<&SessionRow> {
+        self.sessions.get(*self.session_at.get(id)?)
+    }
+
+    fn question_ref(&self, id: &str) -> Option<&QuestionRow> {
+        self.questions.get(*self.question_at.get(id)?)
+    }
+
+    /// Rebuilds the indexes from the rows (after rows were deleted).
+    fn reindex(&mut self) {
+        self.session_at = (self.sessions.iter().enumerate())
+            .map(|(i, s)| (s.id.clone(), i))
+            .collect();
+        self.question_at = (self.questions.iter().enumerate())
+            .map(|(i, q)| (q.id.clone(), i))
+            .collect();
+        self.by_session.clear();
+        self.unanswered.clear();
+        for (i, q) in self.questions.iter().enumerate() {
+            self.by_session
+                .entry(q.session_id.clone())
+                .or_default()
+                .push(i);
+            if q.answer.is_none() {
+                self.unanswered.insert(i);
+            }
+        }
     }
 }
 
@@ -464,9 +506,10 @@ impl QuestionStore for MemoryQuestions {
         payload: &str,
         at_ms: u64,
     ) -> Result<(), StoreError> {
-        if self.sessions.iter().any(|s| s.id == id) {
+        if self.session_at.contains_key(id) {
             return Err(StoreError::Conflict(format!("session {id} exists")));
         }
+        self.session_at.insert(id.to_owned(), self.sessions.len());
         self.sessions.push(SessionRow {
             id: id.to_owned(),
             agent_name: agent_name.to_owned(),
@@ -480,7 +523,7 @@ impl QuestionStore for MemoryQuestions {
     }
 
     fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
-        Ok(self.sessions.iter().find(|s| s.id == id).cloned())
+        Ok(self.session_ref(id).cloned())
     }
 
     fn transition(&mut self, id: &str, to: SessionStatus, at_ms: u64) -> Result<(), StoreError> {
@@ -505,13 +548,13 @@ impl QuestionStore for MemoryQuestions {
     }
 
     fn ask(&mut self, q: &NewQuestion, at_ms: u64) -> Result<(), StoreError> {
-        if self.questions.iter().any(|x| x.id == q.id) {
+        if self.question_at.contains_key(&q.id) {
             return Err(StoreError::Conflict(format!("question {} exists", q.id)));
         }
-        if self
-            .questions
-            .iter()
-            .any(|x| x.session_id == q.session_id && x.answer.is_none())
+        let asked = self.by_session.get(&q.session_id).into_iter().flatten();
+        if asked
+            .filter_map(|&i| self.questions.get(i))
+            .any(|x| x.answer.is_none())
         {
             return Err(StoreError::Conflict(format!(
                 "session {} already has an open question",
@@ -519,6 +562,13 @@ impl QuestionStore for MemoryQuestions {
             )));
         }
         self.transition(&q.session_id, SessionStatus::PendingInput, at_ms)?;
+        let at = self.questions.len();
+        self.question_at.insert(q.id.clone(), at);
+        self.by_session
+            .entry(q.session_id.clone())
+            .or_default()
+            .push(at);
+        self.unanswered.insert(at);
         self.questions.push(QuestionRow {
             id: q.id.clone(),
             session_id: q.session_id.clone(),
@@ -567,17 +617,15 @@ impl QuestionStore for MemoryQuestions {
         answer: &str,
         at_ms: u64,
     ) -> Result<Answered, StoreError> {
-        let session = self.sessions.iter().find(|s| s.id == session_id);
-        let question = self.questions.iter().find(|q| q.id == question_id);
+        let session = self.session_ref(session_id);
+        let question = self.question_ref(question_id);
         if let Some(done) = judge_answer(session_id, question_id, session, question)? {
             return Ok(done);
         }
         self.transition(session_id, SessionStatus::Running, at_ms)?;
-        let q = self
-            .questions
-            .iter_mut()
-            .find(|q| q.id == question_id)
-            .expect("judged above");
+        let at = self.question_at[question_id];
+        self.unanswered.remove(&at);
+        let q = &mut self.questions[at];
         q.answer = Some(answer.to_owned());
         q.answered_at = Some(at_ms);
         Ok(Answered::Resumed)
@@ -585,11 +633,11 @@ impl QuestionStore for MemoryQuestions {
 
     fn pending(&self) -> Result<Vec<PendingQuestion>, StoreError> {
         Ok(self
-            .questions
+            .unanswered
             .iter()
-            .filter(|q| q.answer.is_none())
-            .filter_map(|q| {
-                let s = self.sessions.iter().find(|s| s.id == q.session_id)?;
+            .filter_map(|&i| {
+                let q = self.questions.get(i)?;
+                let s = self.session_ref(&q.session_id)?;
                 (s.status == SessionStatus::PendingInput).then(|| PendingQuestion {
                     question: q.clone(),
                     agent_name: s.agent_name.clone(),
@@ -618,12 +666,30 @@ impl QuestionStore for MemoryQuestions {
         Ok(self.keys.get(key).cloned())
     }
 
-    fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError> {
-        Ok(self
-            .questions
+    fn purge_ended(&mut self, before_ms: u64) -> Result<usize, StoreError> {
+        let gone: std::collections::BTreeSet<String> = self
+            .sessions
             .iter()
-            .filter(|q| q.session_id == session_id)
-            .cloned()
+            .filter(|s| s.status.is_terminal() && s.updated_at < before_ms)
+            .map(|s| s.id.clone())
+            .collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        self.sessions.retain(|s| !gone.contains(&s.id));
+        self.questions.retain(|q| !gone.contains(&q.session_id));
+        self.outbox.retain(|c| !gone.contains(&c.session_id));
+        let keys = &mut self.keys;
+        keys.retain(|_, session| !gone.contains(session));
+        self.key_order.retain(|k| keys.contains_key(k));
+        self.reindex();
+        Ok(gone.len())
+    }
+
+    fn questions(&self, session_id: &str) -> Result<Vec<QuestionRow>, StoreError> {
+        let asked = self.by_session.get(session_id).into_iter().flatten();
+        Ok(asked
+            .filter_map(|&i| self.questions.get(i).cloned())
             .collect())
     }
 

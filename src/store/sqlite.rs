@@ -554,6 +554,25 @@ impl QuestionStore for SqliteQuestions {
         true
     }
 
+    fn purge_ended(&mut self, before_ms: u64) -> Result<usize, StoreError> {
+        self.write(|c| {
+            let ended = "SELECT id FROM agent_sessions WHERE status IN ('completed', 'failed') AND updated_at < ?1";
+            let before = timestamp(before_ms);
+            for table in ["agent_questions", "agentsim_callbacks", "agentsim_webhook_keys"] {
+                c.execute(
+                    &format!("DELETE FROM {table} WHERE session_id IN ({ended})"),
+                    params![before],
+                )
+                .map_err(io)?;
+            }
+            c.execute(
+                "DELETE FROM agent_sessions WHERE status IN ('completed', 'failed') AND updated_at < ?1",
+                params![before],
+            )
+            .map_err(io)
+        })
+    }
+
     fn session_of_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.conn
             .query_row(

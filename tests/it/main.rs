@@ -36,6 +36,7 @@ mod serve;
 mod serve_callbacks;
 mod serve_durable;
 mod serve_safety;
+mod serve_scale;
 mod serve_stores;
 mod stream_shapes;
 mod tokio_driver;

@@ -211,10 +211,55 @@ fn conformance(store: &mut dyn QuestionStore) {
     assert!(store.pending().unwrap().is_empty());
 }
 
+/// Retention: the sessions that ended before a time go with their questions, callbacks and
+/// keys; those that ended later, and those still open however old, stay.
+fn purge_conformance(store: &mut dyn QuestionStore) {
+    use agentsim::store::questions::Callback;
+    for (id, at) in [("old", 10), ("late", 20), ("open", 1)] {
+        store.create_session(id, "poet", "{}", at).unwrap();
+        let callback = Callback {
+            question_id: format!("q-{id}"),
+            session_id: id.into(),
+            url: "http://127.0.0.1:9/hook".into(),
+            body: "{}".into(),
+        };
+        store
+            .ask_with(&question(&format!("q-{id}"), id), Some(&callback), None, at)
+            .unwrap();
+        store.remember_key(&format!("k-{id}"), id, at).unwrap();
+    }
+    store.transition("old", SessionStatus::Failed, 11).unwrap();
+    store.transition("late", SessionStatus::Failed, 30).unwrap();
+    assert_eq!(store.purge_ended(25).unwrap(), 1);
+    assert_eq!(store.session("old").unwrap(), None);
+    assert!(store.questions("old").unwrap().is_empty());
+    assert_eq!(store.session_of_key("k-old").unwrap(), None);
+    assert!(store
+        .outbox()
+        .unwrap()
+        .iter()
+        .all(|c| c.session_id != "old"));
+    assert!(store.session("late").unwrap().is_some());
+    assert_eq!(store.questions("late").unwrap().len(), 1);
+    assert_eq!(
+        store.session_of_key("k-late").unwrap().as_deref(),
+        Some("late")
+    );
+    assert_eq!(
+        store.session("open").unwrap().unwrap().status,
+        SessionStatus::PendingInput
+    );
+    assert_eq!(store.pending().unwrap().len(), 1);
+    assert_eq!(store.purge_ended(25).unwrap(), 0);
+    assert_eq!(store.purge_ended(u64::MAX).unwrap(), 1);
+    assert!(store.session("open").unwrap().is_some());
+}
+
 #[test]
 fn the_memory_store_conforms() {
     conformance(&mut MemoryQuestions::new());
     outbox_conformance(&mut MemoryQuestions::new());
+    purge_conformance(&mut MemoryQuestions::new());
 }
 
 #[cfg(feature = "sqlite")]
@@ -239,6 +284,7 @@ mod sqlite {
         conformance(&mut SqliteQuestions::open(&fresh("conformance.db")).unwrap());
         outbox_conformance(&mut SqliteQuestions::in_memory().unwrap());
         outbox_conformance(&mut SqliteQuestions::open(&fresh("outbox.db")).unwrap());
+        purge_conformance(&mut SqliteQuestions::open(&fresh("purge.db")).unwrap());
     }
 
     #[test]

@@ -16,12 +16,12 @@ use super::serve::{
 /// A receiver of question callbacks on loopback: what it got (the `X-Agent-Session` header and
 /// the body of each POST), replying 503 to the first `fail_first` and 200 after, or never
 /// replying at all when `hang`.
-struct Receiver {
-    url: String,
-    got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+pub(super) struct Receiver {
+    pub(super) url: String,
+    pub(super) got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
 }
 
-async fn receiver(fail_first: usize, hang: bool) -> Receiver {
+pub(super) async fn receiver(fail_first: usize, hang: bool) -> Receiver {
     use axum::http::{HeaderMap, StatusCode};
     let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, Value)>::new()));
     let seen = got.clone();
@@ -60,7 +60,7 @@ async fn receiver(fail_first: usize, hang: bool) -> Receiver {
 
 impl Receiver {
     /// Waits (at most ten seconds) until it got `n` callbacks; what it got.
-    async fn wait_for(&self, n: usize) -> Vec<(String, Value)> {
+    pub(super) async fn wait_for(&self, n: usize) -> Vec<(String, Value)> {
         for _ in 0..500 {
             if self.got.lock().unwrap().len() >= n {
                 break;
