@@ -451,6 +451,37 @@ fn bench_runtime_measures_runs_and_the_cpu_split() {
 }
 
 #[test]
+fn bench_runtime_plays_w1_as_user_messages_and_times_each() {
+    let o = agentsim(&[
+        "bench",
+        "runtime",
+        "--workload",
+        "w1",
+        "--seconds",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["workload"], "w1", "{v}");
+    assert_eq!(v["runs"], 1, "{v}");
+    assert_eq!(v["messages"], 20, "{v}");
+    assert_eq!(v["turns_per_message"], 9, "{v}");
+    let p50 = v["message_ms_p50"].as_f64().unwrap();
+    let p99 = v["message_ms_p99"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p99 >= p50, "{v}");
+    assert!(v["turns_per_second"].as_f64().unwrap() > 0.0, "{v}");
+    // W3..W6 need what protocol 1 cannot express: refused, never measured as something else.
+    let o = agentsim(&["bench", "runtime", "--workload", "w3", "--seconds", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("plays the workloads w1 and w2"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn the_readmes_python_quick_start_is_the_file_the_tests_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
