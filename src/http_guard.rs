@@ -13,8 +13,64 @@
 //! Ports are not compared: a page's port does not make its host the user's.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tokio::sync::watch;
+
+/// A server started by [`serve_guarded`]: the address it listens on, and its task.
+pub(crate) type Serving = (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>);
+
+/// Listens on `addr` and serves `app` with its control routes (`/_agentsim/*`) behind a
+/// [`Guard`] (the provider routes take what the providers' SDKs send, as the providers do),
+/// until `stopped` turns true: mock-llm's and record's servers.
+pub(crate) async fn serve_guarded(
+    app: Router,
+    addr: SocketAddr,
+    allow_hosts: &[String],
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<Serving> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    let bound = listener.local_addr()?;
+    let guard = Arc::new(Guard::new(bound, allow_hosts));
+    let app = app.layer(axum::middleware::from_fn_with_state(guard, control_guard));
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok((bound, task))
+}
+
+/// The control routes (`/_agentsim/*`) let in only what the [`Guard`] allows.
+async fn control_guard(
+    State(guard): State<Arc<Guard>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !request.uri().path().starts_with("/_agentsim/") {
+        return next.run(request).await;
+    }
+    match guard.check(request.method(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err((status, message)) => {
+            let body = serde_json::json!({"error": {"type": "refused", "message": message}});
+            let mut response = (status, body.to_string()).into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+    }
+}
 
 /// The hosts a server answers to.
 #[derive(Clone, Debug)]

@@ -319,42 +319,14 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         .route("/_agentsim/shutdown", post(shutdown).fallback(unknown))
         .fallback(unknown)
         .with_state(shared.clone());
-    let listener = tokio::net::TcpListener::bind(options.addr)
-        .await
-        .map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", options.addr))
-        })?;
-    let addr = listener.local_addr()?;
-    let guard = Arc::new(crate::http_guard::Guard::new(addr, &options.allow_hosts));
-    let app = app.layer(axum::middleware::from_fn_with_state(guard, control_guard));
-    let mut stopped = shared.stop.subscribe();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let (addr, task) = crate::http_guard::serve_guarded(
+        app,
+        options.addr,
+        &options.allow_hosts,
+        shared.stop.subscribe(),
+    )
+    .await?;
     Ok(Running { addr, shared, task })
-}
-
-/// The control routes (`/_agentsim/*`) let in only what [`crate::http_guard::Guard`] allows;
-/// the provider routes take what the providers' SDKs send, as the providers do.
-async fn control_guard(
-    State(guard): State<Arc<crate::http_guard::Guard>>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    if !request.uri().path().starts_with("/_agentsim/") {
-        return next.run(request).await;
-    }
-    match guard.check(request.method(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err((status, message)) => {
-            let body = json!({"error": {"type": "refused", "message": message}});
-            json_response(status, &body, None)
-        }
-    }
 }
 
 async fn anthropic(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
