@@ -111,6 +111,28 @@ impl Guard {
     /// `Err` with the status and the reason when a request of `method` with `headers` is not let
     /// in.
     pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
+        self.check_body_of(method, headers, true)
+    }
+
+    /// [`Guard::check`] for a route that takes any body from a server (`agentsim serve`'s
+    /// webhook, as the seed's does): a request without `Origin` (no browser sends a POST without
+    /// one) may have any content type; one with `Origin` is checked as by [`Guard::check`], so
+    /// that no page, not even one of the user's own machine, posts to it without a preflight.
+    pub fn check_any_body(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Result<(), (StatusCode, String)> {
+        let browser = headers.contains_key(header::ORIGIN);
+        self.check_body_of(method, headers, browser)
+    }
+
+    fn check_body_of(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        json_only: bool,
+    ) -> Result<(), (StatusCode, String)> {
         let refuse = |status, message: String| Err((status, message));
         let Some(host) = headers.get(header::HOST) else {
             return refuse(
@@ -137,7 +159,7 @@ impl Guard {
                 );
             }
         }
-        if method == Method::POST {
+        if method == Method::POST && json_only {
             let json = headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())

@@ -61,8 +61,104 @@ pub fn main_def(def: &AgentDef) -> Arc<AgentDef> {
     })
 }
 
-/// The webhook envelope the agent gets as its first message (B06): the request as JSON, its
-/// payload under `json` (with `_non_object_json` when it is not an object).
+/// A webhook request as `agentsim serve` received it: what the envelope tells the agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookRequest {
+    /// The `Content-Type` header as sent (empty without one).
+    pub content_type: String,
+    /// The headers, names lower-cased, in order of name; secrets are redacted
+    /// ([`REDACTED_HEADERS`]).
+    pub headers: Vec<(String, String)>,
+    /// The body's bytes.
+    pub body: Vec<u8>,
+}
+
+/// Headers whose values never reach the agent's conversation (the model would see them): they
+/// are listed in the envelope as `[redacted]`.
+pub const REDACTED_HEADERS: [&str; 6] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "x-ingress-secret",
+    "idempotency-key",
+];
+
+/// The webhook envelope of a request as received (B06): the request as JSON, with the body as
+/// `json` when the content type is JSON and it parses (`_non_object_json` when it is not an
+/// object), `parse_error` and `raw_body_base64` when it does not parse, and `raw_body_base64`
+/// for any other content type.
+pub fn envelope_of(agent: &str, request: &WebhookRequest) -> Value {
+    let headers: serde_json::Map<String, Value> = request
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            let value = if REDACTED_HEADERS.contains(&k.as_str()) {
+                "[redacted]".to_owned()
+            } else {
+                v.clone()
+            };
+            (k.clone(), Value::String(value))
+        })
+        .collect();
+    let mut envelope = json!({
+        "agent_name": agent,
+        "method": "POST",
+        "path": format!("/webhook/{agent}"),
+        "content_type": request.content_type,
+        "headers": headers,
+    });
+    let media = request
+        .content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if media == "application/json" || media.ends_with("+json") {
+        match serde_json::from_slice::<Value>(&request.body) {
+            Ok(payload) => {
+                if !payload.is_object() {
+                    envelope["_non_object_json"] = json!(true);
+                }
+                envelope["json"] = payload;
+            }
+            Err(e) => {
+                envelope["parse_error"] = json!(e.to_string());
+                envelope["raw_body_base64"] = json!(base64(&request.body));
+            }
+        }
+    } else {
+        envelope["raw_body_base64"] = json!(base64(&request.body));
+    }
+    envelope
+}
+
+/// Standard base64 with padding (RFC 4648, section 4).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The webhook envelope the agent gets as its first message (B06) for a JSON payload (a
+/// scenario's `trigger` step): the request as JSON, its payload under `json` (with
+/// `_non_object_json` when it is not an object).
 pub fn envelope(agent: &str, payload: &Value) -> Value {
     let mut envelope = json!({
         "agent_name": agent,
@@ -217,6 +313,43 @@ pub fn callback_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_envelope_keeps_the_content_type_and_headers_and_any_body() {
+        let req = |ct: &str, body: &[u8]| WebhookRequest {
+            content_type: ct.to_owned(),
+            headers: vec![
+                ("authorization".to_owned(), "Bearer sk-secret".to_owned()),
+                ("x-github-event".to_owned(), "issues".to_owned()),
+            ],
+            body: body.to_vec(),
+        };
+        let e = envelope_of(
+            "triage",
+            &req("application/json; charset=utf-8", b"{\"a\":1}"),
+        );
+        assert_eq!(e["json"], json!({"a": 1}));
+        assert_eq!(e["content_type"], "application/json; charset=utf-8");
+        assert_eq!(e["headers"]["x-github-event"], "issues");
+        assert_eq!(e["headers"]["authorization"], "[redacted]");
+        assert!(!e.to_string().contains("sk-secret"));
+        let e = envelope_of("triage", &req("text/plain", b"hi!"));
+        assert_eq!(e["raw_body_base64"], "aGkh");
+        assert!(e.get("json").is_none());
+        let e = envelope_of("triage", &req("application/json", b"{oops"));
+        assert!(e["parse_error"].as_str().is_some());
+        assert_eq!(e["raw_body_base64"], "e29vcHM=");
+        let e = envelope_of("triage", &req("application/vnd.api+json", b"[1]"));
+        assert_eq!(e["_non_object_json"], true);
+        for (bytes, want) in [
+            (&b""[..], ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+        ] {
+            assert_eq!(base64(bytes), want);
+        }
+    }
 
     #[test]
     fn the_envelope_names_the_agent_and_marks_non_object_payloads() {

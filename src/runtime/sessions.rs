@@ -77,11 +77,23 @@ impl Runtime {
         id
     }
 
+    /// Starts a session of `agent` whose first message is `envelope` (a webhook request's, as
+    /// [`session::envelope_of`] builds it); the session's id, or `None` for an unknown agent.
+    pub fn trigger_envelope(&mut self, agent: &str, envelope: &serde_json::Value) -> Option<Uuid> {
+        let id = self.start_session(agent, envelope);
+        self.end_input();
+        id
+    }
+
     pub(super) fn apply_trigger(
         &mut self,
         agent: &str,
         payload: serde_json::Value,
     ) -> Option<Uuid> {
+        self.start_session(agent, &session::envelope(agent, &payload))
+    }
+
+    fn start_session(&mut self, agent: &str, envelope: &serde_json::Value) -> Option<Uuid> {
         let Some(def) = self.catalog.get(agent) else {
             if self.config.record_events {
                 self.events.push(Event::Triggered {
@@ -94,7 +106,7 @@ impl Runtime {
         };
         let def = session::main_def(def);
         let id = self.ids.next_uuid();
-        let envelope: Arc<str> = session::envelope(agent, &payload).to_string().into();
+        let envelope: Arc<str> = envelope.to_string().into();
         let key: Arc<str> = id.to_string().into();
         let slot = self.slot(&key);
         let expires_at = self

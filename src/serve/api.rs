@@ -49,7 +49,14 @@ pub(super) async fn gate(
     next: axum::middleware::Next,
 ) -> Response {
     use futures_util::StreamExt as _;
-    if let Err((status, message)) = gate.guard.check(request.method(), request.headers()) {
+    // A webhook takes any body, as the seed's does; every other POST is JSON.
+    let checked = if request.uri().path().starts_with("/webhook/") {
+        gate.guard
+            .check_any_body(request.method(), request.headers())
+    } else {
+        gate.guard.check(request.method(), request.headers())
+    };
+    if let Err((status, message)) = checked {
         return error(status, message).into_response();
     }
     let too_large = || {
@@ -360,6 +367,35 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(key.to_owned()))
 }
 
+/// The envelope of a webhook request: its content type, its headers (secrets redacted) and its
+/// body, as JSON when it is JSON and base64 otherwise.
+fn webhook_envelope(agent: &str, headers: &HeaderMap, body: &[u8]) -> Value {
+    use crate::agents::session::{envelope_of, WebhookRequest};
+    let mut list: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    list.sort();
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .map_or(String::new(), |v| {
+            String::from_utf8_lossy(v.as_bytes()).into_owned()
+        });
+    envelope_of(
+        agent,
+        &WebhookRequest {
+            content_type,
+            headers: list,
+            body: body.to_vec(),
+        },
+    )
+}
+
 pub(super) async fn webhook(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -374,7 +410,16 @@ pub(super) async fn webhook(
                 "the webhook's body is empty",
             ));
         }
-        let payload: Value = body(bytes)?;
+        let bytes = bytes.map_err(|r| {
+            let status = r.status();
+            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "the request body is larger than the server's limit".to_owned()
+            } else {
+                r.body_text()
+            };
+            error(status, message)
+        })?;
+        let payload = webhook_envelope(&agent, &headers, &bytes);
         let key = idempotency_key(&headers)?;
         let triggered = ask(&shared, |reply| Command::Trigger {
             agent: agent.clone(),

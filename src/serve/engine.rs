@@ -59,7 +59,8 @@ pub(super) async fn run_engine(
                     }
                     // The session is in the store before the caller hears of it, and so is
                     // its key.
-                    let id = engine.runtime_mut().trigger(&agent, payload);
+                    // `payload` is the request's whole envelope (`api::webhook_envelope`).
+                    let id = engine.runtime_mut().trigger_envelope(&agent, &payload);
                     let published = engine.pump(&mut backend, |effect| publish(&shared, effect));
                     let triggered = match (id, key) {
                         (None, _) => Triggered::NoAgent,

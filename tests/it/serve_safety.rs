@@ -719,3 +719,62 @@ async fn webhook_keys_survive_a_restart_on_the_state_directory_alone() {
     running.finish().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A webhook takes any body from a server, as the seed's does: the envelope keeps the content
+/// type, the headers (secrets redacted) and the body (JSON as `json`, anything else base64); a
+/// browser (a request with `Origin`) must still post JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_envelope_keeps_the_request_and_takes_any_body() {
+    let dir = std::env::temp_dir().join(format!("agentsim-envelope-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("sessions.db");
+    let store = Box::new(agentsim::store::SqliteQuestions::open(&db).unwrap());
+    let running = serve_yaml(SESSIONS, store, options()).await;
+    let addr = running.addr;
+    let payload_of = |id: &str| -> Value {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let text: String = c
+            .query_row(
+                "SELECT original_payload FROM agent_sessions WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let hook = format!("POST /webhook/poet HTTP/1.1\r\nhost: {addr}");
+    let (status, r) = raw(
+        addr,
+        &format!("{hook}\r\ncontent-type: text/plain\r\nx-github-event: issues\r\nauthorization: Bearer sk-secret"),
+        "hello, poet",
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    let e = payload_of(r["session_id"].as_str().unwrap());
+    assert_eq!(e["content_type"], "text/plain", "{e}");
+    assert_eq!(e["headers"]["x-github-event"], "issues", "{e}");
+    assert_eq!(e["headers"]["authorization"], "[redacted]", "{e}");
+    assert_eq!(e["raw_body_base64"], "aGVsbG8sIHBvZXQ=", "{e}");
+    assert!(e.get("json").is_none(), "{e}");
+    let (status, r) = raw(
+        addr,
+        &format!("{hook}\r\ncontent-type: application/json; charset=utf-8"),
+        r#"{"topic": "love"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    let e = payload_of(r["session_id"].as_str().unwrap());
+    assert_eq!(e["json"], json!({"topic": "love"}), "{e}");
+    assert_eq!(e["content_type"], "application/json; charset=utf-8", "{e}");
+    // From a browser, text/plain is refused, as on every POST.
+    let (status, _) = raw(
+        addr,
+        &format!("{hook}\r\norigin: http://{addr}\r\ncontent-type: text/plain"),
+        "hi",
+    )
+    .await;
+    assert_eq!(status, 415);
+    running.stop();
+    running.finish().await.unwrap();
+}
