@@ -12,7 +12,9 @@ use super::shared::{async_runtime, stop_signal};
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
     /// The scenario whose agents, tools and settings to run (and, with `--llm scripted`,
-    /// whose `llm` scripts answer the model calls). Without it: only a main agent, no tools.
+    /// whose `llm` scripts answer the model calls). Without it: only a main agent, no tools,
+    /// answered by `--llm anthropic` or `--llm openai` (the default `--llm scripted` needs a
+    /// scenario to script it, and says so).
     scenario: Option<PathBuf>,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
