@@ -389,10 +389,14 @@ pub fn shrink(
         return None;
     }
     let mut test = |s: &Scenario| rt.block_on(still_fails(s, options, finding));
+    // An outside runtime runs in real time, so its shrinking has a deadline in real time.
+    let out_of_time = budget
+        .deadline
+        .map(|d| move || std::time::Instant::now() >= d);
     let mut shrunk = shrink_by(
         failing,
         budget.runs.saturating_sub(1),
-        budget.deadline,
+        out_of_time.as_ref().map(|f| f as &dyn Fn() -> bool),
         &mut test,
     );
     shrunk.attempts += 1;

@@ -36,19 +36,21 @@ pub fn shrink(scenario: Scenario, invariant: &str, budget: usize) -> Shrunk {
 }
 
 /// Shrinks `scenario`, for which `still_fails` holds, while it holds: at most `budget`
-/// candidates, and none started after `deadline`. The edits are [`shrink`]'s; `still_fails`
-/// decides (a run of agentsim's own runtime, or of a runtime under test).
+/// candidates, and none started once `out_of_time` says so (the caller's clock: shrinking
+/// itself reads none, so that agentsim's own runs shrink the same way every time). The edits
+/// are [`shrink`]'s; `still_fails` decides (a run of agentsim's own runtime, or of a runtime
+/// under test).
 pub fn shrink_by(
     scenario: Scenario,
     budget: usize,
-    deadline: Option<std::time::Instant>,
+    out_of_time: Option<&dyn Fn() -> bool>,
     still_fails: &mut dyn FnMut(&Scenario) -> bool,
 ) -> Shrunk {
     let mut shrinker = Shrinker {
         best: scenario,
         still_fails,
         budget,
-        deadline,
+        out_of_time,
         attempts: 0,
     };
     loop {
@@ -80,7 +82,7 @@ struct Shrinker<'a> {
     best: Scenario,
     still_fails: &'a mut dyn FnMut(&Scenario) -> bool,
     budget: usize,
-    deadline: Option<std::time::Instant>,
+    out_of_time: Option<&'a dyn Fn() -> bool>,
     attempts: usize,
 }
 
@@ -92,8 +94,7 @@ enum Tried {
 
 impl Shrinker<'_> {
     fn out_of_time(&self) -> bool {
-        self.deadline
-            .is_some_and(|d| std::time::Instant::now() >= d)
+        self.out_of_time.is_some_and(|f| f())
     }
 
     fn done(self) -> Shrunk {
