@@ -122,6 +122,85 @@ async fn an_agents_sdk_handoff_is_served_with_and_without_nested_history() {
     assert_eq!(report.conversations, 3, "{}", report.text());
 }
 
+/// `nest_handoff_history=True` with a tool loop after the handoff, as the OpenAI Agents SDK sends
+/// it (tests/clients/agents_sdk_clients.py): the forecaster's second request replays its own
+/// summary message right before the tool calls the server sent. Over Responses the two are
+/// separate items (which the server reads as one assistant turn); over Chat Completions the SDK
+/// merges them into one assistant message (the summary as its content, the server's calls as its
+/// `tool_calls`). The client's own text in front of a served turn is the client's, not a
+/// rewrite of that turn: no violation.
+#[tokio::test]
+async fn a_nested_handoff_summary_before_the_served_tool_calls_is_the_clients_own() {
+    let summary = "For context, here is the conversation so far between the user and the previous agent:\n<CONVERSATION HISTORY>\n1. user: What's the weather in Rome?\n</CONVERSATION HISTORY>";
+    // Responses: the summary item, then the function call items the server sent.
+    let running = serve(HANDOFF, Options::default()).await;
+    let nested = json!({"role": "assistant", "content": summary});
+    let (status, _, body) = post(
+        &running,
+        "/v1/responses",
+        responses(FORECASTER, json!([nested.clone()])),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let forecast = output(&body);
+    assert_eq!(forecast[0]["name"], "get_forecast", "{body}");
+    let mut input = vec![nested];
+    input.extend(forecast.iter().cloned());
+    input.push(
+        json!({"type": "function_call_output", "call_id": call_id(&forecast),
+                      "output": "sunny, 24 C"}),
+    );
+    let (status, _, body) = post(
+        &running,
+        "/v1/responses",
+        responses(FORECASTER, Value::Array(input)),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Sunny in Rome, 24 C."), "{body}");
+    let report = finish(running).await;
+    // Only the forecaster's two replies are served (triage's are left, as unused entries).
+    assert!(
+        report.violations.is_empty() && report.misses.is_empty(),
+        "{}",
+        report.text()
+    );
+
+    // Chat Completions: one assistant message, the summary as content and the calls after it.
+    let running = serve(HANDOFF, Options::default()).await;
+    let chat = |messages: Value| {
+        json!({"model": "gpt-4.1", "messages": messages,
+               "tools": [{"type": "function", "function": {"name": "get_forecast", "parameters": {}}}]})
+    };
+    let system = json!({"role": "system", "content": FORECASTER});
+    let (status, _, body) = post(
+        &running,
+        "/v1/chat/completions",
+        chat(json!([system.clone(), {"role": "assistant", "content": summary}])),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let calls = parse(&body)["choices"][0]["message"]["tool_calls"].clone();
+    let id = calls[0]["id"].as_str().expect("a tool call id").to_owned();
+    let (status, _, body) = post(
+        &running,
+        "/v1/chat/completions",
+        chat(json!([system,
+                    {"role": "assistant", "content": summary, "tool_calls": calls},
+                    {"role": "tool", "tool_call_id": id, "content": "sunny, 24 C"}])),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Sunny in Rome, 24 C."), "{body}");
+    let report = finish(running).await;
+    // Only the forecaster's two replies are served (triage's are left, as unused entries).
+    assert!(
+        report.violations.is_empty() && report.misses.is_empty(),
+        "{}",
+        report.text()
+    );
+}
+
 /// The report, kept: under the default `exact`, the handed-off history is refused, and
 /// the message says which policy takes it.
 #[tokio::test]

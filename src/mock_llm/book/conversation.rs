@@ -383,14 +383,27 @@ impl Book {
             on_chain: Vec::new(),
         };
         for (k, m) in replayed.iter().enumerate() {
-            let next = link(walk.chain, m);
-            let hit = self.index.chains.get(&next).and_then(|list| {
-                list.iter().copied().find(|&(c, i)| {
-                    let t = &self.conversations[c].turns[i];
-                    t.parent == walk.chain && same_turn(&t.sent, m)
+            // The message as a served turn, or, when it holds tool uses, the same without some of
+            // the text in front of them: the client's own text merged into the served turn's
+            // message (the OpenAI Agents SDK's nested-handoff summary, which its Chat Completions
+            // converter makes the content of the message that carries the server's tool calls,
+            // and which Responses sends as an item of its own right before them).
+            let leading = m.iter().take_while(|b| matches!(b, Sent::Text(_))).count();
+            let own = if leading < m.len() { leading } else { 0 };
+            let found = (0..=own).find_map(|j| {
+                let part = &m[j..];
+                let next = link(walk.chain, part);
+                self.index.chains.get(&next).and_then(|list| {
+                    list.iter()
+                        .copied()
+                        .find(|&(c, i)| {
+                            let t = &self.conversations[c].turns[i];
+                            t.parent == walk.chain && same_turn(&t.sent, part)
+                        })
+                        .map(|hit| (next, hit))
                 })
             });
-            if let Some(hit) = hit {
+            if let Some((next, hit)) = found {
                 walk.chain = next;
                 walk.at = Some(hit);
                 walk.last = Some(hit);
