@@ -491,6 +491,92 @@ fn completed_response(seen: &[u8]) -> Option<Value> {
         .and_then(|v| v.get("response").cloned())
 }
 
+/// The data of each event of a stream, as JSON (what does not parse is left out).
+fn stream_data(seen: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(seen)
+        .lines()
+        .filter_map(|l| l.trim_end_matches('\r').strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .collect()
+}
+
+/// The reasoning a stream sent (Anthropic thinking blocks with their signatures, OpenAI
+/// Responses reasoning items), each with how many of the reply's other blocks come before it.
+fn streamed_reasoning(provider: Provider, seen: &[u8]) -> Vec<(usize, String, String)> {
+    match provider {
+        Provider::OpenAiChat => Vec::new(),
+        Provider::OpenAiResponses => completed_response(seen)
+            .and_then(|r| reply::reasoning(provider, &r).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(at, r)| Some((at, r.id?, r.text?)))
+            .collect(),
+        Provider::Anthropic => {
+            // Each content block by its index: its type, and a thinking block's text and
+            // signature as their deltas give them.
+            let mut blocks: std::collections::BTreeMap<u64, (String, String, String)> =
+                std::collections::BTreeMap::new();
+            for event in stream_data(seen) {
+                let Some(index) = event.get("index").and_then(Value::as_u64) else {
+                    continue;
+                };
+                let str_at = |p: &str| event.pointer(p).and_then(Value::as_str).unwrap_or("");
+                match str_at("/type") {
+                    "content_block_start" => {
+                        let kind = str_at("/content_block/type").to_owned();
+                        let text = str_at("/content_block/thinking").to_owned();
+                        let signature = str_at("/content_block/signature").to_owned();
+                        blocks.insert(index, (kind, text, signature));
+                    }
+                    "content_block_delta" => {
+                        if let Some((_, text, signature)) = blocks.get_mut(&index) {
+                            match str_at("/delta/type") {
+                                "thinking_delta" => text.push_str(str_at("/delta/thinking")),
+                                "signature_delta" => signature.push_str(str_at("/delta/signature")),
+                                _ => {}
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let mut at = 0;
+            let mut out = Vec::new();
+            for (kind, text, signature) in blocks.into_values() {
+                match kind.as_str() {
+                    "thinking" => out.push((at, signature, text)),
+                    "text" | "tool_use" => at += 1,
+                    _ => {}
+                }
+            }
+            out
+        }
+    }
+}
+
+/// `blocks` with the reasoning `thoughts` put back in their places.
+fn with_reasoning(blocks: Vec<OutBlock>, thoughts: Vec<(usize, String, String)>) -> Vec<OutBlock> {
+    if thoughts.is_empty() {
+        return blocks;
+    }
+    let mut thoughts = thoughts.into_iter().peekable();
+    let mut out = Vec::new();
+    for (at, block) in blocks.into_iter().enumerate() {
+        while let Some((_, id, text)) = thoughts.next_if(|(t, ..)| *t <= at) {
+            out.push(OutBlock::Thinking {
+                id,
+                pieces: vec![(0, text)],
+            });
+        }
+        out.push(block);
+    }
+    out.extend(thoughts.map(|(_, id, text)| OutBlock::Thinking {
+        id,
+        pieces: vec![(0, text)],
+    }));
+    out
+}
+
 impl Keeper {
     fn keep(&mut self, seen: &[u8], broken: Option<String>) {
         let Some(mut line) = self.line.take() else {
@@ -523,6 +609,7 @@ impl Keeper {
                         Block::ToolResult { .. } => None,
                     })
                     .collect();
+                let blocks = with_reasoning(blocks, streamed_reasoning(self.provider, seen));
                 let stop = if blocks.iter().any(|b| matches!(b, OutBlock::ToolUse { .. })) {
                     Stop::ToolUse
                 } else {
@@ -542,12 +629,20 @@ impl Keeper {
                 line["response"] = json!({"events": events, "body": body});
             }
             (broken, got) => {
-                let fault = match (&broken, got) {
-                    (None, Err(e)) if e.kind != LlmErrorKind::Network => "mid_stream_error",
-                    _ => "mid_stream_cut",
-                };
+                let mut response = json!({"events": events, "fault": "mid_stream_cut"});
+                if let (None, Err(e)) = (&broken, got) {
+                    if e.kind != LlmErrorKind::Network {
+                        // The error event's kind, as a scenario names it, and its message when
+                        // not the provider's usual one.
+                        response["fault"] = "mid_stream_error".into();
+                        response["error_kind"] = serde_json::to_value(e.kind).unwrap_or_default();
+                        if e.message != ErrorKind::of(e.kind).default_message(self.provider) {
+                            response["error_message"] = e.message.into();
+                        }
+                    }
+                }
                 line["outcome"] = "fault".into();
-                line["response"] = json!({"events": events, "fault": fault});
+                line["response"] = response;
             }
         }
         self.shared.keep(&line);

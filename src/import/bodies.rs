@@ -135,6 +135,7 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
                 outcome: Outcome::Reply {
                     blocks,
                     usage: None,
+                    thinking: Vec::new(),
                 },
             });
         }

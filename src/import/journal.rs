@@ -187,16 +187,50 @@ fn exchange(
                     m.path, m.message
                 ))
             })?;
+            let mut thinking = Vec::new();
+            for (at, r) in reply::reasoning(provider, body).map_err(|m| {
+                err(format!(
+                    "exchange {number}: its reply's reasoning is not a {provider:?} response's: {}: {}",
+                    m.path, m.message
+                ))
+            })? {
+                let (id, text) = match (r.id, r.text) {
+                    (Some(id), Some(text)) => (id, text),
+                    (_, None) => {
+                        skipped.push(Skip {
+                            line,
+                            reason: format!("exchange {number}: its reply holds a redacted thinking block, which a script cannot send (served back, the requests go without it)"),
+                        });
+                        (String::new(), String::new())
+                    }
+                    (None, Some(_)) => {
+                        skipped.push(Skip {
+                            line,
+                            reason: format!("exchange {number}: its reply holds reasoning without a signature or id, which no request can replay"),
+                        });
+                        continue;
+                    }
+                };
+                if text.is_empty() && !id.is_empty() {
+                    skipped.push(Skip {
+                        line,
+                        reason: format!("exchange {number}: its reply holds reasoning with no text (an encrypted or summary-less item), which a script cannot send (served back, the requests go without it)"),
+                    });
+                }
+                thinking.push(super::Thought { at, id, text });
+            }
             Outcome::Reply {
                 blocks,
                 usage: Some(usage),
+                thinking,
             }
         }
         "fault" => match fault(record, provider) {
             Ok(f) => {
                 let unknown_kind = record.pointer("/faults/injected").is_none()
                     && record.pointer("/response/fault").and_then(Value::as_str)
-                        == Some("mid_stream_error");
+                        == Some("mid_stream_error")
+                    && record.pointer("/response/error_kind").is_none();
                 if unknown_kind {
                     skipped.push(Skip {
                         line,
@@ -258,9 +292,20 @@ fn fault(record: &Value, provider: Provider) -> Result<Fault, String> {
         (Some("connection_dropped"), _) | (None, Some("connection dropped")) => {
             (LlmErrorKind::Network, false)
         }
-        (Some("stream_error"), _) | (None, Some("mid_stream_error")) => {
-            (LlmErrorKind::Overloaded, true)
-        }
+        (Some("stream_error"), _) => (LlmErrorKind::Overloaded, true),
+        // The kind of the error event, as the journal names it (older journals do not say:
+        // `overloaded`, listed).
+        (None, Some("mid_stream_error")) => match response.get("error_kind") {
+            None => (LlmErrorKind::Overloaded, true),
+            Some(name) => match serde_json::from_value::<LlmErrorKind>(name.clone()) {
+                Ok(LlmErrorKind::Network) | Err(_) => {
+                    return Err(format!(
+                        "a stream broken by an error of an unknown kind {name}"
+                    ))
+                }
+                Ok(kind) => (kind, true),
+            },
+        },
         (Some("stream_cut"), _) | (None, Some("mid_stream_cut")) => (LlmErrorKind::Network, true),
         (Some(other), _) => return Err(format!("an injected fault of an unknown kind `{other}`")),
         (None, Some(other)) => return Err(format!("a fault of an unknown kind `{other}`")),
@@ -275,12 +320,15 @@ fn fault(record: &Value, provider: Provider) -> Result<Fault, String> {
             }
         },
     };
-    let message = response
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .filter(|m| *m != ErrorKind::of(kind).default_message(provider))
-        .filter(|_| !mid_stream && kind != LlmErrorKind::Network)
-        .map(str::to_owned);
+    let message = if mid_stream {
+        response.get("error_message").and_then(Value::as_str)
+    } else {
+        response.pointer("/error/message").and_then(Value::as_str)
+    }
+    .filter(|m| *m != ErrorKind::of(kind).default_message(provider))
+    .filter(|m| *m != kind.default_message())
+    .filter(|_| kind != LlmErrorKind::Network)
+    .map(str::to_owned);
     Ok(Fault {
         kind,
         message,

@@ -73,6 +73,8 @@ pub enum Outcome {
         blocks: Vec<Block>,
         /// The usage the reply reported.
         usage: Option<Usage>,
+        /// Its reasoning (Anthropic thinking blocks, OpenAI Responses reasoning items).
+        thinking: Vec<Thought>,
     },
     /// An error in place of a reply.
     Fault(Fault),
@@ -81,6 +83,21 @@ pub enum Outcome {
     /// Not a model call the script answers (a miss, a refused request): served back, it must
     /// not be answered either, and it is listed as a skip.
     Unanswered,
+}
+
+/// The model's reasoning in a reply: an Anthropic `thinking` block or an OpenAI Responses
+/// `reasoning` item, written as the reply's `thinking:`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Thought {
+    /// How many of the reply's blocks (text, tool uses) come before it.
+    pub at: usize,
+    /// Its signature (Anthropic) or item id (Responses) as the log has it: the requests that
+    /// replay it carry it, and the file's server sends its own in its place (empty for a
+    /// redacted block).
+    pub id: String,
+    /// Its text (a Responses item's summary texts joined); empty for reasoning a script cannot
+    /// send (a redacted block, an item without a summary), which is listed as a skip.
+    pub text: String,
 }
 
 /// An error in place of a reply, as a scenario's `error:` writes it.

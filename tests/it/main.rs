@@ -30,6 +30,7 @@ mod outside_run;
 mod props;
 mod question_store;
 mod record;
+mod record_thinking;
 mod restart;
 mod runtime_config;
 mod serve;
