@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use agentsim::report::printable;
 use agentsim::{import, record};
 
-use super::shared::{async_runtime, refuse_outputs_over_inputs, stop_signal, write_atomic};
+use super::shared::{async_runtime, check_outputs, stop_signal, write_imported, write_output};
 
 #[derive(clap::Args)]
 pub(crate) struct RecordArgs {
@@ -54,9 +54,8 @@ pub(crate) fn command(args: RecordArgs) -> ExitCode {
     if let Some(j) = &journal {
         outputs.push(("--journal", j));
     }
-    if let Err(e) = refuse_outputs_over_inputs(&[], &outputs) {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
+    if let Err(code) = check_outputs(&[], &outputs) {
+        return code;
     }
     let runtime = match async_runtime() {
         Ok(r) => r,
@@ -83,12 +82,8 @@ pub(crate) fn command(args: RecordArgs) -> ExitCode {
         }
     };
     if let Some(path) = &journal {
-        if let Err(e) = write_atomic(path, text.as_bytes()) {
-            eprintln!(
-                "error: cannot write {}: {e}",
-                printable(&path.display().to_string())
-            );
-            return ExitCode::from(2);
+        if let Err(code) = write_output(path, text.as_bytes()) {
+            return code;
         }
     }
     let name = name.unwrap_or_else(|| format!("recorded from {upstream}"));
@@ -100,25 +95,7 @@ pub(crate) fn command(args: RecordArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    for skip in &imported.skipped {
-        eprintln!(
-            "skipped: exchange at journal line {}: {}",
-            skip.line,
-            printable(&skip.reason)
-        );
-    }
-    if let Err(e) = write_atomic(&out, imported.yaml.as_bytes()) {
-        eprintln!(
-            "error: cannot write {}: {e}",
-            printable(&out.display().to_string())
-        );
-        return ExitCode::from(2);
-    }
-    eprintln!(
-        "wrote {}: {} exchanges, agents {}",
-        printable(&out.display().to_string()),
-        imported.exchanges,
-        imported.agents.join(", ")
-    );
-    ExitCode::SUCCESS
+    write_imported(&out, &imported, &|line| {
+        format!("exchange at journal line {line}")
+    })
 }

@@ -11,12 +11,14 @@
 //! passes therefore never says less than the log.
 //!
 //! Sources, one file each: `journal.rs` (mock-llm's JSONL journal), `bodies.rs` (provider request
-//! bodies: their assistant turns become the script). `assign.rs` addresses exchanges a log does
+//! bodies: their assistant turns become the script), `context.rs` (seed 000's `context.jsonl`
+//! with its `state.json`: each session's replies become its agent's script). `assign.rs` addresses exchanges a log does
 //! not address (agent, conversation, turn), `plan.rs` gathers agents, scripts and tools,
 //! `routes.rs` finds each agent's smallest rule, `yaml.rs` writes the file.
 
 mod assign;
 mod bodies;
+mod context;
 mod journal;
 mod plan;
 mod routes;
@@ -175,6 +177,8 @@ pub enum Source {
     Journal,
     /// One provider request body, or a JSON list of them.
     Bodies,
+    /// Seed 000's `context.jsonl` (the journal of every session operation).
+    Context,
 }
 
 /// Which log `bytes` hold: a journal when its first line is a JSON object with an `exchange`
@@ -189,6 +193,9 @@ pub fn sniff(bytes: &[u8]) -> Source {
     if trimmed.starts_with(b"{\"exchange\"") {
         return Source::Journal;
     }
+    if context::sniff(first) {
+        return Source::Context;
+    }
     match serde_json::from_slice::<Value>(first) {
         Ok(v) if v.get("exchange").is_some() => Source::Journal,
         _ => Source::Bodies,
@@ -197,6 +204,17 @@ pub fn sniff(bytes: &[u8]) -> Source {
 
 /// Imports a log read from `path` into a scenario named `name`.
 pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportError> {
+    import_with_state(bytes, path, None, name)
+}
+
+/// Imports a log read from `path` into a scenario named `name`; for seed 000's `context.jsonl`,
+/// `state` is its `state.json` (its bytes and path), which must agree with it.
+pub fn import_with_state(
+    bytes: &[u8],
+    path: &Path,
+    state: Option<(&[u8], &Path)>,
+    name: &str,
+) -> Result<Imported, ImportError> {
     if bytes.len() > MAX_INPUT_BYTES {
         return Err(ImportError::at(
             path,
@@ -211,9 +229,19 @@ pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportE
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ImportError::at(path, 0, "the input is empty"));
     }
-    let (mut exchanges, mut skipped) = match sniff(bytes) {
+    let source = sniff(bytes);
+    if let (Some((_, state_path)), false) = (state, source == Source::Context) {
+        return Err(ImportError::at(
+            state_path,
+            0,
+            "a state.json goes with seed 000's context.jsonl only, and the input is not one",
+        ));
+    }
+    let mut skills = std::collections::BTreeSet::new();
+    let (mut exchanges, mut skipped) = match source {
         Source::Journal => journal::read(bytes, path)?,
         Source::Bodies => bodies::read(bytes, path)?,
+        Source::Context => context::read(bytes, path, state, &mut skills)?,
     };
     assign::addresses(&mut exchanges);
     if !exchanges
@@ -223,10 +251,13 @@ pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportE
         return Err(ImportError::at(
             path,
             0,
-            "the input holds no model reply to script (no answered exchange in a journal, no assistant turn in a body)",
+            "the input holds no model reply to script (no answered exchange in a journal, no assistant turn in a body, no `assistant` line in a context.jsonl)",
         ));
     }
-    let plan = plan::Plan::new(&exchanges, path, &mut skipped)?;
+    let mut plan = plan::Plan::new(&exchanges, path, &mut skipped)?;
+    for a in &mut plan.agents {
+        a.skill = skills.contains(&a.name);
+    }
     let source = path.display().to_string();
     let (yaml, plan) = verify::settle(plan, &exchanges, &skipped, name, &source, path)?;
     Ok(Imported {

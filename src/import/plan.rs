@@ -66,6 +66,8 @@ pub(super) struct AgentPlan {
     pub(super) requests: Vec<usize>,
     /// Scripts `name#N` exist: the agent forks.
     pub(super) forks: bool,
+    /// A skill (the log says so: seed 000's `agent_type`), written `kind: skill`.
+    pub(super) skill: bool,
 }
 
 /// A tool of the written file.
@@ -118,6 +120,7 @@ impl Plan {
                         entries: Vec::new(),
                         requests: Vec::new(),
                         forks: false,
+                        skill: false,
                     });
                     agents.len() - 1
                 }

@@ -289,7 +289,8 @@ fn agent(
 ) {
     let _ = writeln!(out, "  {}:", scalar(&a.name));
     if a.name != "main" {
-        out.push_str("    kind: agent\n");
+        let kind = if a.skill { "skill" } else { "agent" };
+        let _ = writeln!(out, "    kind: {kind}");
     }
     if let Some(system) = &a.system {
         match anchors.get(system) {

@@ -18,6 +18,7 @@ mod harness;
 mod honest;
 mod http_model;
 mod import;
+mod import_context;
 mod import_props;
 mod loader;
 mod mock_llm;
