@@ -658,3 +658,82 @@ impl Drop for Keeper {
         }
     }
 }
+
+/// The `steps:` of a scenario recorded by driving a runtime through the runtime protocol
+/// (`agentsim record --runtime`): each `user` step of `scenario` as it is, followed by an
+/// `expect` of what the runtime sent that conversation after it (`sent`: every send, in order,
+/// with the `seq` of the `user` line before it, as [`crate::outside_run::Outcome`] gives them).
+/// The scenario's own `expect` steps are replaced by these; a step of another kind (time, a
+/// restart, an answer) is not one a recording replays, and is an error naming it.
+pub fn steps_yaml(
+    scenario: &crate::scenario::Scenario,
+    sent: &[(String, String)],
+    sent_seq: &[u64],
+) -> Result<String, String> {
+    use crate::scenario::StepKind;
+    let quote = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    let mut out = String::from("steps:\n");
+    let mut seq = 0u64;
+    for (i, step) in scenario.steps.iter().enumerate() {
+        match &step.kind {
+            StepKind::User { key, text, wait } => {
+                if !wait {
+                    return Err(format!(
+                        "step {} (line {}) is a `user` step with `wait: false`: a recording plays each message to its end",
+                        i + 1,
+                        step.line
+                    ));
+                }
+                seq += 1;
+                let keyed = if key == "default" {
+                    String::new()
+                } else {
+                    format!(", key: {}", quote(key))
+                };
+                out.push_str(&format!("  - {{ user: {}{keyed} }}\n", quote(text)));
+                let texts: Vec<String> = sent
+                    .iter()
+                    .zip(sent_seq)
+                    .filter(|((conversation, _), s)| **s == seq && conversation == key)
+                    .map(|((_, text), _)| quote(text))
+                    .collect();
+                out.push_str(&format!(
+                    "  - {{ expect: {{ sent: [{}] }}{keyed} }}\n",
+                    texts.join(", ")
+                ));
+            }
+            StepKind::Expect(_) => {}
+            _ => {
+                return Err(format!(
+                    "step {} (line {}) is not a `user` or `expect` step: a recording plays user messages only",
+                    i + 1,
+                    step.line
+                ))
+            }
+        }
+    }
+    // What was sent to a conversation after a message to another one is not in any step above.
+    let placed: usize = scenario
+        .steps
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StepKind::User { key, .. } => Some(key),
+            _ => None,
+        })
+        .enumerate()
+        .map(|(i, key)| {
+            sent.iter()
+                .zip(sent_seq)
+                .filter(|((c, _), s)| **s == i as u64 + 1 && c == key)
+                .count()
+        })
+        .sum();
+    if placed != sent.len() {
+        return Err(format!(
+            "the runtime sent {} texts, {} of them to a conversation other than the one of the message it was answering (or before the first message): the steps cannot say when they came",
+            sent.len(),
+            sent.len() - placed
+        ));
+    }
+    Ok(out)
+}

@@ -215,6 +215,27 @@ pub fn import_with_state(
     state: Option<(&[u8], &Path)>,
     name: &str,
 ) -> Result<Imported, ImportError> {
+    import_inner(bytes, path, state, name, &std::collections::BTreeSet::new())
+}
+
+/// Imports a log as [`import`] does, the agents named in `skills` written `kind: skill` (the
+/// scenario a recording was driven by says which agents are skills; a log does not).
+pub fn import_with_skills(
+    bytes: &[u8],
+    path: &Path,
+    name: &str,
+    skills: &std::collections::BTreeSet<String>,
+) -> Result<Imported, ImportError> {
+    import_inner(bytes, path, None, name, skills)
+}
+
+fn import_inner(
+    bytes: &[u8],
+    path: &Path,
+    state: Option<(&[u8], &Path)>,
+    name: &str,
+    given_skills: &std::collections::BTreeSet<String>,
+) -> Result<Imported, ImportError> {
     if bytes.len() > MAX_INPUT_BYTES {
         return Err(ImportError::at(
             path,
@@ -237,7 +258,7 @@ pub fn import_with_state(
             "a state.json goes with seed 000's context.jsonl only, and the input is not one",
         ));
     }
-    let mut skills = std::collections::BTreeSet::new();
+    let mut skills = given_skills.clone();
     let (mut exchanges, mut skipped) = match source {
         Source::Journal => journal::read(bytes, path)?,
         Source::Bodies => bodies::read(bytes, path)?,

@@ -31,6 +31,7 @@ mod outside_run;
 mod props;
 mod question_store;
 mod record;
+mod record_runtime;
 mod record_thinking;
 mod restart;
 mod runtime_config;

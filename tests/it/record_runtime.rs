@@ -1,0 +1,138 @@
+//! `agentsim record SCENARIO --runtime CMD`: tests/runtimes/fake.py driven through the runtime
+//! protocol by a scenario's user steps, its model requests recorded through the proxy from an
+//! upstream `agentsim mock-llm`; the written file has the recorded scripts and the user's
+//! messages as steps with `sent` expectations, and `agentsim run FILE --runtime CMD` replays it
+//! against the same runtime and passes. A run that fails writes nothing.
+#![cfg(all(feature = "http-model", feature = "mock-server"))]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use agentsim::mock_llm::server::{self, Options};
+use agentsim::scenario;
+
+const RUNTIME: &str = "python3 tests/runtimes/fake.py ok";
+
+fn out_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentsim-record-runtime-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+async fn agentsim(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        super::cli::agentsim(&args)
+    })
+    .await
+    .unwrap()
+}
+
+/// Records `skeleton` (a file of tests/runtimes/) driving [`RUNTIME`] against mock-llm serving
+/// the same file: the command's output and the written file's path.
+async fn record(skeleton: &str, runtime: &str, out: &Path) -> Output {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(skeleton);
+    let served = scenario::load(&path).unwrap();
+    let upstream = server::start(&served, Options::default()).await.unwrap();
+    let o = agentsim(vec![
+        "record".into(),
+        skeleton.into(),
+        "--runtime".into(),
+        runtime.into(),
+        "--upstream".into(),
+        format!("http://{}", upstream.addr),
+        "--out".into(),
+        out.display().to_string(),
+    ])
+    .await;
+    upstream.stop();
+    let _ = upstream.finish(std::future::pending()).await;
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_recorded_through_the_protocol_replays_its_own_recording_and_passes() {
+    for (skeleton, steps) in [
+        (
+            "tests/runtimes/three-turns.yaml",
+            "steps:\n  - { user: \"hello\" }\n  - { expect: { sent: [\"Hi there.\"] } }\n  - { user: \"bye\" }\n  - { expect: { sent: [\"Bye.\"] } }\n  - { user: \"again\" }\n  - { expect: { sent: [\"Again.\"] } }\n",
+        ),
+        (
+            "tests/runtimes/one-tool.yaml",
+            "steps:\n  - { user: \"weather?\" }\n  - { expect: { sent: [\"It is 4 degrees.\"] } }\n",
+        ),
+    ] {
+        let out = out_path(&format!(
+            "{}.yaml",
+            Path::new(skeleton).file_stem().unwrap().to_string_lossy()
+        ));
+        let o = record(skeleton, RUNTIME, &out).await;
+        let stderr = super::cli::stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{stderr}");
+        let written = std::fs::read_to_string(&out).unwrap();
+        assert!(written.ends_with(steps), "{written}");
+        assert!(written.contains("llm:\n  main:\n"), "{written}");
+        scenario::parse(&written, &out).unwrap_or_else(|e| panic!("{e}\n{written}"));
+        // Replayed against the same runtime, with no upstream: the same texts, a pass.
+        let o = agentsim(vec![
+            "run".into(),
+            out.display().to_string(),
+            "--runtime".into(),
+            RUNTIME.into(),
+        ])
+        .await;
+        let stdout = super::cli::stdout(&o);
+        assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", super::cli::stderr(&o));
+        assert!(stdout.contains("PASSED"), "{stdout}");
+        // The expectations are the runtime's: a runtime that says something else fails them.
+        if skeleton.ends_with("one-tool.yaml") {
+            let changed = written.replace("It is 4 degrees.", "It is 5 degrees.");
+            let wrong = out_path("changed.yaml");
+            let text = changed.replacen(
+                "  - { expect: { sent: [\"It is 5 degrees.\"] } }",
+                "  - { expect: { sent: [\"It is 4 degrees.\"] } }",
+                1,
+            );
+            std::fs::write(&wrong, text).unwrap();
+            let o = agentsim(vec![
+                "run".into(),
+                wrong.display().to_string(),
+                "--runtime".into(),
+                RUNTIME.into(),
+            ])
+            .await;
+            assert_eq!(o.status.code(), Some(1), "{}", super::cli::stdout(&o));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_run_that_fails_writes_nothing_and_says_why() {
+    let out = out_path("failed.yaml");
+    let o = record(
+        "tests/runtimes/one-tool.yaml",
+        "python3 tests/runtimes/fake.py exit-on-user",
+        &out,
+    )
+    .await;
+    let stderr = super::cli::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the recorded run failed, so nothing is written: unexpected-exit"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    // A scenario without --runtime, and --runtime without a scenario, are usage errors.
+    let o = agentsim(vec![
+        "record".into(),
+        "--runtime".into(),
+        RUNTIME.into(),
+        "--upstream".into(),
+        "http://127.0.0.1:9".into(),
+        "--out".into(),
+        out.display().to_string(),
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(super::cli::stderr(&o).contains("give the SCENARIO too"));
+}
