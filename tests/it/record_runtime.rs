@@ -86,6 +86,12 @@ async fn a_runtime_recorded_through_the_protocol_replays_its_own_recording_and_p
         assert!(stdout.contains("PASSED"), "{stdout}");
         // The expectations are the runtime's: a runtime that says something else fails them.
         if skeleton.ends_with("one-tool.yaml") {
+            // docs/import-record.md shows this file as it is written.
+            let page = std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/import-record.md"),
+            )
+            .unwrap();
+            assert!(page.contains(&format!("```yaml\n{written}```")), "{written}");
             let changed = written.replace("It is 4 degrees.", "It is 5 degrees.");
             let wrong = out_path("changed.yaml");
             let text = changed.replacen(
