@@ -142,3 +142,51 @@ async fn a_recorded_run_that_fails_writes_nothing_and_says_why() {
     assert_eq!(o.status.code(), Some(2));
     assert!(super::cli::stderr(&o).contains("give the SCENARIO too"));
 }
+
+#[tokio::test]
+async fn requests_that_name_their_agent_in_the_header_are_imported_under_that_name() {
+    let served = scenario::parse(
+        "name: two agents\nagents:\n  research: { kind: skill }\nllm:\n  main: [Hi.]\n  research: [Found it.]\n",
+        Path::new("two.yaml"),
+    )
+    .unwrap();
+    let upstream = server::start(&served, Options::default()).await.unwrap();
+    let proxy = agentsim::record::start(agentsim::record::Options {
+        upstream: format!("http://{}", upstream.addr),
+        ..agentsim::record::Options::default()
+    })
+    .await
+    .unwrap();
+    let client = reqwest::Client::new();
+    // The reference runtime's system prompts ("You are skill:research.") would name the agent
+    // `skill_research`; the header says `research`.
+    for (agent, system, first) in [
+        ("main", "You are main.", "hello"),
+        ("research", "You are skill:research.", "look it up"),
+    ] {
+        let body = serde_json::json!({"model": agent, "max_tokens": 50, "system": system,
+            "messages": [{"role": "user", "content": first}]});
+        let r = client
+            .post(format!("http://{}/v1/messages", proxy.addr))
+            .header("x-agentsim-agent", agent)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    proxy.stop();
+    let journal = proxy.finish(std::future::pending()).await.unwrap();
+    upstream.stop();
+    let _ = upstream.finish(std::future::pending()).await;
+    let skills = ["research".to_owned()].into_iter().collect();
+    let imported =
+        agentsim::import::import_with_skills(journal.as_bytes(), Path::new("j"), "x", &skills)
+            .unwrap_or_else(|e| panic!("{e}\n{journal}"));
+    assert_eq!(imported.agents, ["main", "research"], "{}", imported.yaml);
+    assert!(
+        imported.yaml.contains("  research:\n    kind: skill\n"),
+        "{}",
+        imported.yaml
+    );
+}
