@@ -46,6 +46,17 @@ pub(super) fn sniff(first: &[u8]) -> bool {
     })
 }
 
+/// A message of the user the journal holds: a `user` line, or the answer to an `ask_user`.
+pub(super) struct UserMessage {
+    /// Its line.
+    pub(super) line: usize,
+    /// The conversation's key (`state.json`'s, else `default` for the first main session and
+    /// `conversation_N` for the others).
+    pub(super) key: String,
+    /// The text.
+    pub(super) text: String,
+}
+
 /// One session of the journal.
 struct Conversation {
     agent: String,
@@ -58,6 +69,8 @@ struct Conversation {
     line: usize,
     /// Forks it started.
     forks: usize,
+    /// Its main session (itself for a main session).
+    root: Uuid,
 }
 
 /// What `state.json` says of the sessions: the agent and model of each active frame's session.
@@ -103,6 +116,7 @@ pub(super) fn read(
     path: &Path,
     state: Option<(&[u8], &Path)>,
     skills: &mut std::collections::BTreeSet<String>,
+    users: &mut Vec<UserMessage>,
 ) -> Result<(Vec<Exchange>, Vec<Skip>), ImportError> {
     let facts = match state {
         Some((s, p)) => state_facts(s, p)?,
@@ -113,6 +127,12 @@ pub(super) fn read(
     let mut sessions: BTreeMap<Uuid, Conversation> = BTreeMap::new();
     // Tool uses a reply holds and no tool result has answered yet: id to (session, line).
     let mut open: BTreeMap<String, (Uuid, usize)> = BTreeMap::new();
+    // The `ask_user` tool uses among them: their results are the user's answers.
+    let mut questions: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    // Main sessions in the order they started, and the user's messages: (line, main session,
+    // text).
+    let mut mains: Vec<Uuid> = Vec::new();
+    let mut heard: Vec<(usize, Uuid, String)> = Vec::new();
     // Tool uses a child session answers: id to the line that started it.
     let mut spawned: BTreeMap<String, usize> = BTreeMap::new();
     let mut numbered = 0usize;
@@ -203,6 +223,8 @@ pub(super) fn read(
                         "session {id} answers tool use {parent_tool_use_id:?}, which the session of line {at} answers already: the ids do not pair"
                     )));
                 }
+                let parent = open[&*parent_tool_use_id].0;
+                let root = sessions.get(&parent).map_or(parent, |p| p.root);
                 let mut session = Session::with_id(id);
                 session.add_user_message(message);
                 sessions.insert(
@@ -214,6 +236,7 @@ pub(super) fn read(
                         number: None,
                         line,
                         forks: 0,
+                        root,
                     },
                 );
             }
@@ -221,18 +244,20 @@ pub(super) fn read(
                 agent_session_id: id,
                 text,
             } => {
-                sessions
-                    .entry(id)
-                    .or_insert_with(|| Conversation {
+                let c = sessions.entry(id).or_insert_with(|| {
+                    mains.push(id);
+                    Conversation {
                         agent: "main".into(),
                         session: Session::with_id(id),
                         replies: 0,
                         number: None,
                         line,
                         forks: 0,
-                    })
-                    .session
-                    .add_user_message(text);
+                        root: id,
+                    }
+                });
+                heard.push((line, c.root, text.to_string()));
+                c.session.add_user_message(text);
             }
             ContextEntry::ForkSession {
                 agent_session_id: id,
@@ -260,6 +285,7 @@ pub(super) fn read(
                 caller.forks += 1;
                 let base = caller.agent.split('#').next().unwrap_or("main").to_owned();
                 let agent = format!("{base}#{}", caller.forks);
+                let root = caller.root;
                 let session = Session::forked(id, &caller.session, messages, &prompt);
                 sessions.insert(
                     id,
@@ -270,6 +296,7 @@ pub(super) fn read(
                         number: None,
                         line,
                         forks: 0,
+                        root,
                     },
                 );
             }
@@ -295,7 +322,12 @@ pub(super) fn read(
                                 "a reply in session {id} holds a tool result: a model never replies with one"
                             )))
                         }
-                        Block::ToolUse { id: tool, .. } => {
+                        Block::ToolUse {
+                            id: tool, name, ..
+                        } => {
+                            if &**name == "ask_user" {
+                                questions.insert(tool.to_string());
+                            }
                             if let Some((_, at)) = open.insert(tool.to_string(), (id, line)) {
                                 return Err(err(format!(
                                     "tool use id {tool:?} is used again while the one of line {at} is unanswered"
@@ -383,6 +415,9 @@ pub(super) fn read(
                     )));
                 };
                 open.remove(&*tool_use_id);
+                if questions.remove(&*tool_use_id) && !is_error {
+                    heard.push((line, c.root, content.to_string()));
+                }
                 c.session.add_tool_result(tool_use_id, content, is_error);
             }
             ContextEntry::AgentSessionComplete {
@@ -401,6 +436,28 @@ pub(super) fn read(
         check_state(&facts, &sessions, state_path)?;
     }
     offer_tools(&mut exchanges, path)?;
+    // Each main session's conversation key: state.json's, else by order.
+    let keys: BTreeMap<Uuid, String> = mains
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let key = facts
+                .mains
+                .iter()
+                .find(|(_, m)| m == id)
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| match i {
+                    0 => "default".to_owned(),
+                    n => format!("conversation_{}", n + 1),
+                });
+            (*id, key)
+        })
+        .collect();
+    users.extend(heard.into_iter().map(|(line, root, text)| UserMessage {
+        line,
+        key: keys.get(&root).cloned().unwrap_or_else(|| "default".into()),
+        text,
+    }));
     Ok((exchanges, skipped))
 }
 

@@ -26,6 +26,7 @@ mod verify;
 mod yaml;
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -259,10 +260,11 @@ fn import_inner(
         ));
     }
     let mut skills = given_skills.clone();
+    let mut users = Vec::new();
     let (mut exchanges, mut skipped) = match source {
         Source::Journal => journal::read(bytes, path)?,
         Source::Bodies => bodies::read(bytes, path)?,
-        Source::Context => context::read(bytes, path, state, &mut skills)?,
+        Source::Context => context::read(bytes, path, state, &mut skills, &mut users)?,
     };
     assign::addresses(&mut exchanges);
     if !exchanges
@@ -280,7 +282,17 @@ fn import_inner(
         a.skill = skills.contains(&a.name);
     }
     let source = path.display().to_string();
-    let (yaml, plan) = verify::settle(plan, &exchanges, &skipped, name, &source, path)?;
+    let (mut yaml, plan) = verify::settle(plan, &exchanges, &skipped, name, &source, path)?;
+    if !users.is_empty() {
+        if let Some(skip) = with_steps(&mut yaml, &users) {
+            if skipped.is_empty() {
+                yaml.push_str("# Not in the scripts (also listed on stderr):\n");
+            }
+            let reason = skip.reason.replace('\n', " ");
+            let _ = writeln!(yaml, "#   line {}: {reason}", skip.line);
+            skipped.push(skip);
+        }
+    }
     Ok(Imported {
         yaml,
         skipped,
@@ -289,5 +301,49 @@ fn import_inner(
             .filter(|e| e.outcome != Outcome::Unanswered)
             .count(),
         agents: plan.agents.iter().map(|a| a.name.clone()).collect(),
+    })
+}
+
+/// Adds the user's messages of a `context.jsonl` to `yaml` as `steps`, when the file then runs
+/// and passes with agentsim's own runtime (which wrote such journals: its runtime replays them);
+/// else leaves them out and says why.
+fn with_steps(yaml: &mut String, users: &[context::UserMessage]) -> Option<Skip> {
+    let quote = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    let mut steps = String::from(
+        "# The user's messages, in the order the runtime took them (agentsim's runtime replays them):\nsteps:\n",
+    );
+    for u in users {
+        if u.key == "default" {
+            let _ = writeln!(steps, "  - user: {}", quote(&u.text));
+        } else {
+            let _ = writeln!(
+                steps,
+                "  - {{ user: {}, key: {} }}",
+                quote(&u.text),
+                quote(&u.key)
+            );
+        }
+    }
+    let candidate = format!("{yaml}{steps}");
+    let why = match crate::scenario::parse(&candidate, Path::new("imported.yaml")) {
+        Err(e) => e.to_string(),
+        Ok(scenario) => {
+            let outcome =
+                crate::scenario::run::run(&scenario, crate::scenario::run::RunOptions::default());
+            match outcome.failure {
+                None => {
+                    *yaml = candidate;
+                    return None;
+                }
+                Some(f) => f.to_string(),
+            }
+        }
+    };
+    Some(Skip {
+        line: users[0].line,
+        reason: format!(
+            "the user's messages are not written as steps: with them, agentsim's runtime does not replay the file (as tried: {})",
+            why.lines().next().unwrap_or("")
+        ),
     })
 }

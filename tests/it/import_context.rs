@@ -78,8 +78,17 @@ fn the_runtimes_own_context_and_state_import_into_its_scripts() {
             at += found + e.len();
         }
         assert_eq!(imported.exchanges, if half { 2 } else { 5 }, "{yaml}");
-        scenario::parse(yaml, Path::new("from-context.yaml"))
+        // The user's messages as steps, which agentsim's runtime replays and passes.
+        let steps = if half {
+            "steps:\n  - user: \"research Python async APIs\"\n"
+        } else {
+            "steps:\n  - user: \"research Python async APIs\"\n  - user: \"focus on 3.13 specifically\"\n"
+        };
+        assert!(yaml.ends_with(steps), "{yaml}");
+        let written = scenario::parse(yaml, Path::new("from-context.yaml"))
             .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let outcome = scenario::run::run(&written, scenario::RunOptions::default());
+        assert!(outcome.passed(), "{:?}\n{yaml}", outcome.failure);
     }
 }
 
@@ -161,6 +170,33 @@ fn import_lines(lines: &[String], tail: &str) -> Result<import::Imported, import
 fn a_hand_written_journal_imports_and_broken_ones_are_located_errors_or_listed_skips() {
     let good = import_lines(&good_lines(), "\n").unwrap();
     assert_eq!(good.agents, ["main", "task"]);
+    assert!(
+        good.yaml.ends_with("steps:\n  - user: \"build it\"\n"),
+        "{}",
+        good.yaml
+    );
+    // A user message the journal never saw answered: the steps would not replay (the script
+    // has no reply for it), so they are left out, and the file says so.
+    let mut unanswered = good_lines();
+    unanswered.push(format!(
+        r#"{{"type":"user","agent_session_id":"{MAIN}","text":"and now?"}}"#
+    ));
+    let imported = import_lines(&unanswered, "\n").unwrap();
+    assert!(!imported.yaml.contains("\nsteps:"), "{}", imported.yaml);
+    assert_eq!(imported.skipped.len(), 1, "{:?}", imported.skipped);
+    assert_eq!(imported.skipped[0].line, 1);
+    assert!(
+        imported.skipped[0].reason.contains("not written as steps"),
+        "{:?}",
+        imported.skipped
+    );
+    assert!(
+        imported
+            .yaml
+            .contains("#   line 1: the user's messages are not written as steps"),
+        "{}",
+        imported.yaml
+    );
     assert!(good.yaml.contains("- \"Done: built.\""), "{}", good.yaml);
     assert!(
         good.yaml.contains("  task:\n    kind: agent\n"),
