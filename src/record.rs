@@ -737,3 +737,97 @@ pub fn steps_yaml(
     }
     Ok(out)
 }
+
+/// Agent settings of the scenario a recording was driven by (`skeleton`, its text) carried into
+/// the written file (`yaml`, as `agentsim import` writes it): what `hello` tells the runtime
+/// beyond an agent's name, kind and system prompt (`max_iterations`, `tools`, `description`,
+/// `stream`, ...), written under each agent, and the agents no request went to, declared with
+/// their settings, so that the runtime is told the same on replay. Routing, `system`, `model`
+/// and `history` stay as the recording settled them.
+pub fn with_agent_settings(yaml: &str, skeleton: &str) -> Result<String, String> {
+    const SETTLED: [&str; 7] = [
+        "kind", "system", "model", "match", "route", "history", "script",
+    ];
+    let doc: serde_json::Map<String, Value> =
+        serde_saphyr::from_str(skeleton).map_err(|e| format!("the scenario: {e}"))?;
+    let Some(Value::Object(agents)) = doc.get("agents") else {
+        return Ok(yaml.to_owned());
+    };
+    let lines: Vec<&str> = yaml.lines().collect();
+    let Some(start) = lines.iter().position(|l| *l == "agents:") else {
+        return Err("the written file has no `agents:`".into());
+    };
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| !l.is_empty() && !l.starts_with(' ') && !l.starts_with('#'))
+        .map_or(lines.len(), |i| start + 1 + i);
+    let settings = |spec: &Value, indent: &str| -> String {
+        let mut out = String::new();
+        if let Value::Object(fields) = spec {
+            for (key, value) in fields
+                .iter()
+                .filter(|(k, _)| !SETTLED.contains(&k.as_str()))
+            {
+                out.push_str(&format!("{indent}{key}: {value}\n"));
+            }
+        }
+        out
+    };
+    let plain = |name: &str| {
+        if !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            name.to_owned()
+        } else {
+            serde_json::to_string(name).expect("a string serialises")
+        }
+    };
+    let mut out: String = lines[..=start].iter().map(|l| format!("{l}\n")).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    // The agent whose lines are being copied: its settings go after its last line.
+    let mut current: Option<String> = None;
+    let close = |out: &mut String, current: &mut Option<String>| {
+        if let Some(spec) = current.take().and_then(|n| agents.get(&n)) {
+            out.push_str(&settings(spec, "    "));
+        }
+    };
+    for line in &lines[start + 1..end] {
+        let name = line
+            .strip_prefix("  ")
+            .filter(|r| !r.starts_with(' ') && !r.starts_with('#'))
+            .and_then(|r| r.strip_suffix(':'))
+            .map(|n| n.trim_matches('"').to_owned());
+        if let Some(name) = name {
+            close(&mut out, &mut current);
+            seen.insert(name.clone());
+            current = Some(name);
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    close(&mut out, &mut current);
+    for (name, spec) in agents.iter().filter(|(n, _)| !seen.contains(*n)) {
+        out.push_str(&format!(
+            "  {}:\n    # declared by the scenario recorded; no request went to it\n",
+            plain(name)
+        ));
+        match spec.get("kind").and_then(Value::as_str) {
+            Some(kind) => out.push_str(&format!("    kind: {}\n", plain(kind))),
+            None if name != "main" => out.push_str("    kind: agent\n"),
+            None => {}
+        }
+        for key in ["system", "model"] {
+            if let Some(v) = spec.get(key) {
+                out.push_str(&format!("    {key}: {v}\n"));
+            }
+        }
+        out.push_str(&settings(spec, "    "));
+    }
+    for line in &lines[end..] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(out)
+}

@@ -237,6 +237,14 @@ fn driven_command(
             return ExitCode::FAILURE;
         }
     };
+    let skeleton = std::fs::read_to_string(&scenario.path).unwrap_or_default();
+    match record::with_agent_settings(&imported.yaml, &skeleton) {
+        Ok(y) => imported.yaml = y,
+        Err(e) => {
+            eprintln!("error: {}", printable(&e));
+            return ExitCode::FAILURE;
+        }
+    }
     imported
         .yaml
         .push_str("# The user's messages, and what the runtime sent after each:\n");

@@ -190,3 +190,41 @@ async fn requests_that_name_their_agent_in_the_header_are_imported_under_that_na
         imported.yaml
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recorded_scenarios_agent_settings_and_unseen_agents_are_carried_over() {
+    let skeleton = out_path("skeleton.yaml");
+    let one_tool = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/runtimes/one-tool.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &skeleton,
+        one_tool.replace(
+            "llm:\n",
+            "agents:\n  main: { max_iterations: 4, tools: [weather] }\n  helper: { kind: skill, description: Helps. }\nllm:\n",
+        ),
+    )
+    .unwrap();
+    let out = out_path("with-settings.yaml");
+    let o = record(&skeleton.display().to_string(), RUNTIME, &out).await;
+    assert_eq!(o.status.code(), Some(0), "{}", super::cli::stderr(&o));
+    let written = std::fs::read_to_string(&out).unwrap();
+    for expected in [
+        "    max_iterations: 4\n    tools: [\"weather\"]\n",
+        "  helper:\n    # declared by the scenario recorded; no request went to it\n    kind: skill\n    description: \"Helps.\"\nllm:\n",
+    ] {
+        assert!(written.contains(expected), "{expected:?} missing from:\n{written}");
+    }
+    let served = scenario::parse(&written, &out).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert_eq!(served.catalog.main.max_iterations, 4);
+    assert!(served.catalog.skills.contains_key("helper"));
+    let o = agentsim(vec![
+        "run".into(),
+        out.display().to_string(),
+        "--runtime".into(),
+        RUNTIME.into(),
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", super::cli::stdout(&o));
+}
