@@ -187,38 +187,18 @@ fn exchange(
                     m.path, m.message
                 ))
             })?;
-            let mut thinking = Vec::new();
-            for (at, r) in reply::reasoning(provider, body).map_err(|m| {
+            let found = reply::reasoning(provider, body).map_err(|m| {
                 err(format!(
                     "exchange {number}: its reply's reasoning is not a {provider:?} response's: {}: {}",
                     m.path, m.message
                 ))
-            })? {
-                let (id, text) = match (r.id, r.text) {
-                    (Some(id), Some(text)) => (id, text),
-                    (_, None) => {
-                        skipped.push(Skip {
-                            line,
-                            reason: format!("exchange {number}: its reply holds a redacted thinking block, which a script cannot send (served back, the requests go without it)"),
-                        });
-                        (String::new(), String::new())
-                    }
-                    (None, Some(_)) => {
-                        skipped.push(Skip {
-                            line,
-                            reason: format!("exchange {number}: its reply holds reasoning without a signature or id, which no request can replay"),
-                        });
-                        continue;
-                    }
-                };
-                if text.is_empty() && !id.is_empty() {
-                    skipped.push(Skip {
-                        line,
-                        reason: format!("exchange {number}: its reply holds reasoning with no text (an encrypted or summary-less item), which a script cannot send (served back, the requests go without it)"),
-                    });
-                }
-                thinking.push(super::Thought { at, id, text });
-            }
+            })?;
+            let thinking = super::thoughts(
+                found,
+                line,
+                &format!("exchange {number}: its reply"),
+                skipped,
+            );
             Outcome::Reply {
                 blocks,
                 usage: Some(usage),

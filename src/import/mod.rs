@@ -347,3 +347,43 @@ fn with_steps(yaml: &mut String, users: &[context::UserMessage]) -> Option<Skip>
         ),
     })
 }
+
+/// A reply's reasoning (as [`crate::wire::reply::reasoning`] finds it) as the file writes it:
+/// what a script cannot send (a redacted block, an item without text) kept without text and
+/// listed, what no request can replay (no signature or id) listed and left out. `what` names the
+/// reply in the reasons ("exchange 3: its reply").
+fn thoughts(
+    found: Vec<(usize, crate::wire::Reasoning)>,
+    line: usize,
+    what: &str,
+    skipped: &mut Vec<Skip>,
+) -> Vec<Thought> {
+    let mut out = Vec::new();
+    for (at, r) in found {
+        let (id, text) = match (r.id, r.text) {
+            (Some(id), Some(text)) => (id, text),
+            (_, None) => {
+                skipped.push(Skip {
+                    line,
+                    reason: format!("{what} holds a redacted thinking block, which a script cannot send (served back, the requests go without it)"),
+                });
+                (String::new(), String::new())
+            }
+            (None, Some(_)) => {
+                skipped.push(Skip {
+                    line,
+                    reason: format!("{what} holds reasoning without a signature or id, which no request can replay"),
+                });
+                continue;
+            }
+        };
+        if text.is_empty() && !id.is_empty() {
+            skipped.push(Skip {
+                line,
+                reason: format!("{what} holds reasoning with no text (an encrypted or summary-less item), which a script cannot send (served back, the requests go without it)"),
+            });
+        }
+        out.push(Thought { at, id, text });
+    }
+    out
+}

@@ -434,3 +434,43 @@ llm:
     assert!(report.passed, "{}\n{yaml}", report.text());
     assert_eq!(second, first, "{yaml}");
 }
+
+#[test]
+fn reasoning_in_provider_bodies_is_written_as_thinking() {
+    let anthropic = json!({"model": "thinker", "system": "You are a weather assistant.",
+        "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "weather in Paris?"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Paris needs get_weather.", "signature": SIGNATURE},
+                {"type": "tool_use", "id": "toolu_01RealId", "name": "get_weather", "input": {"city": "Paris"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01RealId", "content": "18 C"}]},
+            {"role": "assistant", "content": "It is 18 C in Paris."}]});
+    let responses = json!({"model": "thinker", "instructions": "You are a weather assistant.",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        "input": [
+            {"role": "user", "content": "Paris weather?"},
+            {"type": "reasoning", "id": REASONING_ID, "summary": [{"type": "summary_text", "text": "Paris, so get_weather."}]},
+            {"type": "function_call", "call_id": "call_RealId", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+            {"type": "function_call_output", "call_id": "call_RealId", "output": "18 C"},
+            {"role": "assistant", "content": "It is 18 C in Paris."}]});
+    for (body, thought) in [
+        (anthropic, "thinking: Paris needs get_weather."),
+        (responses, "thinking: Paris, so get_weather."),
+    ] {
+        let text = body.to_string();
+        let imported = import::import(text.as_bytes(), Path::new("body.json"), "b")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let yaml = &imported.yaml;
+        assert!(
+            yaml.contains(&format!("    - {thought}\n      tool_use: ")),
+            "{yaml}"
+        );
+        assert_eq!(yaml.matches("thinking:").count(), 1, "{yaml}");
+        assert!(
+            !yaml.contains(SIGNATURE) && !yaml.contains(REASONING_ID),
+            "{yaml}"
+        );
+        assert!(!yaml.contains("history: lenient"), "{yaml}");
+    }
+}
