@@ -491,6 +491,92 @@ fn completed_response(seen: &[u8]) -> Option<Value> {
         .and_then(|v| v.get("response").cloned())
 }
 
+/// The data of each event of a stream, as JSON (what does not parse is left out).
+fn stream_data(seen: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(seen)
+        .lines()
+        .filter_map(|l| l.trim_end_matches('\r').strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .collect()
+}
+
+/// The reasoning a stream sent (Anthropic thinking blocks with their signatures, OpenAI
+/// Responses reasoning items), each with how many of the reply's other blocks come before it.
+fn streamed_reasoning(provider: Provider, seen: &[u8]) -> Vec<(usize, String, String)> {
+    match provider {
+        Provider::OpenAiChat => Vec::new(),
+        Provider::OpenAiResponses => completed_response(seen)
+            .and_then(|r| reply::reasoning(provider, &r).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(at, r)| Some((at, r.id?, r.text?)))
+            .collect(),
+        Provider::Anthropic => {
+            // Each content block by its index: its type, and a thinking block's text and
+            // signature as their deltas give them.
+            let mut blocks: std::collections::BTreeMap<u64, (String, String, String)> =
+                std::collections::BTreeMap::new();
+            for event in stream_data(seen) {
+                let Some(index) = event.get("index").and_then(Value::as_u64) else {
+                    continue;
+                };
+                let str_at = |p: &str| event.pointer(p).and_then(Value::as_str).unwrap_or("");
+                match str_at("/type") {
+                    "content_block_start" => {
+                        let kind = str_at("/content_block/type").to_owned();
+                        let text = str_at("/content_block/thinking").to_owned();
+                        let signature = str_at("/content_block/signature").to_owned();
+                        blocks.insert(index, (kind, text, signature));
+                    }
+                    "content_block_delta" => {
+                        if let Some((_, text, signature)) = blocks.get_mut(&index) {
+                            match str_at("/delta/type") {
+                                "thinking_delta" => text.push_str(str_at("/delta/thinking")),
+                                "signature_delta" => signature.push_str(str_at("/delta/signature")),
+                                _ => {}
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let mut at = 0;
+            let mut out = Vec::new();
+            for (kind, text, signature) in blocks.into_values() {
+                match kind.as_str() {
+                    "thinking" => out.push((at, signature, text)),
+                    "text" | "tool_use" => at += 1,
+                    _ => {}
+                }
+            }
+            out
+        }
+    }
+}
+
+/// `blocks` with the reasoning `thoughts` put back in their places.
+fn with_reasoning(blocks: Vec<OutBlock>, thoughts: Vec<(usize, String, String)>) -> Vec<OutBlock> {
+    if thoughts.is_empty() {
+        return blocks;
+    }
+    let mut thoughts = thoughts.into_iter().peekable();
+    let mut out = Vec::new();
+    for (at, block) in blocks.into_iter().enumerate() {
+        while let Some((_, id, text)) = thoughts.next_if(|(t, ..)| *t <= at) {
+            out.push(OutBlock::Thinking {
+                id,
+                pieces: vec![(0, text)],
+            });
+        }
+        out.push(block);
+    }
+    out.extend(thoughts.map(|(_, id, text)| OutBlock::Thinking {
+        id,
+        pieces: vec![(0, text)],
+    }));
+    out
+}
+
 impl Keeper {
     fn keep(&mut self, seen: &[u8], broken: Option<String>) {
         let Some(mut line) = self.line.take() else {
@@ -523,6 +609,7 @@ impl Keeper {
                         Block::ToolResult { .. } => None,
                     })
                     .collect();
+                let blocks = with_reasoning(blocks, streamed_reasoning(self.provider, seen));
                 let stop = if blocks.iter().any(|b| matches!(b, OutBlock::ToolUse { .. })) {
                     Stop::ToolUse
                 } else {
@@ -542,12 +629,20 @@ impl Keeper {
                 line["response"] = json!({"events": events, "body": body});
             }
             (broken, got) => {
-                let fault = match (&broken, got) {
-                    (None, Err(e)) if e.kind != LlmErrorKind::Network => "mid_stream_error",
-                    _ => "mid_stream_cut",
-                };
+                let mut response = json!({"events": events, "fault": "mid_stream_cut"});
+                if let (None, Err(e)) = (&broken, got) {
+                    if e.kind != LlmErrorKind::Network {
+                        // The error event's kind, as a scenario names it, and its message when
+                        // not the provider's usual one.
+                        response["fault"] = "mid_stream_error".into();
+                        response["error_kind"] = serde_json::to_value(e.kind).unwrap_or_default();
+                        if e.message != ErrorKind::of(e.kind).default_message(self.provider) {
+                            response["error_message"] = e.message.into();
+                        }
+                    }
+                }
                 line["outcome"] = "fault".into();
-                line["response"] = json!({"events": events, "fault": fault});
+                line["response"] = response;
             }
         }
         self.shared.keep(&line);
@@ -562,4 +657,177 @@ impl Drop for Keeper {
             self.shared.keep(&line);
         }
     }
+}
+
+/// The `steps:` of a scenario recorded by driving a runtime through the runtime protocol
+/// (`agentsim record --runtime`): each `user` step of `scenario` as it is, followed by an
+/// `expect` of what the runtime sent that conversation after it (`sent`: every send, in order,
+/// with the `seq` of the `user` line before it, as [`crate::outside_run::Outcome`] gives them).
+/// The scenario's own `expect` steps are replaced by these; a step of another kind (time, a
+/// restart, an answer) is not one a recording replays, and is an error naming it.
+pub fn steps_yaml(
+    scenario: &crate::scenario::Scenario,
+    sent: &[(String, String)],
+    sent_seq: &[u64],
+) -> Result<String, String> {
+    use crate::scenario::StepKind;
+    let quote = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    let mut out = String::from("steps:\n");
+    let mut seq = 0u64;
+    for (i, step) in scenario.steps.iter().enumerate() {
+        match &step.kind {
+            StepKind::User { key, text, wait } => {
+                if !wait {
+                    return Err(format!(
+                        "step {} (line {}) is a `user` step with `wait: false`: a recording plays each message to its end",
+                        i + 1,
+                        step.line
+                    ));
+                }
+                seq += 1;
+                let keyed = if key == "default" {
+                    String::new()
+                } else {
+                    format!(", key: {}", quote(key))
+                };
+                out.push_str(&format!("  - {{ user: {}{keyed} }}\n", quote(text)));
+                let texts: Vec<String> = sent
+                    .iter()
+                    .zip(sent_seq)
+                    .filter(|((conversation, _), s)| **s == seq && conversation == key)
+                    .map(|((_, text), _)| quote(text))
+                    .collect();
+                out.push_str(&format!(
+                    "  - {{ expect: {{ sent: [{}] }}{keyed} }}\n",
+                    texts.join(", ")
+                ));
+            }
+            StepKind::Expect(_) => {}
+            _ => {
+                return Err(format!(
+                    "step {} (line {}) is not a `user` or `expect` step: a recording plays user messages only",
+                    i + 1,
+                    step.line
+                ))
+            }
+        }
+    }
+    // What was sent to a conversation after a message to another one is not in any step above.
+    let placed: usize = scenario
+        .steps
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StepKind::User { key, .. } => Some(key),
+            _ => None,
+        })
+        .enumerate()
+        .map(|(i, key)| {
+            sent.iter()
+                .zip(sent_seq)
+                .filter(|((c, _), s)| **s == i as u64 + 1 && c == key)
+                .count()
+        })
+        .sum();
+    if placed != sent.len() {
+        return Err(format!(
+            "the runtime sent {} texts, {} of them to a conversation other than the one of the message it was answering (or before the first message): the steps cannot say when they came",
+            sent.len(),
+            sent.len() - placed
+        ));
+    }
+    Ok(out)
+}
+
+/// Agent settings of the scenario a recording was driven by (`skeleton`, its text) carried into
+/// the written file (`yaml`, as `agentsim import` writes it): what `hello` tells the runtime
+/// beyond an agent's name, kind and system prompt (`max_iterations`, `tools`, `description`,
+/// `stream`, ...), written under each agent, and the agents no request went to, declared with
+/// their settings, so that the runtime is told the same on replay. Routing, `system`, `model`
+/// and `history` stay as the recording settled them.
+pub fn with_agent_settings(yaml: &str, skeleton: &str) -> Result<String, String> {
+    const SETTLED: [&str; 7] = [
+        "kind", "system", "model", "match", "route", "history", "script",
+    ];
+    let doc: serde_json::Map<String, Value> =
+        serde_saphyr::from_str(skeleton).map_err(|e| format!("the scenario: {e}"))?;
+    let Some(Value::Object(agents)) = doc.get("agents") else {
+        return Ok(yaml.to_owned());
+    };
+    let lines: Vec<&str> = yaml.lines().collect();
+    let Some(start) = lines.iter().position(|l| *l == "agents:") else {
+        return Err("the written file has no `agents:`".into());
+    };
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| !l.is_empty() && !l.starts_with(' ') && !l.starts_with('#'))
+        .map_or(lines.len(), |i| start + 1 + i);
+    let settings = |spec: &Value, indent: &str| -> String {
+        let mut out = String::new();
+        if let Value::Object(fields) = spec {
+            for (key, value) in fields
+                .iter()
+                .filter(|(k, _)| !SETTLED.contains(&k.as_str()))
+            {
+                out.push_str(&format!("{indent}{key}: {value}\n"));
+            }
+        }
+        out
+    };
+    let plain = |name: &str| {
+        if !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            name.to_owned()
+        } else {
+            serde_json::to_string(name).expect("a string serialises")
+        }
+    };
+    let mut out: String = lines[..=start].iter().map(|l| format!("{l}\n")).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    // The agent whose lines are being copied: its settings go after its last line.
+    let mut current: Option<String> = None;
+    let close = |out: &mut String, current: &mut Option<String>| {
+        if let Some(spec) = current.take().and_then(|n| agents.get(&n)) {
+            out.push_str(&settings(spec, "    "));
+        }
+    };
+    for line in &lines[start + 1..end] {
+        let name = line
+            .strip_prefix("  ")
+            .filter(|r| !r.starts_with(' ') && !r.starts_with('#'))
+            .and_then(|r| r.strip_suffix(':'))
+            .map(|n| n.trim_matches('"').to_owned());
+        if let Some(name) = name {
+            close(&mut out, &mut current);
+            seen.insert(name.clone());
+            current = Some(name);
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    close(&mut out, &mut current);
+    for (name, spec) in agents.iter().filter(|(n, _)| !seen.contains(*n)) {
+        out.push_str(&format!(
+            "  {}:\n    # declared by the scenario recorded; no request went to it\n",
+            plain(name)
+        ));
+        match spec.get("kind").and_then(Value::as_str) {
+            Some(kind) => out.push_str(&format!("    kind: {}\n", plain(kind))),
+            None if name != "main" => out.push_str("    kind: agent\n"),
+            None => {}
+        }
+        for key in ["system", "model"] {
+            if let Some(v) = spec.get(key) {
+                out.push_str(&format!("    {key}: {v}\n"));
+            }
+        }
+        out.push_str(&settings(spec, "    "));
+    }
+    for line in &lines[end..] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(out)
 }

@@ -142,6 +142,8 @@ impl Command {
             Command::Run(args) => args.runtime_given(),
             Command::Check(args) => args.runtime_given(),
             Command::Explore(args) => args.runtime_given(),
+            #[cfg(all(feature = "mock-server", feature = "http-model"))]
+            Command::Record(args) => args.runtime_given(),
             _ => false,
         }
     }

@@ -1,6 +1,6 @@
 //! What several commands share: the async runtime and stop signal of the servers, refusing an
-//! output that is one of the inputs, writing an output whole or not at all, and writing a file
-//! without overwriting one.
+//! output that is one of the inputs, writing an output whole or not at all (an imported scenario
+//! with what its scripts leave out listed), and writing a file without overwriting one.
 
 use std::path::{Path, PathBuf};
 
@@ -191,4 +191,55 @@ pub(super) fn write_new_with(
     })();
     let _ = std::fs::remove_file(&temporary);
     written
+}
+
+/// [`refuse_outputs_over_inputs`] as a command answers it: the error printed, exit 2.
+pub(super) fn check_outputs(inputs: &[&Path], outputs: &[(&str, &Path)]) -> Result<(), ExitCode> {
+    refuse_outputs_over_inputs(inputs, outputs).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// [`write_atomic`] as a command answers it: a failure printed with the path, exit 2.
+pub(super) fn write_output(path: &Path, contents: &[u8]) -> Result<(), ExitCode> {
+    write_atomic(path, contents).map_err(|e| {
+        eprintln!(
+            "error: cannot write {}: {e}",
+            report::printable(&path.display().to_string())
+        );
+        ExitCode::from(2)
+    })
+}
+
+/// Writes an imported scenario to `out` (whole or not at all) after listing on stderr what its
+/// scripts leave out (`place` says where a skipped line is), and says what was written.
+pub(super) fn write_imported(
+    out: &Path,
+    imported: &agentsim::import::Imported,
+    place: &dyn Fn(usize) -> String,
+) -> ExitCode {
+    for skip in &imported.skipped {
+        eprintln!(
+            "skipped: {}: {}",
+            place(skip.line),
+            report::printable(&skip.reason)
+        );
+    }
+    if let Err(code) = write_output(out, imported.yaml.as_bytes()) {
+        return code;
+    }
+    let n = imported.skipped.len();
+    eprintln!(
+        "wrote {}: {} exchanges, agents {}{}",
+        report::printable(&out.display().to_string()),
+        imported.exchanges,
+        imported.agents.join(", "),
+        match n {
+            0 => String::new(),
+            1 => "; 1 thing not in the scripts, listed above and in the file".to_owned(),
+            n => format!("; {n} things not in the scripts, listed above and in the file"),
+        }
+    );
+    ExitCode::SUCCESS
 }

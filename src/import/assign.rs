@@ -1,5 +1,6 @@
 //! Addresses for exchanges a log does not address (provider bodies, a journal without them): the
-//! agent is the request's system prompt and model (the first one met is `main`); the conversation
+//! agent is the one the request's `x-agentsim-agent` header names, else its system prompt and
+//! model (the first one met is `main`); the conversation
 //! is the one whose served reply the request replays last (so a history handed to another agent
 //! stays one conversation, which `history: continuation` serves); the turn counts the agent's
 //! turns in that conversation, and a request sent again (a retry) is the same turn.
@@ -115,6 +116,19 @@ struct Names {
 
 impl Names {
     fn of(&mut self, e: &Exchange) -> String {
+        // The `x-agentsim-agent` header names the agent (a runtime driven through the runtime
+        // protocol sends its agents' names there), when it is a name a scenario can declare.
+        if let Some(header) = e
+            .agent_header
+            .as_deref()
+            .map(str::trim)
+            .filter(|h| !h.is_empty() && !h.contains([':', '#']))
+        {
+            if !self.taken.iter().any(|t| t == header) {
+                self.taken.push(header.to_owned());
+            }
+            return header.to_owned();
+        }
         let system = e.request.system.clone().unwrap_or_default();
         let model = e.request.model.clone().unwrap_or_default();
         if let Some(name) = self.by_identity.get(&(system.clone(), model.clone())) {

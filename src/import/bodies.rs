@@ -85,9 +85,11 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
             }
             answered_last = true;
             let cut = request.origin.message(m);
+            // The request it answers ends before the turn's reasoning (a Responses reasoning
+            // item comes before the output it led to).
             let mut before = body.clone();
             if let Some(list) = before.get_mut(list_key).and_then(Value::as_array_mut) {
-                list.truncate(cut);
+                list.truncate(turn_start(&request, m));
             }
             let asked = match wire::validate(provider, &before) {
                 Ok(asked) => asked,
@@ -106,6 +108,7 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
                 }
             };
             let blocks: Vec<_> = message.content.iter().cloned().collect();
+            let thinking = reasoning_of(provider, body, &request, m, place, &mut skipped);
             // The same history asked again (by a later body of the conversation), whatever the
             // other settings of the body (`max_tokens`, `stream`).
             let key = history_key(&asked);
@@ -135,6 +138,7 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
                 outcome: Outcome::Reply {
                     blocks,
                     usage: None,
+                    thinking,
                 },
             });
         }
@@ -218,4 +222,81 @@ fn history_key(request: &crate::wire::Request) -> String {
         "{:?}\u{0}{:?}\u{0}{:?}",
         request.model, request.system, request.messages
     )
+}
+
+/// The reasoning of assistant message `m` of a body: the thinking blocks of its Anthropic
+/// messages, or the Responses reasoning items from the end of the message before it to the start
+/// of the next (a reasoning item comes before the output it led to).
+fn reasoning_of(
+    provider: Provider,
+    body: &Value,
+    request: &wire::Request,
+    m: usize,
+    place: usize,
+    skipped: &mut Vec<Skip>,
+) -> Vec<super::Thought> {
+    let key = if provider == Provider::OpenAiResponses {
+        "input"
+    } else {
+        "messages"
+    };
+    let list = body
+        .get(key)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let low = turn_start(request, m);
+    let end = request
+        .origin
+        .messages
+        .get(m + 1)
+        .copied()
+        .unwrap_or(list.len())
+        .min(list.len());
+    let span = list.get(low..end).unwrap_or_default();
+    let reply = match provider {
+        Provider::Anthropic => {
+            let content: Vec<Value> = span
+                .iter()
+                .flat_map(|message| match message.get("content") {
+                    Some(Value::Array(blocks)) => blocks.clone(),
+                    Some(Value::String(text)) => {
+                        vec![serde_json::json!({"type": "text", "text": text})]
+                    }
+                    _ => Vec::new(),
+                })
+                .collect();
+            serde_json::json!({ "content": content })
+        }
+        Provider::OpenAiChat => return Vec::new(),
+        Provider::OpenAiResponses => serde_json::json!({ "output": span }),
+    };
+    match crate::wire::reply::reasoning(provider, &reply) {
+        Ok(found) => super::thoughts(
+            found,
+            place,
+            &format!("body {place}: its assistant turn"),
+            skipped,
+        ),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Where assistant message `m`'s turn starts in the body's list: past the last item of the
+/// message before it (so a Responses reasoning item before its output is the turn's).
+fn turn_start(request: &wire::Request, m: usize) -> usize {
+    let start = request.origin.message(m);
+    match m {
+        0 => 0,
+        _ => request
+            .origin
+            .blocks
+            .get(m - 1)
+            .into_iter()
+            .flatten()
+            .map(|&(item, _)| item + 1)
+            .max()
+            .unwrap_or(start),
+    }
+    .min(start)
 }

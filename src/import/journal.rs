@@ -187,16 +187,30 @@ fn exchange(
                     m.path, m.message
                 ))
             })?;
+            let found = reply::reasoning(provider, body).map_err(|m| {
+                err(format!(
+                    "exchange {number}: its reply's reasoning is not a {provider:?} response's: {}: {}",
+                    m.path, m.message
+                ))
+            })?;
+            let thinking = super::thoughts(
+                found,
+                line,
+                &format!("exchange {number}: its reply"),
+                skipped,
+            );
             Outcome::Reply {
                 blocks,
                 usage: Some(usage),
+                thinking,
             }
         }
         "fault" => match fault(record, provider) {
             Ok(f) => {
                 let unknown_kind = record.pointer("/faults/injected").is_none()
                     && record.pointer("/response/fault").and_then(Value::as_str)
-                        == Some("mid_stream_error");
+                        == Some("mid_stream_error")
+                    && record.pointer("/response/error_kind").is_none();
                 if unknown_kind {
                     skipped.push(Skip {
                         line,
@@ -258,9 +272,20 @@ fn fault(record: &Value, provider: Provider) -> Result<Fault, String> {
         (Some("connection_dropped"), _) | (None, Some("connection dropped")) => {
             (LlmErrorKind::Network, false)
         }
-        (Some("stream_error"), _) | (None, Some("mid_stream_error")) => {
-            (LlmErrorKind::Overloaded, true)
-        }
+        (Some("stream_error"), _) => (LlmErrorKind::Overloaded, true),
+        // The kind of the error event, as the journal names it (older journals do not say:
+        // `overloaded`, listed).
+        (None, Some("mid_stream_error")) => match response.get("error_kind") {
+            None => (LlmErrorKind::Overloaded, true),
+            Some(name) => match serde_json::from_value::<LlmErrorKind>(name.clone()) {
+                Ok(LlmErrorKind::Network) | Err(_) => {
+                    return Err(format!(
+                        "a stream broken by an error of an unknown kind {name}"
+                    ))
+                }
+                Ok(kind) => (kind, true),
+            },
+        },
         (Some("stream_cut"), _) | (None, Some("mid_stream_cut")) => (LlmErrorKind::Network, true),
         (Some(other), _) => return Err(format!("an injected fault of an unknown kind `{other}`")),
         (None, Some(other)) => return Err(format!("a fault of an unknown kind `{other}`")),
@@ -275,12 +300,15 @@ fn fault(record: &Value, provider: Provider) -> Result<Fault, String> {
             }
         },
     };
-    let message = response
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .filter(|m| *m != ErrorKind::of(kind).default_message(provider))
-        .filter(|_| !mid_stream && kind != LlmErrorKind::Network)
-        .map(str::to_owned);
+    let message = if mid_stream {
+        response.get("error_message").and_then(Value::as_str)
+    } else {
+        response.pointer("/error/message").and_then(Value::as_str)
+    }
+    .filter(|m| *m != ErrorKind::of(kind).default_message(provider))
+    .filter(|m| *m != kind.default_message())
+    .filter(|_| kind != LlmErrorKind::Network)
+    .map(str::to_owned);
     Ok(Fault {
         kind,
         message,

@@ -11,12 +11,14 @@
 //! passes therefore never says less than the log.
 //!
 //! Sources, one file each: `journal.rs` (mock-llm's JSONL journal), `bodies.rs` (provider request
-//! bodies: their assistant turns become the script). `assign.rs` addresses exchanges a log does
+//! bodies: their assistant turns become the script), `context.rs` (seed 000's `context.jsonl`
+//! with its `state.json`: each session's replies become its agent's script). `assign.rs` addresses exchanges a log does
 //! not address (agent, conversation, turn), `plan.rs` gathers agents, scripts and tools,
 //! `routes.rs` finds each agent's smallest rule, `yaml.rs` writes the file.
 
 mod assign;
 mod bodies;
+mod context;
 mod journal;
 mod plan;
 mod routes;
@@ -24,6 +26,7 @@ mod verify;
 mod yaml;
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -73,6 +76,8 @@ pub enum Outcome {
         blocks: Vec<Block>,
         /// The usage the reply reported.
         usage: Option<Usage>,
+        /// Its reasoning (Anthropic thinking blocks, OpenAI Responses reasoning items).
+        thinking: Vec<Thought>,
     },
     /// An error in place of a reply.
     Fault(Fault),
@@ -81,6 +86,21 @@ pub enum Outcome {
     /// Not a model call the script answers (a miss, a refused request): served back, it must
     /// not be answered either, and it is listed as a skip.
     Unanswered,
+}
+
+/// The model's reasoning in a reply: an Anthropic `thinking` block or an OpenAI Responses
+/// `reasoning` item, written as the reply's `thinking:`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Thought {
+    /// How many of the reply's blocks (text, tool uses) come before it.
+    pub at: usize,
+    /// Its signature (Anthropic) or item id (Responses) as the log has it: the requests that
+    /// replay it carry it, and the file's server sends its own in its place (empty for a
+    /// redacted block).
+    pub id: String,
+    /// Its text (a Responses item's summary texts joined); empty for reasoning a script cannot
+    /// send (a redacted block, an item without a summary), which is listed as a skip.
+    pub text: String,
 }
 
 /// An error in place of a reply, as a scenario's `error:` writes it.
@@ -158,6 +178,8 @@ pub enum Source {
     Journal,
     /// One provider request body, or a JSON list of them.
     Bodies,
+    /// Seed 000's `context.jsonl` (the journal of every session operation).
+    Context,
 }
 
 /// Which log `bytes` hold: a journal when its first line is a JSON object with an `exchange`
@@ -172,6 +194,9 @@ pub fn sniff(bytes: &[u8]) -> Source {
     if trimmed.starts_with(b"{\"exchange\"") {
         return Source::Journal;
     }
+    if context::sniff(first) {
+        return Source::Context;
+    }
     match serde_json::from_slice::<Value>(first) {
         Ok(v) if v.get("exchange").is_some() => Source::Journal,
         _ => Source::Bodies,
@@ -180,6 +205,38 @@ pub fn sniff(bytes: &[u8]) -> Source {
 
 /// Imports a log read from `path` into a scenario named `name`.
 pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportError> {
+    import_with_state(bytes, path, None, name)
+}
+
+/// Imports a log read from `path` into a scenario named `name`; for seed 000's `context.jsonl`,
+/// `state` is its `state.json` (its bytes and path), which must agree with it.
+pub fn import_with_state(
+    bytes: &[u8],
+    path: &Path,
+    state: Option<(&[u8], &Path)>,
+    name: &str,
+) -> Result<Imported, ImportError> {
+    import_inner(bytes, path, state, name, &std::collections::BTreeSet::new())
+}
+
+/// Imports a log as [`import`] does, the agents named in `skills` written `kind: skill` (the
+/// scenario a recording was driven by says which agents are skills; a log does not).
+pub fn import_with_skills(
+    bytes: &[u8],
+    path: &Path,
+    name: &str,
+    skills: &std::collections::BTreeSet<String>,
+) -> Result<Imported, ImportError> {
+    import_inner(bytes, path, None, name, skills)
+}
+
+fn import_inner(
+    bytes: &[u8],
+    path: &Path,
+    state: Option<(&[u8], &Path)>,
+    name: &str,
+    given_skills: &std::collections::BTreeSet<String>,
+) -> Result<Imported, ImportError> {
     if bytes.len() > MAX_INPUT_BYTES {
         return Err(ImportError::at(
             path,
@@ -194,9 +251,20 @@ pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportE
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ImportError::at(path, 0, "the input is empty"));
     }
-    let (mut exchanges, mut skipped) = match sniff(bytes) {
+    let source = sniff(bytes);
+    if let (Some((_, state_path)), false) = (state, source == Source::Context) {
+        return Err(ImportError::at(
+            state_path,
+            0,
+            "a state.json goes with seed 000's context.jsonl only, and the input is not one",
+        ));
+    }
+    let mut skills = given_skills.clone();
+    let mut users = Vec::new();
+    let (mut exchanges, mut skipped) = match source {
         Source::Journal => journal::read(bytes, path)?,
         Source::Bodies => bodies::read(bytes, path)?,
+        Source::Context => context::read(bytes, path, state, &mut skills, &mut users)?,
     };
     assign::addresses(&mut exchanges);
     if !exchanges
@@ -206,12 +274,25 @@ pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportE
         return Err(ImportError::at(
             path,
             0,
-            "the input holds no model reply to script (no answered exchange in a journal, no assistant turn in a body)",
+            "the input holds no model reply to script (no answered exchange in a journal, no assistant turn in a body, no `assistant` line in a context.jsonl)",
         ));
     }
-    let plan = plan::Plan::new(&exchanges, path, &mut skipped)?;
+    let mut plan = plan::Plan::new(&exchanges, path, &mut skipped)?;
+    for a in &mut plan.agents {
+        a.skill = skills.contains(&a.name);
+    }
     let source = path.display().to_string();
-    let (yaml, plan) = verify::settle(plan, &exchanges, &skipped, name, &source, path)?;
+    let (mut yaml, plan) = verify::settle(plan, &exchanges, &skipped, name, &source, path)?;
+    if !users.is_empty() {
+        if let Some(skip) = with_steps(&mut yaml, &users) {
+            if skipped.is_empty() {
+                yaml.push_str("# Not in the scripts (also listed on stderr):\n");
+            }
+            let reason = skip.reason.replace('\n', " ");
+            let _ = writeln!(yaml, "#   line {}: {reason}", skip.line);
+            skipped.push(skip);
+        }
+    }
     Ok(Imported {
         yaml,
         skipped,
@@ -221,4 +302,88 @@ pub fn import(bytes: &[u8], path: &Path, name: &str) -> Result<Imported, ImportE
             .count(),
         agents: plan.agents.iter().map(|a| a.name.clone()).collect(),
     })
+}
+
+/// Adds the user's messages of a `context.jsonl` to `yaml` as `steps`, when the file then runs
+/// and passes with agentsim's own runtime (which wrote such journals: its runtime replays them);
+/// else leaves them out and says why.
+fn with_steps(yaml: &mut String, users: &[context::UserMessage]) -> Option<Skip> {
+    let quote = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    let mut steps = String::from(
+        "# The user's messages, in the order the runtime took them (agentsim's runtime replays them):\nsteps:\n",
+    );
+    for u in users {
+        if u.key == "default" {
+            let _ = writeln!(steps, "  - user: {}", quote(&u.text));
+        } else {
+            let _ = writeln!(
+                steps,
+                "  - {{ user: {}, key: {} }}",
+                quote(&u.text),
+                quote(&u.key)
+            );
+        }
+    }
+    let candidate = format!("{yaml}{steps}");
+    let why = match crate::scenario::parse(&candidate, Path::new("imported.yaml")) {
+        Err(e) => e.to_string(),
+        Ok(scenario) => {
+            let outcome =
+                crate::scenario::run::run(&scenario, crate::scenario::run::RunOptions::default());
+            match outcome.failure {
+                None => {
+                    *yaml = candidate;
+                    return None;
+                }
+                Some(f) => f.to_string(),
+            }
+        }
+    };
+    Some(Skip {
+        line: users[0].line,
+        reason: format!(
+            "the user's messages are not written as steps: with them, agentsim's runtime does not replay the file (as tried: {})",
+            why.lines().next().unwrap_or("")
+        ),
+    })
+}
+
+/// A reply's reasoning (as [`crate::wire::reply::reasoning`] finds it) as the file writes it:
+/// what a script cannot send (a redacted block, an item without text) kept without text and
+/// listed, what no request can replay (no signature or id) listed and left out. `what` names the
+/// reply in the reasons ("exchange 3: its reply").
+fn thoughts(
+    found: Vec<(usize, crate::wire::Reasoning)>,
+    line: usize,
+    what: &str,
+    skipped: &mut Vec<Skip>,
+) -> Vec<Thought> {
+    let mut out = Vec::new();
+    for (at, r) in found {
+        let (id, text) = match (r.id, r.text) {
+            (Some(id), Some(text)) => (id, text),
+            (_, None) => {
+                skipped.push(Skip {
+                    line,
+                    reason: format!("{what} holds a redacted thinking block, which a script cannot send (served back, the requests go without it)"),
+                });
+                (String::new(), String::new())
+            }
+            (None, Some(_)) => {
+                skipped.push(Skip {
+                    line,
+                    reason: format!("{what} holds reasoning without a signature or id, which no request can replay"),
+                });
+                continue;
+            }
+        };
+        if text.is_empty() && !id.is_empty() {
+            skipped.push(Skip {
+                line,
+                reason: format!("{what} holds reasoning with no text (an encrypted or summary-less item), which a script cannot send (served back, the requests go without it)"),
+            });
+        }
+        out.push(Thought { at, id, text });
+    }
+    out
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::routes::{self, RouteChoice};
-use super::{Exchange, Fault, ImportError, Outcome, Skip};
+use super::{Exchange, Fault, ImportError, Outcome, Skip, Thought};
 use crate::agents::tools::builtin::is_builtin;
 use crate::mock_llm::book::{letters, HistoryPolicy};
 use crate::model::llm::Usage;
@@ -28,10 +28,12 @@ pub(super) enum Times {
 /// One script entry.
 #[derive(Clone, Debug)]
 pub(super) enum Entry {
-    /// A reply: its blocks, and for each tool use whether its id is written.
+    /// A reply: its blocks, for each tool use whether its id is written, and its reasoning
+    /// (what has no text is not written).
     Reply {
         blocks: Vec<Block>,
         explicit_ids: Vec<bool>,
+        thinking: Vec<Thought>,
     },
     /// An error.
     Error(Fault, Times),
@@ -64,6 +66,8 @@ pub(super) struct AgentPlan {
     pub(super) requests: Vec<usize>,
     /// Scripts `name#N` exist: the agent forks.
     pub(super) forks: bool,
+    /// A skill (the log says so: seed 000's `agent_type`), written `kind: skill`.
+    pub(super) skill: bool,
 }
 
 /// A tool of the written file.
@@ -116,6 +120,7 @@ impl Plan {
                         entries: Vec::new(),
                         requests: Vec::new(),
                         forks: false,
+                        skill: false,
                     });
                     agents.len() - 1
                 }
@@ -260,11 +265,14 @@ fn group_entries(
             ));
         }
         let entry = match &e.outcome {
-            Outcome::Reply { blocks, .. } => {
+            Outcome::Reply {
+                blocks, thinking, ..
+            } => {
                 answered = true;
                 Entry::Reply {
                     blocks: blocks.clone(),
                     explicit_ids: ids[i].clone(),
+                    thinking: thinking.clone(),
                 }
             }
             Outcome::Fault(f) => {

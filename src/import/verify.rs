@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use super::plan::Plan;
-use super::{yaml, Exchange, ImportError, Outcome, Skip};
+use super::{yaml, Exchange, ImportError, Outcome, Skip, Thought};
 use crate::mock_llm::book::{Answer, Book, HistoryPolicy, AGENT_HEADER, REPLAYED_HISTORY};
 use crate::model::llm::Usage;
 use crate::model::transcript::Block;
@@ -105,6 +105,7 @@ fn replay(
 ) -> Result<Vec<(usize, Usage)>, Divergence> {
     let mut book = Book::from_scenario(scenario);
     let mut usages = Vec::new();
+    let mut reasoning = Reasoning::default();
     for (i, e) in exchanges.iter().enumerate() {
         // A body's last request that no reply answers was never asked of a server.
         if e.item && e.outcome == Outcome::Unanswered {
@@ -116,7 +117,14 @@ fn replay(
             .map(|h| (AGENT_HEADER, h))
             .into_iter()
             .collect();
-        let got = book.answer(e.provider, &e.request, &headers);
+        let mapped;
+        let request = if e.request.reasoning.is_empty() {
+            &e.request
+        } else {
+            mapped = reasoning.map(&e.request);
+            &mapped
+        };
+        let got = book.answer(e.provider, request, &headers);
         let agent = e.address.as_ref().map_or("", |a| a.agent.as_str());
         let diverge = |message: String| Divergence {
             exchange: i,
@@ -145,13 +153,23 @@ fn replay(
             )));
         }
         match (&e.outcome, answer) {
-            (Outcome::Reply { blocks, usage }, Answer::Reply { reply, .. }) => {
+            (
+                Outcome::Reply {
+                    blocks,
+                    usage,
+                    thinking,
+                },
+                Answer::Reply { reply, .. },
+            ) => {
                 let sent = blocks_of(&reply.blocks);
                 if sent != *blocks {
                     return Err(diverge(format!(
                         "the reply differs: {sent:?} instead of {blocks:?}"
                     )));
                 }
+                reasoning
+                    .sent(thinking, &reply.blocks, e.provider)
+                    .map_err(diverge)?;
                 if let Some(u) = usage.filter(|u| *u != reply.usage) {
                     usages.push((i, u));
                 }
@@ -183,4 +201,89 @@ fn blocks_of(out: &[OutBlock]) -> Vec<Block> {
             OutBlock::Thinking { .. } => None,
         })
         .collect()
+}
+
+/// The reasoning the log's replies sent, and what the written file's server sends in its place:
+/// a request of the log that replays a thinking block or reasoning item is asked with the
+/// server's own signature or id instead (a runtime served the file replays what it was sent),
+/// and without the reasoning a script cannot send (it never reaches a runtime served the file).
+#[derive(Default)]
+struct Reasoning {
+    /// The log's signature or item id to the server's.
+    ids: std::collections::BTreeMap<String, String>,
+    /// Ids of reasoning the file does not send (no text).
+    dropped: std::collections::BTreeSet<String>,
+    /// A reply of the log held a redacted thinking block.
+    redacted: bool,
+}
+
+impl Reasoning {
+    /// Compares a reply's reasoning in the log with what the server sent, and keeps the ids.
+    fn sent(
+        &mut self,
+        log: &[Thought],
+        served: &[OutBlock],
+        provider: crate::wire::Provider,
+    ) -> Result<(), String> {
+        let mut at = 0;
+        let mut served_thoughts = Vec::new();
+        for b in served {
+            match b {
+                OutBlock::Thinking { id, .. } => {
+                    served_thoughts.push((at, id.as_str(), b.reasoning().unwrap_or_default()))
+                }
+                _ => at += 1,
+            }
+        }
+        // OpenAI Chat has no place for reasoning: a Chat reply's log has none either.
+        let wanted: Vec<&Thought> = log
+            .iter()
+            .filter(|t| !t.text.is_empty() && provider != crate::wire::Provider::OpenAiChat)
+            .collect();
+        let same = wanted.len() == served_thoughts.len()
+            && wanted
+                .iter()
+                .zip(&served_thoughts)
+                .all(|(t, (at, _, text))| t.at == *at && t.text == *text);
+        if !same {
+            let log: Vec<(usize, &str)> = wanted.iter().map(|t| (t.at, t.text.as_str())).collect();
+            let sent: Vec<(usize, &str)> = served_thoughts
+                .iter()
+                .map(|(a, _, t)| (*a, t.as_str()))
+                .collect();
+            return Err(format!(
+                "the reply's reasoning differs (place among its blocks, text): {sent:?} instead of {log:?}"
+            ));
+        }
+        for (t, (_, id, _)) in wanted.iter().zip(&served_thoughts) {
+            self.ids.insert(t.id.clone(), (*id).to_owned());
+        }
+        for t in log.iter().filter(|t| t.text.is_empty()) {
+            if t.id.is_empty() {
+                self.redacted = true;
+            } else {
+                self.dropped.insert(t.id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// `request` as a runtime served the file would send it.
+    fn map(&self, request: &crate::wire::Request) -> crate::wire::Request {
+        let mut mapped = request.clone();
+        mapped.reasoning.retain_mut(|r| match (&mut r.id, &r.text) {
+            (_, None) => !self.redacted,
+            (Some(id), Some(_)) => {
+                if self.dropped.contains(id.as_str()) {
+                    return false;
+                }
+                if let Some(served) = self.ids.get(id.as_str()) {
+                    *id = served.clone();
+                }
+                true
+            }
+            (None, Some(_)) => true,
+        });
+        mapped
+    }
 }

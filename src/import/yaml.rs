@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::plan::{AgentPlan, Entry, EntryPlan, Plan, Times};
 use super::routes::RouteChoice;
-use super::{Exchange, Skip};
+use super::{Exchange, Skip, Thought};
 use crate::mock_llm::book::{HistoryPolicy, MatchRule};
 use crate::model::llm::LlmErrorKind;
 use crate::model::transcript::Block;
@@ -168,7 +168,8 @@ fn entry(out: &mut String, e: &EntryPlan, exchanges: &[Exchange]) {
         Entry::Reply {
             blocks,
             explicit_ids,
-        } => reply_keys(&mut keys, blocks, explicit_ids),
+            thinking,
+        } => reply_keys(&mut keys, blocks, explicit_ids, thinking),
     }
     if let Some(u) = e.usage {
         keys.push(format!(
@@ -191,8 +192,15 @@ fn entry(out: &mut String, e: &EntryPlan, exchanges: &[Exchange]) {
 
 /// The keys of a reply: `text` then `tool_use` when its blocks come in that order, else `chunks`
 /// (which keep any order).
-fn reply_keys(keys: &mut Vec<String>, blocks: &[Block], explicit_ids: &[bool]) {
-    if blocks.is_empty() {
+fn reply_keys(
+    keys: &mut Vec<String>,
+    blocks: &[Block],
+    explicit_ids: &[bool],
+    thinking: &[Thought],
+) {
+    // Reasoning a script cannot send (redacted, without text) is listed as a skip.
+    let thinking: Vec<&Thought> = thinking.iter().filter(|t| !t.text.is_empty()).collect();
+    if blocks.is_empty() && thinking.is_empty() {
         keys.push("empty: true".into());
         return;
     }
@@ -200,12 +208,22 @@ fn reply_keys(keys: &mut Vec<String>, blocks: &[Block], explicit_ids: &[bool]) {
         .iter()
         .take_while(|b| matches!(b, Block::Text { .. }))
         .count();
+    // `thinking:` is one block of reasoning before the reply's content.
+    let thought_first = match thinking.as_slice() {
+        [] => true,
+        [t] => t.at == 0 && !blocks.is_empty(),
+        _ => false,
+    };
     let in_order = texts <= 1
+        && thought_first
         && blocks[texts..]
             .iter()
             .all(|b| matches!(b, Block::ToolUse { .. }));
     let mut ids = explicit_ids.iter().copied();
     if in_order {
+        if let Some(t) = thinking.first() {
+            keys.push(format!("thinking: {}", scalar(&t.text)));
+        }
         if let Some(Block::Text { text }) = blocks.first() {
             keys.push(format!("text: {}", scalar(text)));
         }
@@ -237,7 +255,11 @@ fn reply_keys(keys: &mut Vec<String>, blocks: &[Block], explicit_ids: &[bool]) {
         return;
     }
     let mut list = Vec::new();
-    for b in blocks {
+    let mut thoughts = thinking.iter().peekable();
+    for (at, b) in blocks.iter().enumerate() {
+        while let Some(t) = thoughts.next_if(|t| t.at <= at) {
+            list.push(format!("  - thinking: {}", scalar(&t.text)));
+        }
         match b {
             Block::Text { text } => list.push(format!("  - text: {}", scalar(text))),
             Block::ToolUse { id, name, input } => list.push(format!(
@@ -246,6 +268,9 @@ fn reply_keys(keys: &mut Vec<String>, blocks: &[Block], explicit_ids: &[bool]) {
             )),
             Block::ToolResult { .. } => {}
         }
+    }
+    for t in thoughts {
+        list.push(format!("  - thinking: {}", scalar(&t.text)));
     }
     keys.push(format!("chunks:\n      {}", list.join("\n      ")));
 }
@@ -264,7 +289,8 @@ fn agent(
 ) {
     let _ = writeln!(out, "  {}:", scalar(&a.name));
     if a.name != "main" {
-        out.push_str("    kind: agent\n");
+        let kind = if a.skill { "skill" } else { "agent" };
+        let _ = writeln!(out, "    kind: {kind}");
     }
     if let Some(system) = &a.system {
         match anchors.get(system) {

@@ -140,6 +140,17 @@ fn auto_time_scale(scenario: &Scenario) -> f64 {
 
 /// Runs `scenario` against the runtime of `options`.
 pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotRun> {
+    run_with_model(scenario, options, None).await
+}
+
+/// Runs `scenario` against the runtime of `options`, its model requests sent to `model` (a
+/// server with mock-llm's routes: `agentsim record`'s proxy) instead of the mock server, when
+/// given. The mock server still runs and sees no request.
+pub async fn run_with_model(
+    scenario: &Scenario,
+    options: &Options,
+    model: Option<SocketAddr>,
+) -> Result<Outcome, NotRun> {
     if let Some(e) = needs::refusal(scenario) {
         return Err(NotRun::Unrunnable(e));
     }
@@ -162,7 +173,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
     )
     .await
     .map_err(|e| NotRun::Setup(format!("cannot start the mock model server: {e}")))?;
-    let env = environment(options, running.addr, &state_dir);
+    let env = environment(options, model.unwrap_or(running.addr), &state_dir);
     let seed = options.seed.unwrap_or(scenario.seed);
     let mut run = Run::new(scenario, options, running, state_dir, env, seed, time_scale);
     let played = run.play().await;
@@ -212,6 +223,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         reproduced,
         entries: std::mem::take(&mut run.entries),
         sent: std::mem::take(&mut run.sent),
+        sent_seq: std::mem::take(&mut run.sent_seq),
         exchanges: run.model_side.take_sorted(),
         model,
         stderr,

@@ -118,6 +118,8 @@ pub struct Outcome {
     pub entries: Vec<Entry>,
     /// Every `send` of the runtime, as (conversation, text), in order.
     pub sent: Vec<(String, String)>,
+    /// For each send of `sent`, the `seq` of the last `user` line written before it.
+    pub sent_seq: Vec<u64>,
     /// The mock server's journal, one JSON value per exchange.
     pub exchanges: Vec<Value>,
     /// The mock server's report.

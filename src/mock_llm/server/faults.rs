@@ -124,13 +124,26 @@ impl Shared {
     ) -> Response {
         let mut events = reply::events(provider, reply, include_usage);
         events.truncate(events.len() / 2);
+        let mut response = json!({"fault": name});
         if let Some((kind, message)) = error {
             let sequence = events.len();
             events.push(reply::stream_error(provider, kind, message, sequence));
+            // The error's kind as a scenario names it (and its message when not the usual one),
+            // so that `agentsim import` scripts the same error.
+            response["error_kind"] = match kind {
+                ErrorKind::RateLimit => "rate_limit",
+                ErrorKind::Overloaded => "overloaded",
+                _ => "other",
+            }
+            .into();
+            if let Some(m) = message {
+                response["error_message"] = m.into();
+            }
         }
+        response["events"] = events.len().into();
         line["outcome"] = "fault".into();
         line["status"] = 200.into();
-        line["response"] = json!({"events": events.len(), "fault": name});
+        line["response"] = response;
         self.record(&line, None);
         sse_response(self.scaled(events), request_id)
     }

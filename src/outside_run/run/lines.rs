@@ -32,6 +32,7 @@ impl Run<'_> {
                 }
                 self.note(format!("runtime → user {}: {:?}", s.conversation, s.text));
                 self.sent.push((s.conversation.clone(), s.text.clone()));
+                self.sent_seq.push(self.seq);
                 self.restart_check.sent(&s.conversation, &s.text);
                 if let Some(inference) = self.model_side.inference.as_mut() {
                     inference.sent(&s.text);

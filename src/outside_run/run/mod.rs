@@ -95,6 +95,8 @@ pub(super) struct Run<'a> {
     pub entries: Vec<Entry>,
     /// Every `send`, as (conversation, text).
     pub sent: Vec<(String, String)>,
+    /// For each send, the `seq` of the last `user` line written before it.
+    pub sent_seq: Vec<u64>,
     /// Exchanges begun when the runtime said idle for the last `seq` (the `idle` check).
     idle_exchanges: Option<u64>,
     pub timed_steps: Vec<usize>,
@@ -154,6 +156,7 @@ impl<'a> Run<'a> {
             marks: BTreeMap::new(),
             entries: Vec::new(),
             sent: Vec::new(),
+            sent_seq: Vec::new(),
             idle_exchanges: None,
             timed_steps: Vec::new(),
             step: 0,

@@ -269,6 +269,50 @@ pub fn decode(provider: Provider, body: &Value) -> Result<(Vec<Block>, Usage), s
     Ok((blocks, usage))
 }
 
+/// The reasoning of a reply body (Anthropic `thinking` and `redacted_thinking` blocks, OpenAI
+/// Responses `reasoning` items; OpenAI Chat has none), in order, each with how many of the
+/// blocks [`decode`] reads from the same body come before it.
+pub fn reasoning(
+    provider: Provider,
+    body: &Value,
+) -> Result<Vec<(usize, super::Reasoning)>, super::Malformed> {
+    let request = match provider {
+        Provider::Anthropic => {
+            json!({"messages": [{"role": "assistant", "content": body.get("content").cloned().unwrap_or(Value::Null)}]})
+        }
+        Provider::OpenAiChat => return Ok(Vec::new()),
+        Provider::OpenAiResponses => {
+            json!({"input": body.get("output").cloned().unwrap_or(Value::Null)})
+        }
+    };
+    let decoded = super::decode(provider, &request)?;
+    // Where each block came from: its content index (Anthropic, one message) or its item index.
+    let places: Vec<usize> = decoded
+        .origin
+        .blocks
+        .iter()
+        .flatten()
+        .map(|&(item, block)| match provider {
+            Provider::Anthropic => block,
+            _ => item,
+        })
+        .collect();
+    Ok(decoded
+        .reasoning
+        .into_iter()
+        .map(|r| {
+            // `messages.0.content.3` or `input[3]`.
+            let place = r
+                .path
+                .rsplit(['.', '['])
+                .next()
+                .and_then(|n| n.trim_end_matches(']').parse::<usize>().ok())
+                .unwrap_or(usize::MAX);
+            (places.iter().filter(|&&p| p < place).count(), r)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
