@@ -302,7 +302,7 @@ steps:
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
-        out.contains("two-conversations.yaml:7:5: step 3: `expect.depth` needs the runtime capability `stack`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready` (agentsim reads it from the model requests only for a scenario whose user talks in one conversation)"),
+        out.contains("two-conversations.yaml:7:5: step 3: `expect.depth` needs the runtime capability `stack`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready` (agentsim reads it from the model requests of a scenario of several conversations only when the runtime names each request's conversation with the header `x-agentsim-conversation` and offers the capability `conversation-header`)"),
         "{out}"
     );
     // With the capability, the runtime's own `stack` lines are judged.
@@ -350,6 +350,68 @@ steps:
     );
     assert!(
         out.contains("3 scenarios: 1 passed, 0 failed, 2 skipped"),
+        "{out}"
+    );
+}
+
+/// Two conversations, judged from the model requests alone: `other`'s turn comes after
+/// `default`'s, so read as one conversation, `default`'s response would be `other`'s.
+const TWO_CONVERSATIONS: &str = "name: two conversations judged from the model requests
+llm:
+  main:
+    - tool_use: { name: weather, input: { city: Oslo } }
+    - It is 4 degrees.
+    - Hi there.
+tools:
+  weather: { result: 4C, after: 100ms }
+steps:
+  - user: weather?
+  - user: hello
+    key: other
+  - expect: { key: other, sent: [Hi there.], depth: 0, response: { text: Hi there., iterations: 1, tool_calls: [] } }
+  - expect:
+      sent: [It is 4 degrees.]
+      depth: 0
+      iterations: { main: 2 }
+      tool_result: { agent: main, content: 4C }
+      response: { text: It is 4 degrees., iterations: 2, tool_calls: [weather] }
+";
+
+#[test]
+fn a_runtime_that_names_each_requests_conversation_is_judged_from_its_requests_in_every_conversation(
+) {
+    let caps = "conversation-header";
+    let o = run("two-by-header", TWO_CONVERSATIONS, &fake("ok", caps), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The inference is per conversation: a wrong count in one is seen.
+    let wrong = TWO_CONVERSATIONS.replace("iterations: 2, tool_calls", "iterations: 1, tool_calls");
+    let o = run("two-by-header-wrong", &wrong, &fake("ok", caps), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(
+            "step 4 (expect, conversation default): response.iterations: expected 1, got 2"
+        ),
+        "{out}"
+    );
+    // A runtime that offers the capability and breaks its promise fails the run, saying which
+    // request and what it named.
+    for (mode, seen) in [
+        ("no-header", "model request #1 (to agent `main`) carries no header `x-agentsim-conversation`, though the runtime offered the capability `conversation-header`"),
+        ("wrong-conversation", "model request #1 (to agent `main`) names the conversation `elsewhere` in its header `x-agentsim-conversation`, to which agentsim sent no `user` message (it sent to `default`)"),
+    ] {
+        let o = run(mode, TWO_CONVERSATIONS, &fake(mode, caps), &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(out.contains(seen), "{mode}: {out}");
+        assert!(out.contains("conversation-header"), "{out}");
+    }
+    // Without the capability, a scenario of two conversations needs the runtime's reports.
+    let o = run("two-no-header", TWO_CONVERSATIONS, &fake("ok", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("needs the runtime capability `stack`"),
         "{out}"
     );
 }

@@ -12,6 +12,10 @@ With `restart` in CAPS it keeps its conversations in AGENTSIM_STATE_DIR and cont
 restart; the modes `resend-after-restart` (sends its last text again after a restart) and
 `lose-last-turn` (restores its conversations without their last exchange) break the `restart`
 check. `crash-on-tool-failure` exits when a tool fails.
+
+With `conversation-header` in CAPS it names each model request's conversation with the header
+`x-agentsim-conversation`; the mode `wrong-conversation` names one agentsim never wrote to, and
+`no-header` names none.
 """
 
 import json
@@ -30,14 +34,16 @@ def out(message):
     sys.stdout.flush()
 
 
-def ask(messages):
+def ask(messages, conv):
     """One Anthropic Messages call to the mock server; the reply's text."""
     body = json.dumps({"model": "main", "max_tokens": 100, "system": "You are main.",
                        "messages": messages}).encode()
+    headers = {"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+               "anthropic-version": "2023-06-01"}
+    if "conversation-header" in CAPS and MODE != "no-header":
+        headers["x-agentsim-conversation"] = "elsewhere" if MODE == "wrong-conversation" else conv
     request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
-                                     headers={"content-type": "application/json",
-                                              "x-api-key": os.environ["ANTHROPIC_API_KEY"],
-                                              "anthropic-version": "2023-06-01"})
+                                     headers=headers)
     try:
         with urllib.request.urlopen(request) as r:
             reply = json.load(r)
@@ -107,7 +113,7 @@ def main():
         calls = iterations = 0
         while True:
             iterations += 1
-            reply, text = ask(messages)
+            reply, text = ask(messages, conv)
             if reply is None:
                 break
             messages.append({"role": "assistant", "content": reply["content"]})
@@ -152,7 +158,7 @@ def main():
             out({"type": "send", "conversation": conv, "text": "one more thing"})
         if MODE == "request-after-idle":
             time.sleep(0.3)  # a background task that fires later, as real ones do
-            ask(messages + [{"role": "user", "content": "again"}])
+            ask(messages + [{"role": "user", "content": "again"}], conv)
 
 
 main()

@@ -61,7 +61,7 @@ use crate::wire::{Provider, Request};
 
 pub use crate::scenario::format::HistoryPolicy;
 use conversation::{sent_of, sent_of_out, Conversation, Found, Index, Sent};
-pub use route::{Route, AGENT_HEADER};
+pub use route::{Route, AGENT_HEADER, CONVERSATION_HEADER};
 
 /// One agent's script and how requests find it.
 #[derive(Clone, Debug)]

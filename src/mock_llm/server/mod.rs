@@ -661,6 +661,13 @@ async fn exchange(
         {
             line["agent_header"] = (*name).into();
         }
+        // The conversation of the runtime protocol the request is for, as the runtime named it.
+        if let Some((_, name)) = header_list
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(super::book::CONVERSATION_HEADER))
+        {
+            line["conversation_header"] = (*name).into();
+        }
     }
     let routed = lock(&s.book).answer(provider, &request, &header_list);
     let (address, answer) = match routed {

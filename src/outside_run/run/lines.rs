@@ -34,7 +34,7 @@ impl Run<'_> {
                 self.sent.push((s.conversation.clone(), s.text.clone()));
                 self.restart_check.sent(&s.conversation, &s.text);
                 if let Some(inference) = self.model_side.inference.as_mut() {
-                    inference.sent(&s.text);
+                    inference.sent(&s.conversation, &s.text);
                 }
                 self.conversations
                     .entry(s.conversation)

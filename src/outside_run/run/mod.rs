@@ -480,6 +480,8 @@ impl<'a> Run<'a> {
     pub(super) async fn play(&mut self) -> Result<(), Stop> {
         self.start().await.map_err(Stop::Failed)?;
         let needs = super::needs::needs(self.scenario);
+        let header = self.capabilities.iter().any(|c| c == "conversation-header");
+        self.model_side.address(header);
         if let Some(e) = super::needs::unmet(
             self.scenario,
             &needs,
@@ -517,7 +519,7 @@ impl<'a> Run<'a> {
                 self.catch_up();
                 let cancel = self.scenario.config.is_cancel_word(text);
                 if let Some(inference) = self.model_side.inference.as_mut() {
-                    inference.user(cancel);
+                    inference.user(key, cancel);
                 }
                 self.seq += 1;
                 let seq = self.seq;
@@ -578,6 +580,7 @@ impl<'a> Run<'a> {
                 let has = |c: &str| self.capabilities.iter().any(|o| o == c);
                 // What the runtime does not report is read from its model requests.
                 let (inferred, unknown) = self.model_side.overlay(
+                    &key,
                     conversation,
                     !has("stack"),
                     !has("tool-results"),
@@ -600,7 +603,7 @@ impl<'a> Run<'a> {
                             .inference
                             .as_ref()
                             .filter(|_| !has("tool-results"))
-                            .map(|i| &i.unseen),
+                            .map(|i| &i.of(&key).unseen),
                     },
                 );
                 let next = Mark::now(conversation);
@@ -674,6 +677,12 @@ impl<'a> Run<'a> {
                 format!("{}: {}", v.check, v.message),
             );
             return Err(self.stop_for(f));
+        }
+        if let Some(u) = self.model_side.unaddressed() {
+            let message = format!("conversation-header: {}", u.message);
+            return Err(Stop::Failed(
+                self.fail(FailureKind::ConversationHeader, message),
+            ));
         }
         Ok(())
     }
