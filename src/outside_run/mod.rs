@@ -155,6 +155,7 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         scenario,
         server::Options {
             keep_journal: true,
+            scripted_usage_only: true,
             time_scale,
             faults: options.model_faults,
             ..server::Options::default()

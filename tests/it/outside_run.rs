@@ -417,6 +417,47 @@ fn a_runtime_that_names_each_requests_conversation_is_judged_from_its_requests_i
 }
 
 #[test]
+fn usage_is_judged_against_the_sum_the_runtime_reports_and_needs_the_capability() {
+    let yaml = "name: usage summed by the runtime
+llm:
+  main:
+    - tool_use: { name: weather, input: { city: Oslo } }
+      usage: { input_tokens: 100, output_tokens: 20 }
+    - text: It is 4 degrees.
+      usage: { input_tokens: 150, output_tokens: 30 }
+    - Bye.
+tools: { weather: 4C }
+steps:
+  - user: weather?
+  - expect: { sent: [It is 4 degrees.], usage: { input_tokens: 250, output_tokens: 50 } }
+  - user: bye
+  - expect: { sent: [Bye.], usage: { input_tokens: 250 } }
+";
+    // The last reply has no scripted usage: it counts zero tokens, as in the simulator.
+    let o = run("usage", yaml, &fake("ok", "usage"), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("runtime → event default: usage: 250 in, 50 out"),
+        "{}",
+        text(&o)
+    );
+    let o = run("usage-last", yaml, &fake("usage-last", "usage"), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("step 2 (expect, conversation default): usage.input_tokens: expected 250, got 150; usage.output_tokens: expected 50, got 30"),
+        "{out}"
+    );
+    let o = run("usage-no-capability", yaml, &fake("ok", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("usage-no-capability.yaml:12:5: step 2: `expect.usage` needs the runtime capability `usage`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready`"),
+        "{out}"
+    );
+}
+
+#[test]
 fn the_response_expectation_is_judged_against_the_runtimes_response_events() {
     let yaml = WITH_TOOL.replace(
         "expect: { sent: [It is 4 degrees.] }",

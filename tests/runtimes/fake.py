@@ -16,6 +16,9 @@ check. `crash-on-tool-failure` exits when a tool fails.
 With `conversation-header` in CAPS it names each model request's conversation with the header
 `x-agentsim-conversation`; the mode `wrong-conversation` names one agentsim never wrote to, and
 `no-header` names none.
+
+With `usage` in CAPS it reports its conversation's token usage, summed over the model's replies,
+after each reply; the mode `usage-last` reports the last reply's usage instead of the sum.
 """
 
 import json
@@ -62,7 +65,7 @@ def main():
         return
     out({"type": "ready", "protocol": 1, "capabilities": CAPS})
     state = os.path.join(hello["state_dir"], "fake.json")
-    history, last_sent = {}, {}
+    history, last_sent, usage = {}, {}, {}
     if "restart" in CAPS and os.path.exists(state):
         with open(state) as f:
             history, last_sent = json.load(f)
@@ -117,6 +120,13 @@ def main():
             if reply is None:
                 break
             messages.append({"role": "assistant", "content": reply["content"]})
+            if "usage" in CAPS:
+                got = (reply["usage"]["input_tokens"], reply["usage"]["output_tokens"])
+                total = usage.get(conv, (0, 0))
+                total = got if MODE == "usage-last" else (total[0] + got[0], total[1] + got[1])
+                usage[conv] = total
+                out({"type": "event", "conversation": conv, "kind": "usage",
+                     "input_tokens": total[0], "output_tokens": total[1]})
             uses = [b for b in reply["content"] if b["type"] == "tool_use"]
             if not uses:
                 break

@@ -125,6 +125,10 @@ impl Run<'_> {
                     EventBody::ToolStart { name } => format!("tool_start {name}"),
                     EventBody::ToolFinish { name } => format!("tool_finish {name}"),
                     EventBody::ToolError { name } => format!("tool_error {name}"),
+                    EventBody::Usage {
+                        input_tokens,
+                        output_tokens,
+                    } => format!("usage: {input_tokens} in, {output_tokens} out"),
                     EventBody::Other { .. } => quoted.to_owned(),
                 };
                 self.note(format!("runtime → event {}: {shown}", event.conversation));
@@ -150,6 +154,10 @@ impl Run<'_> {
                     EventBody::ToolStart { name } => c.stream.push(format!("tool_start: {name}")),
                     EventBody::ToolFinish { name } => c.stream.push(format!("tool_finish: {name}")),
                     EventBody::ToolError { name } => c.stream.push(format!("tool_error: {name}")),
+                    EventBody::Usage {
+                        input_tokens,
+                        output_tokens,
+                    } => c.usage = Some((input_tokens, output_tokens)),
                     EventBody::Other { .. } => {}
                 }
             }
