@@ -99,6 +99,8 @@ pub struct Entry {
     pub exchanges: u64,
     /// The line, as shown (one line, without a newline).
     pub text: String,
+    /// What it draws in the page's sequence, if anything.
+    pub row: Option<report::html::Row>,
 }
 
 /// The result of running a scenario against an outside runtime.

@@ -458,6 +458,81 @@ steps:
 }
 
 #[test]
+fn check_html_draws_each_outside_run_as_a_page_and_run_html_writes_one() {
+    let dir = fresh("html");
+    let out_dir = dir.join("pages");
+    std::fs::write(dir.join("a.yaml"), WITH_TOOL).unwrap();
+    let wrong = HELLO.replace("sent: [Bye.]", "sent: [Goodbye.]");
+    std::fs::write(dir.join("b.yaml"), &wrong).unwrap();
+    std::fs::write(
+        dir.join("c.yaml"),
+        "name: c\nllm: { main: [Hi.] }\nsteps:\n  - user: hi\n  - expect: { tool_results: [] }\n",
+    )
+    .unwrap();
+    let o = agentsim(&[
+        "check",
+        dir.to_str().unwrap(),
+        "--runtime",
+        &fake("ok", ""),
+        "--html",
+        out_dir.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let index = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+    let page_of = |name: &str| {
+        let suffix = format!("__{name}.html");
+        let file = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|f| f.ends_with(&suffix))
+            .unwrap_or_else(|| panic!("no page for {name}"));
+        assert!(index.contains(&file), "{file} in {index}");
+        std::fs::read_to_string(out_dir.join(file)).unwrap()
+    };
+    // The passing run: the user, the runtime, the model and the tools, in order.
+    let a = page_of("a.yaml");
+    assert!(a.contains("class=\"verdict passed\">PASSED</span>"), "{a}");
+    for seen in [
+        ">default: weather?</text>",
+        ">#1 main</text>",
+        ">c1-1 weather {&quot;city&quot;:&quot;Oslo&quot;}</text>",
+        ">c1-1: 4C</text>",
+        ">default: It is 4 degrees.</text>",
+        "id=\"not-shown\"",
+        "runtime → tool_call c1-1 weather by main",
+    ] {
+        assert!(a.contains(seen), "{seen} in {a}");
+    }
+    // The failing run: its verdict, its failure, the step's red note and the rerun command.
+    let b = page_of("b.yaml");
+    assert!(b.contains("class=\"verdict failed\""), "{b}");
+    assert!(
+        b.contains("step 4 (expect, conversation default): sent: expected [&quot;Goodbye.&quot;], got [&quot;Bye.&quot;]"),
+        "{b}"
+    );
+    assert!(b.contains("<g class=\"note alarm\">"), "{b}");
+    assert!(b.contains("rerun: <code>agentsim run "), "{b}");
+    // The skipped one has no page.
+    assert!(index.contains("skip "), "{index}");
+    assert!(!index.contains("c.yaml.html"), "{index}");
+    // run --html writes one page.
+    let page = dir.join("one.html");
+    let o = agentsim(&[
+        "run",
+        dir.join("a.yaml").to_str().unwrap(),
+        "--runtime",
+        &fake("ok", ""),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(std::fs::read_to_string(&page)
+        .unwrap()
+        .contains(">#2 main</text>"));
+}
+
+#[test]
 fn the_response_expectation_is_judged_against_the_runtimes_response_events() {
     let yaml = WITH_TOOL.replace(
         "expect: { sent: [It is 4 degrees.] }",

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use crate::drive::scripted::ToolBehavior;
 use crate::outside::codec::{EventBody, FromRuntime};
 use crate::outside::{encode_line, ToRuntime};
+use crate::report::html::Row;
 
 use super::super::judge::{SeenResponse, SeenResult};
 use super::super::outcome::{Failure, FailureKind};
@@ -30,7 +31,15 @@ impl Run<'_> {
                 if let Some(f) = self.after_idle("send") {
                     return Err(f);
                 }
-                self.note(format!("runtime → user {}: {:?}", s.conversation, s.text));
+                self.drawn(
+                    format!("runtime → user {}: {:?}", s.conversation, s.text),
+                    Row::Arrow {
+                        from: "runtime",
+                        to: "user",
+                        text: format!("{}: {}", s.conversation, s.text),
+                        reply: true,
+                    },
+                );
                 self.sent.push((s.conversation.clone(), s.text.clone()));
                 self.restart_check.sent(&s.conversation, &s.text);
                 if let Some(inference) = self.model_side.inference.as_mut() {
@@ -46,10 +55,18 @@ impl Run<'_> {
                 if let Some(f) = self.after_idle("tool_call") {
                     return Err(f);
                 }
-                self.note(format!(
-                    "runtime → tool_call {} {} by {}: {}",
-                    call.call, call.name, call.agent, call.input
-                ));
+                self.drawn(
+                    format!(
+                        "runtime → tool_call {} {} by {}: {}",
+                        call.call, call.name, call.agent, call.input
+                    ),
+                    Row::Arrow {
+                        from: "runtime",
+                        to: "tools",
+                        text: format!("{} {} {}", call.call, call.name, call.input),
+                        reply: false,
+                    },
+                );
                 let step = self.tools.next(&call.name, &call.input).map_err(|e| {
                     self.fail(
                         FailureKind::ToolScriptExhausted,
