@@ -354,10 +354,13 @@ class StackRuntime(Runtime):
             return Turn("error", getattr(e, "api_message", None) or str(e))
         except anthropic.APIConnectionError as e:
             return Turn("error", f"network error: {e}")
-        # The conversation's usage, summed over every reply (seed 002's cost tracking).
-        c.usage = [c.usage[0] + reply.usage.input_tokens, c.usage[1] + reply.usage.output_tokens]
-        if not SILENT:
-            io.usage(c.usage[0], c.usage[1], conversation=c.key)
+        # The conversation's usage, summed over every reply (seed 002's cost tracking), reported
+        # when it changes.
+        used = (reply.usage.input_tokens, reply.usage.output_tokens)
+        if used != (0, 0):
+            c.usage = [c.usage[0] + used[0], c.usage[1] + used[1]]
+            if not SILENT:
+                io.usage(c.usage[0], c.usage[1], conversation=c.key)
         content: list[dict[str, Any]] = []
         for block in reply.content:
             if block.type == "text" and block.text:
