@@ -148,7 +148,14 @@ impl Inferences {
             }
         };
         self.owners.insert(x.number, conversation.clone());
-        self.entry(&conversation).request(x)
+        let mut broken = self.entry(&conversation).request(x);
+        if self.addressing == Addressing::Header {
+            // Several conversations may be judged: say whose stack broke the check.
+            for v in &mut broken {
+                v.message = format!("in conversation `{conversation}`, {}", v.message);
+            }
+        }
+        broken
     }
 
     /// Reads the answer to request `number`: the reply's blocks, or `None` when it failed.

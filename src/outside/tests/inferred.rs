@@ -416,6 +416,28 @@ fn the_same_requests_read_as_one_conversation_break_routing() {
 }
 
 #[test]
+fn a_check_broken_in_one_of_several_conversations_names_it() {
+    let mut m = Many::new(Addressing::Header);
+    m.inferences.user("a", false);
+    m.inferences.user("b", false);
+    // b's user message reaches a skill nobody spawned in b.
+    m.call(Some("b"), "research", text("hello"), text("Hi."));
+    m.call(Some("a"), "main", text("hello"), text("Hi."));
+    assert_eq!(m.violations.len(), 1, "{:?}", m.violations);
+    assert_eq!(m.violations[0].check, "routing");
+    assert!(
+        m.violations[0]
+            .message
+            .starts_with("in conversation `b`, the user's message with an empty stack goes to the main agent `main`"),
+        "{}",
+        m.violations[0].message
+    );
+    // b's stack is lost; a's is followed.
+    assert!(m.names("b").is_err());
+    assert_eq!(m.inferences.of("a").responses.len(), 1);
+}
+
+#[test]
 fn a_request_without_the_header_or_naming_an_unknown_conversation_stops_the_inference() {
     let mut m = Many::new(Addressing::Header);
     m.inferences.user("a", false);
