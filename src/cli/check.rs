@@ -78,10 +78,6 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if runtime.is_some() && html.is_some() {
-        eprintln!("error: --html draws agentsim's own runtime's runs; it cannot be used with --runtime yet (use --format json or --junit)");
-        return ExitCode::from(2);
-    }
     check(
         &paths,
         CheckOptions {
@@ -342,7 +338,11 @@ fn check_one(
             ),
             Ok(scenario) if runtime.is_some() => {
                 let options = runtime.expect("checked");
-                (file.display().to_string(), outside_case(&scenario, options))
+                let page = html.map(|dir| dir.join(page_name(&file.display().to_string())));
+                (
+                    file.display().to_string(),
+                    outside_case(&scenario, options, page.as_deref()),
+                )
             }
             Ok(scenario) => {
                 let outcome = scenario::run(
@@ -394,10 +394,17 @@ fn check_one(
 fn outside_case(
     scenario: &scenario::Scenario,
     options: &agentsim::outside_run::Options,
+    page: Option<&Path>,
 ) -> report::check::CaseResult {
     use agentsim::outside_run::{self, NotRun};
     use report::check::CaseResult;
-    match outside_run::run_blocking(scenario, options) {
+    let ran = outside_run::run_blocking(scenario, options);
+    if let (Some(page), Ok(outcome)) = (page, &ran) {
+        if let Err(e) = write_atomic(page, outcome.html().as_bytes()) {
+            eprintln!("warning: cannot write {}: {e}", page.display());
+        }
+    }
+    match ran {
         Err(NotRun::Unrunnable(e)) => CaseResult::Skipped {
             reason: e.to_string(),
         },

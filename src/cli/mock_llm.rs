@@ -81,6 +81,7 @@ pub(crate) fn command(args: MockLlmArgs) -> ExitCode {
         time_scale: 1.0,
         allow_hosts,
         keep_journal: false,
+        scripted_usage_only: false,
     };
     mock_llm(&scenario, options, report.as_deref(), transcript.as_deref())
 }

@@ -61,18 +61,14 @@ pub(crate) fn command(args: RunArgs) -> ExitCode {
         }
     };
     if let Some(options) = outside {
-        let refused = [
-            (no_invariants, "--no-invariants"),
-            (html.is_some(), "--html"),
-            (mermaid, "--mermaid"),
-        ];
+        let refused = [(no_invariants, "--no-invariants"), (mermaid, "--mermaid")];
         if let Some((_, flag)) = refused.iter().find(|(on, _)| *on) {
             eprintln!(
                 "error: {flag} is for agentsim's own runtime; it cannot be used with --runtime (or a config file's `runtime:` block)"
             );
             return ExitCode::from(2);
         }
-        return run_outside(&file, &options, format);
+        return run_outside(&file, &options, format, html.as_deref());
     }
     run(
         &file,
@@ -184,8 +180,19 @@ fn load_failure(file: &Path, format: Format, e: &scenario::ScenarioError) -> Exi
 }
 
 /// `run --runtime CMD`: the scenario against the user's runtime.
-fn run_outside(file: &Path, options: &agentsim::outside_run::Options, format: Format) -> ExitCode {
+fn run_outside(
+    file: &Path,
+    options: &agentsim::outside_run::Options,
+    format: Format,
+    html: Option<&Path>,
+) -> ExitCode {
     use agentsim::outside_run::{self, NotRun};
+    if let Some(page) = html {
+        if let Err(e) = refuse_outputs_over_inputs(&[file], &[("--html", page)]) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let scenario = match scenario::load(file).and_then(|s| s.runnable().map(|()| s)) {
         Ok(s) => s,
         Err(e) => return load_failure(file, format, &e),
@@ -208,6 +215,12 @@ fn run_outside(file: &Path, options: &agentsim::outside_run::Options, format: Fo
         ),
     }
     let _ = std::io::Write::flush(&mut std::io::stdout());
+    if let Some(path) = html {
+        if let Err(e) = write_atomic(path, outcome.html().as_bytes()) {
+            eprintln!("error: cannot write the page {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     match &outcome.failure {
         None => ExitCode::SUCCESS,
         Some(failure) => {

@@ -203,6 +203,10 @@ fn decode_object(o: &Map<String, Value>) -> Result<FromRuntime, Fault> {
                     iterations: f.integer("iterations")?,
                     tool_calls: f.strings("tool_calls")?,
                 },
+                "usage" => EventBody::Usage {
+                    input_tokens: f.integer("input_tokens")?,
+                    output_tokens: f.integer("output_tokens")?,
+                },
                 _ => {
                     let mut fields = o.clone();
                     for key in ["type", "conversation", "kind", "frame"] {

@@ -220,6 +220,14 @@ pub enum EventBody {
         /// The names of the tools it called, in order (built-ins such as `use_skill` included).
         tool_calls: Vec<String>,
     },
+    /// `usage`: the conversation's token usage so far, summed over every model reply of it
+    /// (capability `usage`).
+    Usage {
+        /// Input (prompt) tokens.
+        input_tokens: u64,
+        /// Output (completion) tokens.
+        output_tokens: u64,
+    },
     /// Any other kind, shown in the transcript as it is.
     Other {
         /// The kind.
@@ -239,6 +247,7 @@ impl EventBody {
             EventBody::ToolError { .. } => "tool_error",
             EventBody::ToolResult { .. } => "tool_result",
             EventBody::Response { .. } => "response",
+            EventBody::Usage { .. } => "usage",
             EventBody::Other { kind, .. } => kind,
         }
     }

@@ -9,8 +9,11 @@
 //!   wrote before it.
 //! - [`inferred`]: the stack, the tool results and the checks `routing`, `complete-delivery`,
 //!   `error-cascade` and `iteration-limit`, read from the runtime's model requests.
+//! - [`conversations`]: one inference per conversation, each fed the requests that name it (or
+//!   every request, in a scenario of one conversation).
 
 pub mod codec;
+pub mod conversations;
 mod decode;
 mod error;
 mod from_runtime;

@@ -33,6 +33,8 @@ pub(super) struct Conversation {
     pub stream: Vec<String>,
     /// `response` events: the main frame's turns that ended.
     pub responses: Vec<SeenResponse>,
+    /// The last `usage` event: (input tokens, output tokens) so far.
+    pub usage: Option<(u64, u64)>,
 }
 
 /// A `response` event: the main frame left the stack.
@@ -232,6 +234,26 @@ pub(super) fn judge(e: &ExpectSpec, view: &View<'_>) -> Vec<String> {
             show(want),
             show(&c.stream[view.mark.stream.min(c.stream.len())..]),
         );
+    }
+    if let Some(want) = &e.usage {
+        // The runtime's own sum, from its last `usage` event (none yet: nothing was used).
+        let (input, output) = c.usage.unwrap_or((0, 0));
+        if let Some(n) = want.input_tokens {
+            differ(
+                &mut out,
+                "usage.input_tokens",
+                n.to_string(),
+                input.to_string(),
+            );
+        }
+        if let Some(n) = want.output_tokens {
+            differ(
+                &mut out,
+                "usage.output_tokens",
+                n.to_string(),
+                output.to_string(),
+            );
+        }
     }
     out
 }

@@ -19,8 +19,8 @@
 //! not offer, is a located error before anything is judged ([`needs`]).
 //!
 //! Files: [`options`] (the command, environment and timeouts), [`needs`], `hello` (the first
-//! line), `process` (the child process), `run` (the steps and the lines), [`judge`], and
-//! [`outcome`] (the result and its renderings).
+//! line), `process` (the child process), `run` (the steps and the lines), [`judge`],
+//! [`outcome`] (the result and its renderings), and `page` (its HTML page).
 
 mod hello;
 pub mod judge;
@@ -28,6 +28,7 @@ mod model_side;
 pub mod needs;
 pub mod options;
 pub mod outcome;
+mod page;
 mod process;
 mod restart_check;
 mod run;
@@ -166,6 +167,7 @@ pub async fn run_with_model(
         scenario,
         server::Options {
             keep_journal: true,
+            scripted_usage_only: true,
             time_scale,
             faults: options.model_faults,
             ..server::Options::default()

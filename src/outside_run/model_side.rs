@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::model::agent::Catalog;
 use crate::model::messages;
 use crate::model::transcript::{Block, Message};
-use crate::outside::inferred::{Exchange, Inference, Violation};
+use crate::outside::conversations::{Addressing, Inferences, Unaddressed};
+use crate::outside::inferred::{Exchange, Violation};
 
 use super::judge::{Conversation, SeenResponse, SeenResult};
 use crate::scenario::Scenario;
@@ -27,6 +29,8 @@ const DISPLAY_ONLY: [&str; 4] = [
 struct Arrival {
     /// The agent it was routed to (none for a request refused before routing).
     agent: Option<String>,
+    /// Its `x-agentsim-conversation` header, if it had one.
+    conversation: Option<String>,
     messages: Vec<Message>,
 }
 
@@ -35,10 +39,16 @@ struct Arrival {
 pub(super) struct ModelSide {
     /// Every journal line, in the order written.
     pub lines: Vec<Value>,
+    catalog: Catalog,
     /// Arrivals read so far.
     arrivals_read: usize,
-    /// The inference, when the scenario has one conversation.
-    pub inference: Option<Inference>,
+    /// The scenario's conversations, in order of their first `user` step.
+    conversations: Vec<String>,
+    /// Whether [`ModelSide::address`] was called (requests wait until it is).
+    addressed: bool,
+    /// The inference: for a scenario of one conversation, or a runtime that names each
+    /// request's conversation.
+    pub inference: Option<Inferences>,
     /// Decoded requests not yet fed to the inference, by number.
     pending: BTreeMap<u64, Arrival>,
     /// Answers not yet fed to the inference, by number: the reply's blocks, `None` if it failed.
@@ -54,15 +64,48 @@ pub(super) struct ModelSide {
 impl ModelSide {
     pub(super) fn new(scenario: &Scenario) -> ModelSide {
         ModelSide {
+            catalog: scenario.catalog.clone(),
             lines: Vec::new(),
             arrivals_read: 0,
-            inference: (conversations(scenario) <= 1).then(|| Inference::new(&scenario.catalog)),
+            conversations: conversations(scenario),
+            addressed: false,
+            inference: None,
             pending: BTreeMap::new(),
             replies: BTreeMap::new(),
             next: 1,
             violations: Vec::new(),
             leak: None,
         }
+    }
+
+    /// Sets how requests tell their conversation, once the runtime said what it offers
+    /// (`header`: the capability `conversation-header`): with the header, or, for a scenario of
+    /// one conversation, without; otherwise nothing is inferred.
+    pub(super) fn address(&mut self, header: bool) {
+        if self.addressed {
+            return;
+        }
+        self.addressed = true;
+        let addressing = if header {
+            Some(Addressing::Header)
+        } else if self.conversations.len() <= 1 {
+            Some(Addressing::One(
+                self.conversations
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| crate::scenario::DEFAULT_KEY.to_owned()),
+            ))
+        } else {
+            None
+        };
+        self.inference = addressing.map(|a| Inferences::new(&self.catalog, a));
+        self.feed(false);
+    }
+
+    /// The first request whose conversation could not be told, though the runtime offered
+    /// `conversation-header`.
+    pub(super) fn unaddressed(&self) -> Option<&Unaddressed> {
+        self.inference.as_ref().and_then(Inferences::unaddressed)
     }
 
     /// Reads the requests that arrived and the journal lines written since the last call.
@@ -83,6 +126,7 @@ impl ModelSide {
                     n,
                     arrival.unwrap_or(Arrival {
                         agent: None,
+                        conversation: None,
                         messages: Vec::new(),
                     }),
                 );
@@ -106,6 +150,9 @@ impl ModelSide {
     /// request; with `all` (the runtime is idle, so no request is in flight), also past a number
     /// that never arrived whole (a request cut by a kill).
     pub(super) fn feed(&mut self, all: bool) {
+        if !self.addressed {
+            return;
+        }
         let Some(inference) = self.inference.as_mut() else {
             self.pending.clear();
             self.replies.clear();
@@ -135,7 +182,8 @@ impl ModelSide {
                     agent,
                     messages: &a.messages,
                 };
-                self.violations.extend(inference.request(&x));
+                self.violations
+                    .extend(inference.request(&x, a.conversation.as_deref()));
             }
         }
     }
@@ -145,18 +193,20 @@ impl ModelSide {
     /// when nothing is inferred.
     pub(super) fn overlay(
         &self,
+        key: &str,
         c: &Conversation,
         stack: bool,
         results: bool,
         responses: bool,
     ) -> (Option<Conversation>, Option<String>) {
-        let Some(inference) = self
+        let Some(inferences) = self
             .inference
             .as_ref()
             .filter(|_| stack || results || responses)
         else {
             return (None, None);
         };
+        let inference = inferences.of(key);
         let mut view = c.clone();
         let mut unknown = None;
         if stack {
@@ -199,19 +249,17 @@ impl ModelSide {
     }
 }
 
-/// The number of conversations the scenario's steps talk in.
-fn conversations(scenario: &Scenario) -> usize {
-    let mut keys: Vec<&str> = scenario
-        .steps
-        .iter()
-        .filter_map(|s| match &s.kind {
-            crate::scenario::StepKind::User { key, .. } => Some(key.as_str()),
-            _ => None,
-        })
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys.len()
+/// The conversations the scenario's steps talk in, in order of their first `user` step.
+fn conversations(scenario: &Scenario) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for s in &scenario.steps {
+        if let crate::scenario::StepKind::User { key, .. } = &s.kind {
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+    }
+    keys
 }
 
 /// The provider whose route a journal line's path is.
@@ -241,8 +289,13 @@ fn decode_request(line: &Value) -> Option<Arrival> {
         .pointer("/address/agent")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let conversation = line
+        .get("conversation_header")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     Some(Arrival {
         agent,
+        conversation,
         messages: decoded.messages,
     })
 }

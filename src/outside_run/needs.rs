@@ -18,8 +18,8 @@ pub struct Need {
     pub line: u32,
     /// 1-based column.
     pub column: u32,
-    /// Whether agentsim can read it from the model requests instead, for a scenario of one
-    /// conversation.
+    /// Whether agentsim can read it from the model requests instead (a scenario of one
+    /// conversation, or a runtime that names each request's conversation).
     pub inferable: bool,
 }
 
@@ -52,9 +52,8 @@ fn file_text(scenario: &Scenario) -> String {
 }
 
 /// The expectation keys that no runtime can be judged by from outside in protocol 1, with why.
-const NOT_FROM_OUTSIDE: [(&str, &str); 11] = [
+const NOT_FROM_OUTSIDE: [(&str, &str); 10] = [
     ("time", "time is real for an outside runtime, not virtual"),
-    ("usage", "token usage is not judged from outside yet"),
     ("tree", "the agent tree is agentsim's own runtime's"),
     ("agents", "the agent tree is agentsim's own runtime's"),
     ("agent_states", "the agent tree is agentsim's own runtime's"),
@@ -326,6 +325,9 @@ pub fn needs(scenario: &Scenario) -> Vec<Need> {
                         "tool_results" => ("tool-results", false),
                         "stream" => ("stream", false),
                         "response" => ("response", true),
+                        // The runtime's own sum: the model requests do not show which replies
+                        // it counted.
+                        "usage" => ("usage", false),
                         _ => continue,
                     };
                     need_as(
@@ -343,8 +345,9 @@ pub fn needs(scenario: &Scenario) -> Vec<Need> {
 }
 
 /// The first need that `capabilities` (what `ready` offered) does not meet, as a located error
-/// naming the capability and the command. With `inferable`, the stack and the tool results are
-/// read from the model requests and need no capability.
+/// naming the capability and the command. With `inferable` (one conversation, or the capability
+/// `conversation-header`), the stack, the tool results and the main turns are read from the model
+/// requests and need no capability.
 pub fn unmet(
     scenario: &Scenario,
     needs: &[Need],
@@ -356,7 +359,7 @@ pub fn unmet(
         .iter()
         .find(|n| !(capabilities.iter().any(|c| c == n.capability) || inferable && n.inferable))?;
     let inferred = if n.inferable {
-        " (agentsim reads it from the model requests only for a scenario whose user talks in one conversation)"
+        " (agentsim reads it from the model requests of a scenario of several conversations only when the runtime names each request's conversation with the header `x-agentsim-conversation` and offers the capability `conversation-header`)"
     } else if n.capability == "tool-results" {
         " (`tool_results` lists results appended to frames that then end, which no model request carries)"
     } else {

@@ -17,6 +17,9 @@ pub enum FailureKind {
     Check(String),
     /// A line of the runtime broke the protocol.
     Protocol(ProtocolError),
+    /// A model request did not name a conversation agentsim knows, though the runtime offered
+    /// the capability `conversation-header`.
+    ConversationHeader,
     /// A timeout of section 8: `ready`, `idle`, `shutdown` or `run`.
     Timeout(&'static str),
     /// The process exited before `shutdown`, or could not be started.
@@ -42,6 +45,7 @@ impl FailureKind {
             FailureKind::Expectation => "expectation".to_owned(),
             FailureKind::Check(name) => name.clone(),
             FailureKind::Protocol(e) => e.kind.as_str().to_owned(),
+            FailureKind::ConversationHeader => "conversation-header".to_owned(),
             FailureKind::Timeout(_) => "timeout".to_owned(),
             FailureKind::UnexpectedExit => "unexpected-exit".to_owned(),
             FailureKind::ModelMiss => "model-miss".to_owned(),
@@ -95,6 +99,8 @@ pub struct Entry {
     pub exchanges: u64,
     /// The line, as shown (one line, without a newline).
     pub text: String,
+    /// What it draws in the page's sequence, if anything.
+    pub row: Option<report::html::Row>,
 }
 
 /// The result of running a scenario against an outside runtime.

@@ -302,7 +302,7 @@ steps:
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
-        out.contains("two-conversations.yaml:7:5: step 3: `expect.depth` needs the runtime capability `stack`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready` (agentsim reads it from the model requests only for a scenario whose user talks in one conversation)"),
+        out.contains("two-conversations.yaml:7:5: step 3: `expect.depth` needs the runtime capability `stack`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready` (agentsim reads it from the model requests of a scenario of several conversations only when the runtime names each request's conversation with the header `x-agentsim-conversation` and offers the capability `conversation-header`)"),
         "{out}"
     );
     // With the capability, the runtime's own `stack` lines are judged.
@@ -352,6 +352,184 @@ steps:
         out.contains("3 scenarios: 1 passed, 0 failed, 2 skipped"),
         "{out}"
     );
+}
+
+/// Two conversations, judged from the model requests alone: `other`'s turn comes after
+/// `default`'s, so read as one conversation, `default`'s response would be `other`'s.
+const TWO_CONVERSATIONS: &str = "name: two conversations judged from the model requests
+llm:
+  main:
+    - tool_use: { name: weather, input: { city: Oslo } }
+    - It is 4 degrees.
+    - Hi there.
+tools:
+  weather: { result: 4C, after: 100ms }
+steps:
+  - user: weather?
+  - user: hello
+    key: other
+  - expect: { key: other, sent: [Hi there.], depth: 0, response: { text: Hi there., iterations: 1, tool_calls: [] } }
+  - expect:
+      sent: [It is 4 degrees.]
+      depth: 0
+      iterations: { main: 2 }
+      tool_result: { agent: main, content: 4C }
+      response: { text: It is 4 degrees., iterations: 2, tool_calls: [weather] }
+";
+
+#[test]
+fn a_runtime_that_names_each_requests_conversation_is_judged_from_its_requests_in_every_conversation(
+) {
+    let caps = "conversation-header";
+    let o = run("two-by-header", TWO_CONVERSATIONS, &fake("ok", caps), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The inference is per conversation: a wrong count in one is seen.
+    let wrong = TWO_CONVERSATIONS.replace("iterations: 2, tool_calls", "iterations: 1, tool_calls");
+    let o = run("two-by-header-wrong", &wrong, &fake("ok", caps), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(
+            "step 4 (expect, conversation default): response.iterations: expected 1, got 2"
+        ),
+        "{out}"
+    );
+    // A runtime that offers the capability and breaks its promise fails the run, saying which
+    // request and what it named.
+    for (mode, seen) in [
+        ("no-header", "model request #1 (to agent `main`) carries no header `x-agentsim-conversation`, though the runtime offered the capability `conversation-header`"),
+        ("wrong-conversation", "model request #1 (to agent `main`) names the conversation `elsewhere` in its header `x-agentsim-conversation`, to which agentsim sent no `user` message (it sent to `default`)"),
+    ] {
+        let o = run(mode, TWO_CONVERSATIONS, &fake(mode, caps), &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(out.contains(seen), "{mode}: {out}");
+        assert!(out.contains("conversation-header"), "{out}");
+    }
+    // Without the capability, a scenario of two conversations needs the runtime's reports.
+    let o = run("two-no-header", TWO_CONVERSATIONS, &fake("ok", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("needs the runtime capability `stack`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn usage_is_judged_against_the_sum_the_runtime_reports_and_needs_the_capability() {
+    let yaml = "name: usage summed by the runtime
+llm:
+  main:
+    - tool_use: { name: weather, input: { city: Oslo } }
+      usage: { input_tokens: 100, output_tokens: 20 }
+    - text: It is 4 degrees.
+      usage: { input_tokens: 150, output_tokens: 30 }
+    - Bye.
+tools: { weather: 4C }
+steps:
+  - user: weather?
+  - expect: { sent: [It is 4 degrees.], usage: { input_tokens: 250, output_tokens: 50 } }
+  - user: bye
+  - expect: { sent: [Bye.], usage: { input_tokens: 250 } }
+";
+    // The last reply has no scripted usage: it counts zero tokens, as in the simulator.
+    let o = run("usage", yaml, &fake("ok", "usage"), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("runtime → event default: usage: 250 in, 50 out"),
+        "{}",
+        text(&o)
+    );
+    let o = run("usage-last", yaml, &fake("usage-last", "usage"), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("step 2 (expect, conversation default): usage.input_tokens: expected 250, got 150; usage.output_tokens: expected 50, got 30"),
+        "{out}"
+    );
+    let o = run("usage-no-capability", yaml, &fake("ok", ""), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("usage-no-capability.yaml:12:5: step 2: `expect.usage` needs the runtime capability `usage`, which `python3 tests/runtimes/fake.py ok` did not offer in `ready`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_html_draws_each_outside_run_as_a_page_and_run_html_writes_one() {
+    let dir = fresh("html");
+    let out_dir = dir.join("pages");
+    std::fs::write(dir.join("a.yaml"), WITH_TOOL).unwrap();
+    let wrong = HELLO.replace("sent: [Bye.]", "sent: [Goodbye.]");
+    std::fs::write(dir.join("b.yaml"), &wrong).unwrap();
+    std::fs::write(
+        dir.join("c.yaml"),
+        "name: c\nllm: { main: [Hi.] }\nsteps:\n  - user: hi\n  - expect: { tool_results: [] }\n",
+    )
+    .unwrap();
+    let o = agentsim(&[
+        "check",
+        dir.to_str().unwrap(),
+        "--runtime",
+        &fake("ok", ""),
+        "--html",
+        out_dir.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let index = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+    let page_of = |name: &str| {
+        let suffix = format!("__{name}.html");
+        let file = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|f| f.ends_with(&suffix))
+            .unwrap_or_else(|| panic!("no page for {name}"));
+        assert!(index.contains(&file), "{file} in {index}");
+        std::fs::read_to_string(out_dir.join(file)).unwrap()
+    };
+    // The passing run: the user, the runtime, the model and the tools, in order.
+    let a = page_of("a.yaml");
+    assert!(a.contains("class=\"verdict passed\">PASSED</span>"), "{a}");
+    for seen in [
+        ">default: weather?</text>",
+        ">#1 main</text>",
+        ">c1-1 weather {&quot;city&quot;:&quot;Oslo&quot;}</text>",
+        ">c1-1: 4C</text>",
+        ">default: It is 4 degrees.</text>",
+        "id=\"not-shown\"",
+        "runtime → tool_call c1-1 weather by main",
+    ] {
+        assert!(a.contains(seen), "{seen} in {a}");
+    }
+    // The failing run: its verdict, its failure, the step's red note and the rerun command.
+    let b = page_of("b.yaml");
+    assert!(b.contains("class=\"verdict failed\""), "{b}");
+    assert!(
+        b.contains("step 4 (expect, conversation default): sent: expected [&quot;Goodbye.&quot;], got [&quot;Bye.&quot;]"),
+        "{b}"
+    );
+    assert!(b.contains("<g class=\"note alarm\">"), "{b}");
+    assert!(b.contains("rerun: <code>agentsim run "), "{b}");
+    // The skipped one has no page.
+    assert!(index.contains("skip "), "{index}");
+    assert!(!index.contains("c.yaml.html"), "{index}");
+    // run --html writes one page.
+    let page = dir.join("one.html");
+    let o = agentsim(&[
+        "run",
+        dir.join("a.yaml").to_str().unwrap(),
+        "--runtime",
+        &fake("ok", ""),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(std::fs::read_to_string(&page)
+        .unwrap()
+        .contains(">#2 main</text>"));
 }
 
 #[test]

@@ -12,6 +12,13 @@ With `restart` in CAPS it keeps its conversations in AGENTSIM_STATE_DIR and cont
 restart; the modes `resend-after-restart` (sends its last text again after a restart) and
 `lose-last-turn` (restores its conversations without their last exchange) break the `restart`
 check. `crash-on-tool-failure` exits when a tool fails.
+
+With `conversation-header` in CAPS it names each model request's conversation with the header
+`x-agentsim-conversation`; the mode `wrong-conversation` names one agentsim never wrote to, and
+`no-header` names none.
+
+With `usage` in CAPS it reports its conversation's token usage, summed over the model's replies,
+after each reply; the mode `usage-last` reports the last reply's usage instead of the sum.
 """
 
 import json
@@ -30,14 +37,16 @@ def out(message):
     sys.stdout.flush()
 
 
-def ask(messages):
+def ask(messages, conv):
     """One Anthropic Messages call to the mock server; the reply's text."""
     body = json.dumps({"model": "main", "max_tokens": 100, "system": "You are main.",
                        "messages": messages}).encode()
+    headers = {"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+               "anthropic-version": "2023-06-01"}
+    if "conversation-header" in CAPS and MODE != "no-header":
+        headers["x-agentsim-conversation"] = "elsewhere" if MODE == "wrong-conversation" else conv
     request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
-                                     headers={"content-type": "application/json",
-                                              "x-api-key": os.environ["ANTHROPIC_API_KEY"],
-                                              "anthropic-version": "2023-06-01"})
+                                     headers=headers)
     try:
         with urllib.request.urlopen(request) as r:
             reply = json.load(r)
@@ -56,7 +65,7 @@ def main():
         return
     out({"type": "ready", "protocol": 1, "capabilities": CAPS})
     state = os.path.join(hello["state_dir"], "fake.json")
-    history, last_sent = {}, {}
+    history, last_sent, usage = {}, {}, {}
     if "restart" in CAPS and os.path.exists(state):
         with open(state) as f:
             history, last_sent = json.load(f)
@@ -107,10 +116,17 @@ def main():
         calls = iterations = 0
         while True:
             iterations += 1
-            reply, text = ask(messages)
+            reply, text = ask(messages, conv)
             if reply is None:
                 break
             messages.append({"role": "assistant", "content": reply["content"]})
+            if "usage" in CAPS:
+                got = (reply["usage"]["input_tokens"], reply["usage"]["output_tokens"])
+                total = usage.get(conv, (0, 0))
+                total = got if MODE == "usage-last" else (total[0] + got[0], total[1] + got[1])
+                usage[conv] = total
+                out({"type": "event", "conversation": conv, "kind": "usage",
+                     "input_tokens": total[0], "output_tokens": total[1]})
             uses = [b for b in reply["content"] if b["type"] == "tool_use"]
             if not uses:
                 break
@@ -152,7 +168,7 @@ def main():
             out({"type": "send", "conversation": conv, "text": "one more thing"})
         if MODE == "request-after-idle":
             time.sleep(0.3)  # a background task that fires later, as real ones do
-            ask(messages + [{"role": "user", "content": "again"}])
+            ask(messages + [{"role": "user", "content": "again"}], conv)
 
 
 main()

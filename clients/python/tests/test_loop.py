@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentsim_runtime import IO, Hello, Interrupted, Runtime, ToolCall, run
+from agentsim_runtime import CONVERSATION_HEADER, IO, Hello, Interrupted, Runtime, ToolCall, model_headers, run
 from agentsim_runtime.protocol import MAX_LINE
 
 
@@ -343,3 +343,25 @@ def test_hello_parses_every_field() -> None:
     assert h.tool("search") is not None and h.tool("nope") is None
     assert h.settings.is_cancel_word("  Cancel ") and not h.settings.is_cancel_word("cancel it")
     assert h.time_scale == 0.1 and h.awaiting_idle is None
+
+
+def test_model_headers_name_the_turns_conversation_and_usage_is_an_event() -> None:
+    seen: list[dict[str, str]] = []
+
+    def handler(conversation: str, text: str, io: IO) -> None:
+        seen.append(io.model_headers(agent="main"))
+        seen.append(io.model_headers(conversation="other"))
+        io.usage(100, 20)
+        io.send("ok")
+
+    status, out = play(handler, lines(hello(), user(1, "hi", "telegram_1"), SHUTDOWN),
+                       capabilities=["conversation-header", "usage"])
+    assert status == 0
+    assert seen == [
+        {"x-agentsim-conversation": "telegram_1", "x-agentsim-agent": "main"},
+        {"x-agentsim-conversation": "other"},
+    ]
+    assert out[0]["capabilities"] == ["conversation-header", "usage"]
+    assert out[1] == {"type": "event", "conversation": "telegram_1", "kind": "usage",
+                      "input_tokens": 100, "output_tokens": 20}
+    assert model_headers("c") == {CONVERSATION_HEADER: "c"}

@@ -29,8 +29,10 @@ export {
   type ToolResult,
 } from "./loop.js";
 export {
+  AGENT_HEADER,
   type AgentInfo,
   CAPABILITIES,
+  CONVERSATION_HEADER,
   type Capability,
   decode,
   encode,
@@ -39,6 +41,7 @@ export {
   type JsonObject,
   MAX_LINE,
   type Message,
+  modelHeaders,
   PROTOCOL,
   ProtocolError,
   type Settings,

@@ -8,7 +8,10 @@
  * - `io.send(text)`: text for the user;
  * - `await io.tool(name, input)`: runs one of the scenario's tools and resolves with agentsim's
  *   `tool_result`; `await io.tools([...])` runs several at once;
- * - `io.stack(frames)` and `io.event(kind, fields)`: the optional reports of the protocol.
+ * - `io.stack(frames)`, `io.usage(inputTokens, outputTokens)` and `io.event(kind, fields)`: the
+ *   optional reports of the protocol;
+ * - `io.modelHeaders({ agent })`: the headers that name the conversation (and the agent) of a
+ *   model request, for the SDK's request headers (capability `conversation-header`).
  *
  * One turn runs at a time, and agentsim's lines are taken in only while the runtime waits for a
  * tool (or between turns). A `user` line that arrives during a turn is queued and handed to
@@ -29,6 +32,7 @@ import {
   Hello,
   MAX_LINE,
   type Message,
+  modelHeaders,
   PROTOCOL,
   ProtocolError,
   type ToolResultMessage,
@@ -369,6 +373,24 @@ export class IO {
     };
     if (options.ended !== undefined && options.ended.length > 0) message["ended"] = options.ended;
     this.ch.write(message);
+  }
+
+  /**
+   * The headers for a model request of this turn's conversation (and of `agent`):
+   * `{"x-agentsim-conversation": ..., "x-agentsim-agent": ...}`. Pass them as the SDK's request
+   * headers and offer the capability `conversation-header`, so that agentsim reads each
+   * conversation's stack from your requests in a scenario of several.
+   */
+  modelHeaders(options: ConversationOption & { readonly agent?: string } = {}): Record<string, string> {
+    return modelHeaders(this.conv(options.conversation), options.agent);
+  }
+
+  /**
+   * The conversation's token usage so far, summed over every model reply (capability `usage`).
+   * Send it after each model reply; agentsim judges `usage` expectations against the last one.
+   */
+  usage(inputTokens: number, outputTokens: number, options: ConversationOption = {}): void {
+    this.event("usage", { input_tokens: inputTokens, output_tokens: outputTokens }, options);
   }
 
   /** An `event` line: `io.event("tool_result", { frame, tool_use_id, content, is_error })`. */

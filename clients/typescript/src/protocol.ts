@@ -35,7 +35,27 @@ export const CAPABILITIES = [
   "batch",
   "restart",
   "reset",
+  "conversation-header",
+  "usage",
 ] as const;
+
+/** The header that names the agent a model request is for (docs/runtime-protocol.md, section 7). */
+export const AGENT_HEADER = "x-agentsim-agent";
+
+/** The header that names the conversation a model request is for (capability `conversation-header`). */
+export const CONVERSATION_HEADER = "x-agentsim-conversation";
+
+/**
+ * The headers that tell agentsim which conversation (and agent) a model request is for: give them
+ * to your SDK, `client.messages.create(params, { headers: modelHeaders(conversation, agent) })`, or
+ * once per conversation, `client.withOptions({ defaultHeaders: modelHeaders(conversation) })`.
+ */
+export function modelHeaders(conversation?: string, agent?: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (conversation !== undefined) headers[CONVERSATION_HEADER] = conversation;
+  if (agent !== undefined) headers[AGENT_HEADER] = agent;
+  return headers;
+}
 
 /** One capability a runtime may offer in `ready`. */
 export type Capability = (typeof CAPABILITIES)[number];

@@ -4,7 +4,17 @@ import assert from "node:assert/strict";
 import { Readable, Writable } from "node:stream";
 import { describe, test } from "node:test";
 
-import { type Hello, Interrupted, IO, MAX_LINE, run, type RunOptions, type Runtime } from "../src/index.js";
+import {
+  CONVERSATION_HEADER,
+  type Hello,
+  Interrupted,
+  IO,
+  MAX_LINE,
+  modelHeaders,
+  run,
+  type RunOptions,
+  type Runtime,
+} from "../src/index.js";
 
 type Obj = Record<string, unknown>;
 
@@ -424,6 +434,25 @@ test("stack and event lines carry what the runtime reports, in the protocol's sh
     { type: "stack", conversation: "other", frames: [], ended: [{ name: "main", iterations: 1, reason: "answered" }] },
     { type: "event", conversation: "default", kind: "tool_result", frame: "main", tool_use_id: "t1", content: "ok", is_error: false },
   ]);
+});
+
+test("model headers name the turn's conversation, and usage is an event", async () => {
+  const seen: Record<string, string>[] = [];
+  const onUser = (_c: string, _t: string, io: IO): void => {
+    seen.push(io.modelHeaders({ agent: "main" }), io.modelHeaders({ conversation: "other" }));
+    io.usage(100, 20);
+  };
+  const [status, out] = await play(onUser, lines(hello(), user(1, "go", "telegram_1")), {
+    capabilities: ["conversation-header", "usage"],
+  });
+  assert.equal(status, 0);
+  assert.deepEqual(seen, [
+    { "x-agentsim-conversation": "telegram_1", "x-agentsim-agent": "main" },
+    { "x-agentsim-conversation": "other" },
+  ]);
+  assert.deepEqual(out[0]?.["capabilities"], ["conversation-header", "usage"]);
+  assert.deepEqual(out[1], { type: "event", conversation: "telegram_1", kind: "usage", input_tokens: 100, output_tokens: 20 });
+  assert.deepEqual(modelHeaders("c"), { [CONVERSATION_HEADER]: "c" });
 });
 
 test("unknown capabilities are refused before anything is written", async () => {

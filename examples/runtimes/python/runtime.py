@@ -20,7 +20,7 @@ from typing import Any
 
 import anthropic
 
-from agentsim_runtime import IO, Hello, Interrupted, Runtime, run
+from agentsim_runtime import IO, Hello, Interrupted, Runtime, model_headers, run
 
 # The texts agentsim's reference runtime uses (its src/model/messages.rs), so that the same
 # scenarios pass against both.
@@ -48,9 +48,10 @@ if BUG and BUG not in PLANTED_BUGS:
 
 # Most runtimes report nothing but what they send the user: with AGENTSIM_REFERENCE_SILENT=1 this
 # one does the same (no `stack`, `tool_result` or `response` lines), and agentsim reads the stack
-# and the tool results from its model requests instead.
+# and the tool results from its model requests instead. Either way it names each model request's
+# conversation (capability `conversation-header`), which lets agentsim tell the conversations apart.
 SILENT = os.environ.get("AGENTSIM_REFERENCE_SILENT") == "1"
-REPORTED = ("stack", "tool-results", "response")
+REPORTED = ("stack", "tool-results", "response", "usage")
 
 BUILTIN_TOOLS = {
     "use_skill": {"description": "Hand the conversation to a skill until it completes.",
@@ -92,6 +93,7 @@ class Conversation:
     main_messages: list[dict[str, Any]] = field(default_factory=list)  # kept across turns
     stack: list[Frame] = field(default_factory=list)
     ended: list[dict[str, Any]] = field(default_factory=list)          # popped since the last report
+    usage: list[int] = field(default_factory=lambda: [0, 0])           # input, output tokens so far
 
 
 @dataclass
@@ -135,7 +137,8 @@ def question_text(data: dict[str, Any]) -> str:
 
 class StackRuntime(Runtime):
     capabilities = tuple(c for c in ("stack", "tool-results", "response", "cancel-words", "ask-user",
-                                     "parallel-tools", "restart") if not (SILENT and c in REPORTED))
+                                     "parallel-tools", "restart", "conversation-header", "usage")
+                         if not (SILENT and c in REPORTED))
     name = "agentsim reference runtime (python) 1" + (f", planted bug {BUG}" if BUG else "")
 
     def on_hello(self, hello: Hello) -> None:
@@ -148,11 +151,12 @@ class StackRuntime(Runtime):
             with open(self.path, encoding="utf-8") as f:
                 for key, c in json.load(f).items():
                     stack = [Frame(**frame) for frame in c["stack"]]
-                    self.conversations[key] = Conversation(key, c["main_messages"], stack)
+                    self.conversations[key] = Conversation(key, c["main_messages"], stack,
+                                                           usage=c.get("usage", [0, 0]))
 
     def save(self) -> None:
         """Writes every conversation atomically: a crash leaves the old file or the new one."""
-        data = {k: {"main_messages": c.main_messages, "stack": [asdict(f) for f in c.stack]}
+        data = {k: {"main_messages": c.main_messages, "stack": [asdict(f) for f in c.stack], "usage": c.usage}
                 for k, c in self.conversations.items()}
         fd, tmp = tempfile.mkstemp(dir=self.hello.state_dir, prefix=".state-")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -325,7 +329,7 @@ class StackRuntime(Runtime):
                 self.report(c, io)
                 if model_first or not unresolved(frame.messages):
                     model_first = False
-                    turn = self.call_model(c, frame)
+                    turn = self.call_model(c, frame, io)
                     if turn is not None:
                         return turn
             run_tools_first = False
@@ -337,19 +341,26 @@ class StackRuntime(Runtime):
     def text_of(self, message: dict[str, Any]) -> str:
         return "".join(b["text"] for b in message["content"] if b["type"] == "text")
 
-    def call_model(self, c: Conversation, frame: Frame) -> Turn | None:
+    def call_model(self, c: Conversation, frame: Frame, io: IO) -> Turn | None:
         """One model call. A Turn when the turn ends here; None when the reply's tool uses run next."""
         agent = self.hello.agent(frame.agent)
         try:
             reply = self.client.messages.create(
                 model=agent.model, max_tokens=1024, system=agent.system, messages=frame.messages,
                 tools=self.tools_for(frame),
-                extra_headers={"x-agentsim-agent": agent.name, "x-agentsim-conversation": c.key},
+                extra_headers=model_headers(c.key, agent.name),
             )
         except anthropic.APIStatusError as e:
             return Turn("error", getattr(e, "api_message", None) or str(e))
         except anthropic.APIConnectionError as e:
             return Turn("error", f"network error: {e}")
+        # The conversation's usage, summed over every reply (seed 002's cost tracking), reported
+        # when it changes.
+        used = (reply.usage.input_tokens, reply.usage.output_tokens)
+        if used != (0, 0):
+            c.usage = [c.usage[0] + used[0], c.usage[1] + used[1]]
+            if not SILENT:
+                io.usage(c.usage[0], c.usage[1], conversation=c.key)
         content: list[dict[str, Any]] = []
         for block in reply.content:
             if block.type == "text" and block.text:

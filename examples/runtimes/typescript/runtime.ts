@@ -11,7 +11,7 @@ import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, w
 import { join } from "node:path";
 
 import Anthropic from "@anthropic-ai/sdk";
-import { type EndedFrame, type Hello, Interrupted, type IO, run, type Runtime } from "agentsim-runtime";
+import { type EndedFrame, type Hello, Interrupted, type IO, modelHeaders, run, type Runtime } from "agentsim-runtime";
 
 // The texts agentsim's reference runtime uses (its src/model/messages.rs), so that the same
 // scenarios pass against both.
@@ -161,7 +161,16 @@ function questionText(data: Record<string, unknown>): string {
 }
 
 class StackRuntime implements Runtime {
-  readonly capabilities = ["stack", "tool-results", "response", "cancel-words", "ask-user", "parallel-tools", "restart"] as const;
+  readonly capabilities = [
+    "stack",
+    "tool-results",
+    "response",
+    "cancel-words",
+    "ask-user",
+    "parallel-tools",
+    "restart",
+    "conversation-header",
+  ] as const;
   readonly name = "agentsim reference runtime (typescript) 1" + (BUG === "" ? "" : `, planted bug ${BUG}`);
   private hello!: Hello;
   private client!: Anthropic;
@@ -412,7 +421,7 @@ class StackRuntime implements Runtime {
     try {
       reply = await this.client.messages.create(
         { model: agent.model, max_tokens: 1024, system: agent.system, messages: frame.messages, tools: this.toolsFor(frame) },
-        { headers: { "x-agentsim-agent": agent.name, "x-agentsim-conversation": c.key } },
+        { headers: modelHeaders(c.key, agent.name) },
       );
     } catch (e) {
       if (e instanceof Anthropic.APIConnectionError) return { action: "error", text: `network error: ${e.message}` };

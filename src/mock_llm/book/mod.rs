@@ -61,7 +61,7 @@ use crate::wire::{Provider, Request};
 
 pub use crate::scenario::format::HistoryPolicy;
 use conversation::{sent_of, sent_of_out, Conversation, Found, Index, Sent};
-pub use route::{Route, AGENT_HEADER};
+pub use route::{Route, AGENT_HEADER, CONVERSATION_HEADER};
 
 /// One agent's script and how requests find it.
 #[derive(Clone, Debug)]
@@ -145,6 +145,8 @@ pub struct Book {
     /// The reasoning sent: each thinking block's signature and each reasoning item's id, to its
     /// text (never iterated).
     reasoning: std::collections::HashMap<String, String>,
+    /// A reply whose script gives no `usage` reports an estimate (true) or zero tokens.
+    estimate_usage: bool,
 }
 
 impl Book {
@@ -156,7 +158,15 @@ impl Book {
             conversations: Vec::new(),
             index: Index::default(),
             reasoning: std::collections::HashMap::new(),
+            estimate_usage: true,
         }
+    }
+
+    /// Replies whose script gives no `usage` report zero tokens instead of an estimate, as the
+    /// simulator counts them: so a runtime under test that sums what it is sent sums what the
+    /// scenario's `usage` expectations say (`run --runtime`).
+    pub fn scripted_usage_only(&mut self) {
+        self.estimate_usage = false;
     }
 
     /// The agents.
@@ -497,7 +507,7 @@ impl Book {
                 }
             }
         }
-        let usage = if scripted.usage == Usage::default() {
+        let usage = if scripted.usage == Usage::default() && self.estimate_usage {
             Usage {
                 input_tokens: estimate_tokens(request),
                 output_tokens: out

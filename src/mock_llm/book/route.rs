@@ -107,6 +107,11 @@ impl fmt::Display for Route {
 /// default routing.
 pub const AGENT_HEADER: &str = "x-agentsim-agent";
 
+/// The header that names the runtime protocol's conversation a request is for
+/// (docs/runtime-protocol.md, section 7). It does not route: the server journals it, and
+/// `run --runtime` reads each conversation's stack from the requests that name it.
+pub const CONVERSATION_HEADER: &str = "x-agentsim-conversation";
+
 impl Book {
     pub(super) fn route(
         &self,

@@ -67,6 +67,9 @@ pub struct Options {
     pub allow_hosts: Vec<String>,
     /// Keep every journal line in memory too (see [`Running::journal_since`]).
     pub keep_journal: bool,
+    /// A reply whose script gives no `usage` reports zero tokens, not an estimate (see
+    /// [`Book::scripted_usage_only`]).
+    pub scripted_usage_only: bool,
 }
 
 impl Default for Options {
@@ -80,6 +83,7 @@ impl Default for Options {
             time_scale: 1.0,
             allow_hosts: Vec::new(),
             keep_journal: false,
+            scripted_usage_only: false,
         }
     }
 }
@@ -273,7 +277,10 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         })?)),
         None => None,
     };
-    let book = Book::from_scenario(scenario);
+    let mut book = Book::from_scenario(scenario);
+    if options.scripted_usage_only {
+        book.scripted_usage_only();
+    }
     let mut models: Vec<String> = book
         .agents()
         .iter()
@@ -660,6 +667,13 @@ async fn exchange(
             .find(|(n, _)| n.eq_ignore_ascii_case(super::book::AGENT_HEADER))
         {
             line["agent_header"] = (*name).into();
+        }
+        // The conversation of the runtime protocol the request is for, as the runtime named it.
+        if let Some((_, name)) = header_list
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(super::book::CONVERSATION_HEADER))
+        {
+            line["conversation_header"] = (*name).into();
         }
     }
     let routed = lock(&s.book).answer(provider, &request, &header_list);

@@ -120,6 +120,19 @@ fn every_message_type_decodes_with_its_fields() {
             tool_calls: vec!["use_skill".into(), "echo".into()]
         }
     );
+    let FromRuntime::Event(event) = decoded(
+        r#"{"type":"event","conversation":"d","kind":"usage","input_tokens":460,"output_tokens":65}"#,
+    ) else {
+        unreachable!()
+    };
+    assert_eq!(
+        event.body,
+        EventBody::Usage {
+            input_tokens: 460,
+            output_tokens: 65
+        }
+    );
+    assert_eq!(event.body.kind(), "usage");
 }
 
 // --- decoding: every error kind a line alone shows ------------------------------------------
@@ -242,6 +255,14 @@ fn bad_field_names_the_missing_or_mistyped_field() {
         (
             r#"{"type":"event","conversation":"d","kind":"tool_start","name":null}"#,
             "`name`",
+        ),
+        (
+            r#"{"type":"event","conversation":"d","kind":"usage","input_tokens":5}"#,
+            "`output_tokens`",
+        ),
+        (
+            r#"{"type":"event","conversation":"d","kind":"usage","input_tokens":1.5,"output_tokens":2}"#,
+            "`input_tokens`",
         ),
         (
             r#"{"type":"event","conversation":"d","kind":"x","frame":1}"#,

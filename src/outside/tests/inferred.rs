@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::transcript::{Block, Message, Role};
 use crate::outside::codec::EndReason;
+use crate::outside::conversations::{Addressing, Inferences};
 use crate::outside::inferred::{Exchange, Inference, Violation};
 
 fn catalog() -> Catalog {
@@ -300,4 +301,170 @@ fn an_agent_invoking_itself_pushes_nothing() {
     );
     assert_eq!(f.names(), ["main", "skill:research"]);
     assert!(f.violations.is_empty());
+}
+
+// -- several conversations --------------------------------------------------------------------
+
+/// Exchanges of several conversations fed to [`Inferences`], numbered from 1.
+struct Many {
+    inferences: Inferences,
+    n: u64,
+    violations: Vec<Violation>,
+}
+
+impl Many {
+    fn new(addressing: Addressing) -> Many {
+        Many {
+            inferences: Inferences::new(&catalog(), addressing),
+            n: 0,
+            violations: Vec::new(),
+        }
+    }
+
+    /// A request of `agent` naming `conversation` in its header, answered by `reply`.
+    fn call(&mut self, header: Option<&str>, agent: &str, last: Vec<Block>, reply: Vec<Block>) {
+        self.n += 1;
+        let messages = vec![user(last)];
+        let x = Exchange {
+            number: self.n,
+            agent,
+            messages: &messages,
+        };
+        self.violations.extend(self.inferences.request(&x, header));
+        self.inferences.reply(self.n, Some(&reply));
+    }
+
+    fn names(&self, conversation: &str) -> Result<Vec<String>, String> {
+        Ok(self
+            .inferences
+            .of(conversation)
+            .frames()?
+            .into_iter()
+            .map(|f| f.name)
+            .collect())
+    }
+}
+
+/// Conversation `a` pushes a skill that asks its user; then `b`'s user talks to main.
+fn interleaved(m: &mut Many, header: bool) {
+    let (a, b) = if header {
+        (Some("a"), Some("b"))
+    } else {
+        (None, None)
+    };
+    m.inferences.user("a", false);
+    m.call(a, "main", text("research"), spawn("u1", "research"));
+    let ask = vec![Block::tool_use(
+        "u2",
+        "ask_user",
+        json!({"question": "Which version?"}),
+    )];
+    m.call(a, "research", text("m"), ask);
+    m.inferences.sent("a", "Which version?");
+    m.inferences.settle();
+    m.inferences.user("b", false);
+    m.call(b, "main", text("hello"), text("Hi there."));
+    m.inferences.sent("b", "Hi there.");
+    m.inferences.settle();
+}
+
+#[test]
+fn requests_that_name_their_conversation_keep_each_conversations_stack_apart() {
+    let mut m = Many::new(Addressing::Header);
+    interleaved(&mut m, true);
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    // a's skill still waits for its user; b's main answered and left.
+    assert_eq!(m.names("a").unwrap(), ["main", "skill:research"]);
+    assert_eq!(m.names("b").unwrap(), Vec::<String>::new());
+    let b = m.inferences.of("b");
+    assert_eq!(b.responses.len(), 1);
+    assert_eq!(
+        (b.responses[0].text.as_str(), b.responses[0].iterations),
+        ("Hi there.", 1)
+    );
+    assert!(m.inferences.of("a").responses.is_empty());
+    // a's user answers; the skill completes and main answers in a.
+    m.inferences.user("a", false);
+    let done = vec![Block::tool_use(
+        "u3",
+        "complete",
+        json!({"result": "3 APIs"}),
+    )];
+    m.call(Some("a"), "research", result("u2", "3.13", false), done);
+    m.call(
+        Some("a"),
+        "main",
+        result("u1", "3 APIs", false),
+        text("Found 3 APIs."),
+    );
+    m.inferences.settle();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert_eq!(m.names("a").unwrap(), Vec::<String>::new());
+    assert_eq!(m.inferences.of("a").responses[0].iterations, 2);
+    // A conversation agentsim never wrote to has an empty stack.
+    assert_eq!(m.names("c").unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn the_same_requests_read_as_one_conversation_break_routing() {
+    // What the header prevents: b's message read as if it were a's reaches main, not the skill
+    // on top of a's stack.
+    let mut m = Many::new(Addressing::One("a".to_owned()));
+    interleaved(&mut m, false);
+    let checks: Vec<&str> = m.violations.iter().map(|v| v.check).collect();
+    assert_eq!(checks, ["routing"], "{:?}", m.violations);
+}
+
+#[test]
+fn a_check_broken_in_one_of_several_conversations_names_it() {
+    let mut m = Many::new(Addressing::Header);
+    m.inferences.user("a", false);
+    m.inferences.user("b", false);
+    // b's user message reaches a skill nobody spawned in b.
+    m.call(Some("b"), "research", text("hello"), text("Hi."));
+    m.call(Some("a"), "main", text("hello"), text("Hi."));
+    assert_eq!(m.violations.len(), 1, "{:?}", m.violations);
+    assert_eq!(m.violations[0].check, "routing");
+    assert!(
+        m.violations[0]
+            .message
+            .starts_with("in conversation `b`, the user's message with an empty stack goes to the main agent `main`"),
+        "{}",
+        m.violations[0].message
+    );
+    // b's stack is lost; a's is followed.
+    assert!(m.names("b").is_err());
+    assert_eq!(m.inferences.of("a").responses.len(), 1);
+}
+
+#[test]
+fn a_request_without_the_header_or_naming_an_unknown_conversation_stops_the_inference() {
+    let mut m = Many::new(Addressing::Header);
+    m.inferences.user("a", false);
+    m.call(None, "main", text("hello"), text("Hi."));
+    let u = m.inferences.unaddressed().expect("unaddressed").clone();
+    assert_eq!(u.exchange, 1);
+    assert_eq!(
+        u.message,
+        "model request #1 (to agent `main`) carries no header `x-agentsim-conversation`, though the runtime offered the capability `conversation-header`, which promises the conversation on every model request"
+    );
+    // Nothing after it is followed.
+    m.call(Some("a"), "main", text("hello"), text("Hi."));
+    assert_eq!(m.names("a").unwrap(), Vec::<String>::new());
+
+    let mut m = Many::new(Addressing::Header);
+    m.inferences.user("a", false);
+    m.call(Some("elsewhere"), "main", text("hello"), text("Hi."));
+    let u = m.inferences.unaddressed().expect("unaddressed");
+    assert!(
+        u.message.contains("names the conversation `elsewhere` in its header `x-agentsim-conversation`, to which agentsim sent no `user` message (it sent to `a`)"),
+        "{}",
+        u.message
+    );
+    // In a scenario of one conversation the header is not needed.
+    let mut m = Many::new(Addressing::One("a".to_owned()));
+    m.inferences.user("a", false);
+    m.call(None, "main", text("hello"), text("Hi."));
+    assert!(m.inferences.unaddressed().is_none());
+    assert_eq!(m.inferences.of("a").responses.len(), 1);
 }

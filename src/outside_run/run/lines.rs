@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use crate::drive::scripted::ToolBehavior;
 use crate::outside::codec::{EventBody, FromRuntime};
 use crate::outside::{encode_line, ToRuntime};
+use crate::report::html::Row;
 
 use super::super::judge::{SeenResponse, SeenResult};
 use super::super::outcome::{Failure, FailureKind};
@@ -30,12 +31,20 @@ impl Run<'_> {
                 if let Some(f) = self.after_idle("send") {
                     return Err(f);
                 }
-                self.note(format!("runtime → user {}: {:?}", s.conversation, s.text));
+                self.drawn(
+                    format!("runtime → user {}: {:?}", s.conversation, s.text),
+                    Row::Arrow {
+                        from: "runtime",
+                        to: "user",
+                        text: format!("{}: {}", s.conversation, s.text),
+                        reply: true,
+                    },
+                );
                 self.sent.push((s.conversation.clone(), s.text.clone()));
                 self.sent_seq.push(self.seq);
                 self.restart_check.sent(&s.conversation, &s.text);
                 if let Some(inference) = self.model_side.inference.as_mut() {
-                    inference.sent(&s.text);
+                    inference.sent(&s.conversation, &s.text);
                 }
                 self.conversations
                     .entry(s.conversation)
@@ -47,10 +56,18 @@ impl Run<'_> {
                 if let Some(f) = self.after_idle("tool_call") {
                     return Err(f);
                 }
-                self.note(format!(
-                    "runtime → tool_call {} {} by {}: {}",
-                    call.call, call.name, call.agent, call.input
-                ));
+                self.drawn(
+                    format!(
+                        "runtime → tool_call {} {} by {}: {}",
+                        call.call, call.name, call.agent, call.input
+                    ),
+                    Row::Arrow {
+                        from: "runtime",
+                        to: "tools",
+                        text: format!("{} {} {}", call.call, call.name, call.input),
+                        reply: false,
+                    },
+                );
                 let step = self.tools.next(&call.name, &call.input).map_err(|e| {
                     self.fail(
                         FailureKind::ToolScriptExhausted,
@@ -126,6 +143,10 @@ impl Run<'_> {
                     EventBody::ToolStart { name } => format!("tool_start {name}"),
                     EventBody::ToolFinish { name } => format!("tool_finish {name}"),
                     EventBody::ToolError { name } => format!("tool_error {name}"),
+                    EventBody::Usage {
+                        input_tokens,
+                        output_tokens,
+                    } => format!("usage: {input_tokens} in, {output_tokens} out"),
                     EventBody::Other { .. } => quoted.to_owned(),
                 };
                 self.note(format!("runtime → event {}: {shown}", event.conversation));
@@ -151,6 +172,10 @@ impl Run<'_> {
                     EventBody::ToolStart { name } => c.stream.push(format!("tool_start: {name}")),
                     EventBody::ToolFinish { name } => c.stream.push(format!("tool_finish: {name}")),
                     EventBody::ToolError { name } => c.stream.push(format!("tool_error: {name}")),
+                    EventBody::Usage {
+                        input_tokens,
+                        output_tokens,
+                    } => c.usage = Some((input_tokens, output_tokens)),
                     EventBody::Other { .. } => {}
                 }
             }

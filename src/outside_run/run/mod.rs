@@ -17,6 +17,7 @@ use crate::mock_llm::server::Running;
 use crate::observe::names;
 use crate::outside::codec::{ToolResult, User, MAX_LINES_PER_RUN};
 use crate::outside::{encode_line, ProtocolError, ProtocolErrorKind, Session, ToRuntime};
+use crate::report::html::Row;
 use crate::scenario::{Scenario, StepKind, DEFAULT_KEY};
 
 use super::hello::{hello, HelloFor};
@@ -175,6 +176,16 @@ impl<'a> Run<'a> {
         self.entries.push(Entry {
             exchanges: self.server.exchanges(),
             text,
+            row: None,
+        });
+    }
+
+    /// A transcript line that the page's sequence draws as `row`.
+    fn drawn(&mut self, text: String, row: Row) {
+        self.entries.push(Entry {
+            exchanges: self.server.exchanges(),
+            text,
+            row: Some(row),
         });
     }
 
@@ -268,21 +279,49 @@ impl<'a> Run<'a> {
             )
         })?;
         self.session.sent(&message);
-        let shown = match &message {
-            ToRuntime::Hello(_) => "→ hello".to_owned(),
-            ToRuntime::User(u) => {
-                format!("user → {} (seq {}): {:?}", u.conversation, u.seq, u.text)
-            }
-            ToRuntime::ToolResult(r) => format!(
-                "→ tool_result {}: {:?}{}",
-                r.call,
-                r.content,
-                if r.is_error { " (error)" } else { "" }
-            ),
-            ToRuntime::Reset => "→ reset".to_owned(),
-            ToRuntime::Shutdown => "→ shutdown".to_owned(),
+        let arrow = |from, to, text: String, reply| Row::Arrow {
+            from,
+            to,
+            text,
+            reply,
         };
-        self.note(shown);
+        let (shown, row) = match &message {
+            ToRuntime::Hello(_) => ("→ hello".to_owned(), None),
+            ToRuntime::User(u) => (
+                format!("user → {} (seq {}): {:?}", u.conversation, u.seq, u.text),
+                Some(arrow(
+                    "user",
+                    "runtime",
+                    format!("{}: {}", u.conversation, u.text),
+                    false,
+                )),
+            ),
+            ToRuntime::ToolResult(r) => (
+                format!(
+                    "→ tool_result {}: {:?}{}",
+                    r.call,
+                    r.content,
+                    if r.is_error { " (error)" } else { "" }
+                ),
+                Some(arrow(
+                    "tools",
+                    "runtime",
+                    format!(
+                        "{}: {}{}",
+                        r.call,
+                        r.content,
+                        if r.is_error { " (error)" } else { "" }
+                    ),
+                    true,
+                )),
+            ),
+            ToRuntime::Reset => ("→ reset".to_owned(), None),
+            ToRuntime::Shutdown => ("→ shutdown".to_owned(), None),
+        };
+        match row {
+            Some(row) => self.drawn(shown, row),
+            None => self.note(shown),
+        }
         let proc = self.proc.as_mut().expect("a process runs");
         if proc.write(&line).await.is_err() {
             // It stopped reading: it exited, or is about to. Its exit is the failure.
@@ -483,6 +522,8 @@ impl<'a> Run<'a> {
     pub(super) async fn play(&mut self) -> Result<(), Stop> {
         self.start().await.map_err(Stop::Failed)?;
         let needs = super::needs::needs(self.scenario);
+        let header = self.capabilities.iter().any(|c| c == "conversation-header");
+        self.model_side.address(header);
         if let Some(e) = super::needs::unmet(
             self.scenario,
             &needs,
@@ -520,7 +561,7 @@ impl<'a> Run<'a> {
                 self.catch_up();
                 let cancel = self.scenario.config.is_cancel_word(text);
                 if let Some(inference) = self.model_side.inference.as_mut() {
-                    inference.user(cancel);
+                    inference.user(key, cancel);
                 }
                 self.seq += 1;
                 let seq = self.seq;
@@ -546,7 +587,14 @@ impl<'a> Run<'a> {
                     .await?;
             }
             StepKind::Restart => {
-                self.note("agentsim kills the runtime (SIGKILL)".to_owned());
+                self.drawn(
+                    "agentsim kills the runtime (SIGKILL)".to_owned(),
+                    Row::Note {
+                        over: "runtime",
+                        text: "killed (SIGKILL), then started again".to_owned(),
+                        alarm: false,
+                    },
+                );
                 if let Some(mut p) = self.proc.take() {
                     p.kill().await;
                 }
@@ -581,6 +629,7 @@ impl<'a> Run<'a> {
                 let has = |c: &str| self.capabilities.iter().any(|o| o == c);
                 // What the runtime does not report is read from its model requests.
                 let (inferred, unknown) = self.model_side.overlay(
+                    &key,
                     conversation,
                     !has("stack"),
                     !has("tool-results"),
@@ -603,20 +652,34 @@ impl<'a> Run<'a> {
                             .inference
                             .as_ref()
                             .filter(|_| !has("tool-results"))
-                            .map(|i| &i.unseen),
+                            .map(|i| &i.of(&key).unseen),
                     },
                 );
                 let next = Mark::now(conversation);
                 self.marks.insert(key.clone(), next);
                 if !mismatches.is_empty() {
                     let text = mismatches.join("; ");
-                    self.note(format!("expect (step {}): {text}", self.step));
+                    self.drawn(
+                        format!("expect (step {}): {text}", self.step),
+                        Row::Note {
+                            over: "user",
+                            text: format!("step {}: {text}", self.step),
+                            alarm: true,
+                        },
+                    );
                     return Err(self.fail(
                         FailureKind::Expectation,
                         format!("step {} (expect, conversation {key}): {text}", self.step),
                     ));
                 }
-                self.note(format!("expect (step {}): holds", self.step));
+                self.drawn(
+                    format!("expect (step {}): holds", self.step),
+                    Row::Note {
+                        over: "user",
+                        text: format!("step {}: expect holds", self.step),
+                        alarm: false,
+                    },
+                );
             }
             StepKind::Run(_)
             | StepKind::Answer { .. }
@@ -677,6 +740,12 @@ impl<'a> Run<'a> {
                 format!("{}: {}", v.check, v.message),
             );
             return Err(self.stop_for(f));
+        }
+        if let Some(u) = self.model_side.unaddressed() {
+            let message = format!("conversation-header: {}", u.message);
+            return Err(Stop::Failed(
+                self.fail(FailureKind::ConversationHeader, message),
+            ));
         }
         Ok(())
     }

@@ -9,8 +9,10 @@
 //! Built only from the records, like the transcript: the same run gives the same bytes.
 //!
 //! This file holds the page; its pictures are `sequence.rs` (also the Mermaid diagram),
-//! `timeline.rs` and `tree.rs`.
+//! `timeline.rs` and `tree.rs`. `outside.rs` is the page of a run against an outside runtime:
+//! the same sequence and transcript, without the pictures only agentsim's own runs have.
 
+mod outside;
 mod sequence;
 mod timeline;
 mod tree;
@@ -20,6 +22,7 @@ use std::fmt::Write as _;
 use super::check::markup;
 use crate::scenario::{Failure, Outcome};
 
+pub use outside::{outside_page, OutsidePage, Row};
 pub use sequence::mermaid;
 use sequence::{sequence_svg, Sequence};
 use timeline::timeline;

@@ -269,7 +269,11 @@ pub(super) fn mermaid_text(text: &str) -> String {
 
 /// The run as a Mermaid sequence diagram.
 pub fn mermaid(outcome: &Outcome) -> String {
-    let s = Sequence::of(outcome);
+    mermaid_of(&Sequence::of(outcome))
+}
+
+/// A sequence as a Mermaid sequence diagram.
+pub(super) fn mermaid_of(s: &Sequence) -> String {
     let mut out = String::from("sequenceDiagram\n");
     for (i, p) in s.participants.iter().enumerate() {
         // An alias runs to the end of its line: only `;` and `#` (syntax there) are replaced.

@@ -13,7 +13,9 @@ from .loop import IO, Interrupted, Runtime, ShutdownRequested, ToolCall, ToolRes
 from .mock_llm import MockLlm, MockLlmError, Report, find_agentsim
 from .runs import NotRunnable, RunResult, run_scenario
 from .protocol import (
+    AGENT_HEADER,
     CAPABILITIES,
+    CONVERSATION_HEADER,
     MAX_LINE,
     PROTOCOL,
     AgentInfo,
@@ -22,10 +24,13 @@ from .protocol import (
     Settings,
     ToolInfo,
     UserMessage,
+    model_headers,
 )
 
 __all__ = [
+    "AGENT_HEADER",
     "CAPABILITIES",
+    "CONVERSATION_HEADER",
     "IO",
     "MAX_LINE",
     "PROTOCOL",
@@ -46,6 +51,7 @@ __all__ = [
     "ToolResult",
     "UserMessage",
     "find_agentsim",
+    "model_headers",
     "run",
     "run_scenario",
 ]

@@ -7,7 +7,11 @@ does (its SDK reads ``ANTHROPIC_BASE_URL``), and uses ``io``:
 - ``io.send(text)``: text for the user;
 - ``io.tool(name, input, agent=...)``: runs one of the scenario's tools and blocks until
   agentsim's ``tool_result``; ``io.tools([...], agent=...)`` runs several at once;
-- ``io.stack(frames)`` and ``io.event(kind, ...)``: the optional reports of the protocol.
+- ``io.stack(frames)``, ``io.usage(input_tokens, output_tokens)`` and ``io.event(kind, ...)``:
+  the optional reports of the protocol;
+- ``io.model_headers(agent=...)``: the headers that name the conversation (and the agent) of a
+  model request, for the SDK's ``extra_headers`` or ``default_headers`` (capability
+  ``conversation-header``).
 
 The loop is single-threaded: lines are read only while the runtime waits for a tool (or between
 messages). A ``user`` line that arrives during a turn is queued and handed to ``on_user`` after
@@ -38,6 +42,7 @@ from .protocol import (
     UserMessage,
     decode,
     encode,
+    model_headers,
 )
 
 #: Exit status after a protocol error (docs/runtime-protocol.md, section 1).
@@ -266,6 +271,22 @@ class IO:
         if ended:
             message["ended"] = [dict(f) for f in ended]
         self._ch.write(message)
+
+    def model_headers(self, *, agent: str | None = None, conversation: str | None = None) -> dict[str, str]:
+        """The headers for a model request of this turn's conversation (and of ``agent``).
+
+        ``{"x-agentsim-conversation": ..., "x-agentsim-agent": ...}``: pass them as the SDK's
+        ``extra_headers`` on each request, and offer the capability ``conversation-header``, so that
+        agentsim reads each conversation's stack from your requests in a scenario of several.
+        """
+        return model_headers(self._conv(conversation), agent)
+
+    def usage(self, input_tokens: int, output_tokens: int, *, conversation: str | None = None) -> None:
+        """The conversation's token usage so far, summed over every model reply (capability ``usage``).
+
+        Send it after each model reply; agentsim judges ``usage`` expectations against the last one.
+        """
+        self.event("usage", conversation=conversation, input_tokens=input_tokens, output_tokens=output_tokens)
 
     def event(self, kind: str, *, conversation: str | None = None, **fields: Any) -> None:
         """An ``event`` line: ``io.event("tool_result", frame=..., tool_use_id=..., content=..., is_error=...)``."""

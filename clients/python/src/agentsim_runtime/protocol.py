@@ -40,7 +40,30 @@ CAPABILITIES = (
     "batch",
     "restart",
     "reset",
+    "conversation-header",
+    "usage",
 )
+
+#: The header that names the agent a model request is for (docs/runtime-protocol.md, section 7).
+AGENT_HEADER = "x-agentsim-agent"
+
+#: The header that names the conversation a model request is for (capability
+#: ``conversation-header``).
+CONVERSATION_HEADER = "x-agentsim-conversation"
+
+
+def model_headers(conversation: str | None = None, agent: str | None = None) -> dict[str, str]:
+    """The headers that tell agentsim which conversation and agent a model request is for.
+
+    Give them to your SDK: ``client.messages.create(..., extra_headers=model_headers(c, a))``, or
+    once per conversation, ``client.with_options(default_headers=model_headers(c))``.
+    """
+    headers: dict[str, str] = {}
+    if conversation is not None:
+        headers[CONVERSATION_HEADER] = conversation
+    if agent is not None:
+        headers[AGENT_HEADER] = agent
+    return headers
 
 
 class ProtocolError(Exception):

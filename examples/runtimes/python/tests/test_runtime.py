@@ -72,7 +72,7 @@ def test_every_scenario_the_runtime_can_express_passes() -> None:
     readme = (HERE.parent / "README.md").read_text(encoding="utf-8")
     assert f"**{len(ran)} of the {len(spec)}**" in readme
     front = (REPO / "README.md").read_text(encoding="utf-8")
-    assert f"| Python, reporting its stack, tool results and turns | {len(ran)} of {len(spec)} |" in front
+    assert f"| Python, reporting its stack, tool results, turns and usage | {len(ran)} of {len(spec)} |" in front
     assert all("cannot" in c["skipped"] or "capability" in c["skipped"] for c in skipped)
 
 

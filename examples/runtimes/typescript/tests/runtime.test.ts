@@ -43,10 +43,10 @@ const NOT_EXPRESSIBLE: readonly (readonly [string, RegExp])[] = [
     /the `\w+` step is agentsim's own runtime's|`settings\.interruptions` configures agentsim's own runtime/,
   ],
   [
-    "an expectation no outside runtime can be judged by (`time`, `tree`, `agent_states`, `usage`, `questions`, `agents`)",
+    "an expectation no outside runtime can be judged by (`time`, `tree`, `agent_states`, `questions`, `agents`)",
     /`expect\.\w+` cannot be judged from outside/,
   ],
-  ["a capability this runtime does not offer (`stream`, `batch`)", /needs the runtime capability/],
+  ["a capability this runtime does not offer (`stream`, `batch`, `usage`)", /needs the runtime capability/],
   ["an expectation at the very instant a `wait: false` message is delivered", /very instant a `wait: false` message is delivered/],
   ["a scripted model error without a message (its text differs between the simulator and an API)", /scripted `error` without a `message`/],
 ];
