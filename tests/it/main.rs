@@ -38,6 +38,7 @@ mod serve_durable;
 mod serve_safety;
 mod serve_scale;
 mod serve_stores;
+mod serve_support;
 mod stream_shapes;
 mod tokio_driver;
 mod tree;
