@@ -6,6 +6,7 @@
 //! (`tests/scenarios.rs`, `harness = false`).
 
 mod architecture;
+mod bench_compare;
 mod cli;
 mod cli_explore;
 mod cli_honest;
