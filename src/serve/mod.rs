@@ -26,7 +26,7 @@
 //! field or has a wrong type, or a `Host` not the service's, 401 without the bearer token when one
 //! is configured, 403 for a foreign `Origin`, 404 for an unknown path, agent or conversation, 405
 //! for a wrong method, 408 for a body slower than its deadline, 413 over the body limit, 415 for a
-//! POST that is not JSON, 503 over the connection limit ([`crate::http_guard`], `listen.rs`). The
+//! POST that is not JSON, 503 over the connection limit (`http_guard.rs`, `listen.rs`). The
 //! server stops gracefully on [`Running::stop`] (the CLI: Ctrl-C or SIGTERM), within its
 //! shutdown deadline.
 //!
