@@ -121,14 +121,14 @@ pub struct Options {
 }
 
 /// How long a request's headers may take by default.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request's body may take by default.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many connections may be open at once by default; lowered at start when the process's
 /// open-file limit leaves room for fewer.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// How long a graceful stop waits for the requests in flight by default.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Default for Options {
     /// A free loopback port, no token, the default limits, in memory.
