@@ -69,11 +69,11 @@ def skipped(d):
 
 
 def callgrind(d, w, obs):
-    """Instructions per turn of workload w, observer on/off: callgrind's collected count over the
-    turns the bench's JSON reports."""
+    """Instructions per turn of workload w, observer on/off, and the runs they are of: callgrind's
+    collected count over the turns the bench's JSON reports."""
     log = os.path.join(d, f"callgrind-{w}-{obs}.log")
     if not os.path.exists(log):
-        return None
+        return None, 0
     with open(log, encoding="utf-8") as f:
         m = re.search(r"Collected\s*:\s*(\d+)", f.read())
     if not m:
@@ -82,7 +82,7 @@ def callgrind(d, w, obs):
     turns = sum(r["turns"] for r in runs)
     if turns == 0:
         raise Bad(f"{log}: the bench counted no turns")
-    return int(m.group(1)) / turns
+    return int(m.group(1)) / turns, sum(r["runs"] for r in runs)
 
 
 def report_turns(d, out):
@@ -105,14 +105,20 @@ def report_turns(d, out):
             ratio(on and off and off["turns_per_sec"] / on["turns_per_sec"]),
         ])
     out.append(table(["workload", "on turns/s", "on ns/turn", "off turns/s", "off ns/turn", "off/on"], rows))
-    instr = {(w, o): callgrind(d, w, o) for w in names for o in ("on", "off")}
+    counted = {(w, o): callgrind(d, w, o) for w in names for o in ("on", "off")}
+    instr = {k: v[0] for k, v in counted.items()}
     if any(v is not None for v in instr.values()):
         out.append("")
-        out.append("Instructions per turn (callgrind, inside the timed region):")
+        out.append("Instructions per turn (callgrind, inside the timed region; runs measured):")
         rows = [[w.upper(), num(instr[(w, "on")]), num(instr[(w, "off")]),
-                 ratio(instr[(w, "on")] and instr[(w, "off")] and instr[(w, "on")] / instr[(w, "off")])]
+                 ratio(instr[(w, "on")] and instr[(w, "off")] and instr[(w, "on")] / instr[(w, "off")]),
+                 f"{counted[(w, 'on')][1]} / {counted[(w, 'off')][1]}"]
                 for w in names]
-        out.append(table(["workload", "observer on", "observer off", "on/off"], rows))
+        out.append(table(["workload", "observer on", "observer off", "on/off", "runs on / off"], rows))
+        few = [w.upper() for w in names if 0 < min(counted[(w, "on")][1], counted[(w, "off")][1]) < 10]
+        if few:
+            out.append(f"({', '.join(few)}: fewer than 10 runs, so one-off costs weigh in their "
+                       "figures; a full run measures longer)")
     out.append("")
     out.append("Targets (observer on):")
     w1 = by.get(("w1", True))

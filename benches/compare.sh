@@ -38,12 +38,12 @@ if [ -n "$from" ]; then
 fi
 
 if [ "$mode" = quick ]; then
-  turn_seconds=0.3; turn_repeat=1
+  turn_seconds=0.3; turn_repeat=1; callgrind_seconds=1
   mock_seconds=1; mock_connections=64
   serve_seconds=2; serve_clients=(16)
   runtime_seconds=2
 else
-  turn_seconds=1.5; turn_repeat=5
+  turn_seconds=1.5; turn_repeat=5; callgrind_seconds=3
   mock_seconds=5; mock_connections=64
   serve_seconds=10; serve_clients=(16 64)
   runtime_seconds=10
@@ -92,13 +92,13 @@ echo "== turn throughput: W1..W6, observer on and off ($turn_seconds s, $turn_re
 "$agentsim" bench --seconds "$turn_seconds" --repeat "$turn_repeat" --json > "$out/turns.json"
 
 if command -v valgrind >/dev/null 2>&1; then
-  echo "== instructions per turn (callgrind, inside the timed region)"
+  echo "== instructions per turn (callgrind, inside the timed region, ${callgrind_seconds} s each)"
   for w in w1 w2 w3 w4 w5 w6; do
     for obs in on off; do
       valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         --toggle-collect='agentsim::workloads::Prepared::run' \
-        "$agentsim" bench --workload "$w" --observer "$obs" --seconds 0.2 --json \
-        > "$out/callgrind-$w-$obs.json" 2> "$out/callgrind-$w-$obs.log"
+        "$agentsim" bench --workload "$w" --observer "$obs" --json \
+        --seconds "$callgrind_seconds" > "$out/callgrind-$w-$obs.json" 2> "$out/callgrind-$w-$obs.log"
     done
   done
 else

@@ -28,7 +28,7 @@ fn the_report_prints_every_ratio_of_the_sample_run() {
         "# agentsim performance, quick run, 2026-11-28T18:00Z, commit 0000000, 2 CPUs, measured in 95s",
         // Turns: observer off over on, by time and by instructions, and the three targets.
         "W1         1,000,000       1,000    2,000,000          500   2.00x",
-        "W3              8,400         4,200   2.00x",
+        "W3              8,400         4,200   2.00x      100 / 100",
         "  W1 >= 2,000,000 turns/s: 1,000,000 turns/s, 0.50x of the target (not met)",
         "  W4 per-turn cost within 1.5x of W1: 1.10x by instructions (met)",
         "  W3 per-turn cost within 1.5x of W2: 1.20x by instructions (met)",
