@@ -74,7 +74,7 @@ async fn control_guard(
 
 /// The hosts a server answers to.
 #[derive(Clone, Debug)]
-pub struct Guard {
+pub(crate) struct Guard {
     bound: IpAddr,
     /// The allow-list, lowercased (`*`: any host).
     allowed: Vec<String>,
@@ -93,7 +93,7 @@ impl Guard {
     }
 
     /// Whether `host` (a name or an address, without a port) is one this server answers to.
-    pub fn allows_host(&self, host: &str) -> bool {
+    pub(crate) fn allows_host(&self, host: &str) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = bare.parse::<IpAddr>() {
@@ -118,7 +118,7 @@ impl Guard {
     /// webhook, as the seed's does): a request without `Origin` (no browser sends a POST without
     /// one) may have any content type; one with `Origin` is checked as by [`Guard::check`], so
     /// that no page, not even one of the user's own machine, posts to it without a preflight.
-    pub fn check_any_body(
+    pub(crate) fn check_any_body(
         &self,
         method: &Method,
         headers: &HeaderMap,

@@ -33,68 +33,95 @@
 //! assert!(run.violation().is_none(), "every invariant held after every step");
 //! ```
 //!
-//! Modules, in reading order:
+//! # The public API
 //!
-//! - [`harness`]: the facade for a user's own tests: run a scenario, assert on what happened.
-//! - [`model`]: the vocabulary: messages and sessions, model replies, agent definitions, ids, the
-//!   exact strings the runtime writes.
-//! - [`agents`]: frames, the stack of a conversation, the built-in delegation tools, seed 004's
-//!   watchdog.
-//! - [`protocol`]: the contract between the runtime and its drivers: inputs, effects, events.
-//! - [`runtime`]: the sans-IO reference runtime: routing, the orchestration loop, the turn, tool
+//! What a user's test needs, documented here and kept stable within a minor version:
+//!
+//! - [`harness`]: the facade: [`run_yaml`], [`run_file`], [`ScenarioBuilder`] and [`Reply`],
+//!   [`Run`] with its assertions, and [`harness::run_file_against`] for a runtime of your own.
+//! - [`scenario`]: scenario files: [`scenario::parse`], [`scenario::run()`] with
+//!   [`scenario::RunOptions`], the [`scenario::Outcome`] and [`scenario::Failure`] of a run.
+//! - [`model`]: the vocabulary a scenario and its run speak: messages and sessions, model
+//!   replies and errors ([`model::llm::LlmErrorKind`]), agent definitions, ids.
+//! - [`protocol`]: what a run records: the runtime's inputs, effects and events.
+//! - [`sim`]: the deterministic driver a run went through ([`Run::sim`], [`sim::Record`]).
+//! - [`outside_run`] (feature `mock-server`): a scenario run against your runtime through the
+//!   runtime protocol, with its [`outside_run::Options`].
+//! - [`wire`]: provider request formats: [`wire::validate`] a request body by the rules of
+//!   `tool-pairing`, [`wire::encode::request`] builds one.
+//! - [`drive`]: the model and tool backends: `drive::http::HttpModel` (feature `http-model`)
+//!   calls a provider or `agentsim mock-llm` over HTTP, `drive::tokio_driver` runs the reference
+//!   runtime under tokio in real time.
+//!
+//! The other modules are the `agentsim` command's internals (`#[doc(hidden)]`: the binary, its
+//! integration tests and benches reach them; no stability promise), or private to the crate.
+//! ARCHITECTURE.md maps them all:
+//!
+//! - `agents`: frames, the stack of a conversation, the built-in delegation tools, the watchdog.
+//! - `runtime`: the sans-IO reference runtime: routing, the orchestration loop, the turn, tool
 //!   dispatch, interruptions, persistence and restore, planted bugs.
-//! - [`persist`]: the journal and state formats (pure), and replaying the journal into sessions.
-//! - [`observe`]: the observer that checks the named invariants after every step.
-//! - [`wire`]: provider request formats and the public `tool-pairing` validator; provider replies,
-//!   streams and error envelopes.
-//! - [`outside`]: agentsim's side of the runtime protocol for a user's runtime run as a child
-//!   process: the JSON-lines codec and the order of an exchange (pure).
-//! - `outside_run` (feature `mock-server`): a scenario run against a user's runtime through the
-//!   runtime protocol (`agentsim run --runtime CMD`): the process, the steps, the checks.
-//! - [`mock_llm`]: `agentsim mock-llm`, a scenario's scripts served over the providers' wire
+//! - `persist`: the journal and state formats (pure), and replaying the journal into sessions.
+//! - `observe`: the observer that checks the named invariants after every step.
+//! - `outside`: agentsim's side of the runtime protocol: the JSON-lines codec and the
+//!   order of an exchange (pure).
+//! - `mock_llm`: `agentsim mock-llm`, a scenario's scripts served over the providers' wire
 //!   formats (the HTTP server behind the `mock-server` feature).
-//! - [`import`]: `agentsim import`: a log (mock-llm's journal, provider request bodies) turned
-//!   into a scenario that mock-llm serves back, checked against the log before it is written.
+//! - `import`: `agentsim import`: a log turned into a scenario that mock-llm serves back.
 //! - `record` (features `mock-server` and `http-model`): `agentsim record`, a proxy to a real
-//!   provider that keeps mock-llm's journal, imported into a scenario at shutdown.
-//! - [`drive`]: the effect-applying core shared by drivers: model and tool backends, faults,
-//!   recording, limits.
-//! - [`sim`]: the deterministic driver: virtual clock, seeded RNG, scripted model and tools.
-//! - [`store`]: where persisted bytes go on disk.
-//! - [`scenario`]: scenario files: format, loading with located errors, the step interpreter,
-//!   expectations.
-//! - [`explore`]: many seeds with faults, generated scenarios, shrinking, planted bugs.
-//! - [`report`]: the transcript's text and JSON renderings.
+//!   provider that keeps mock-llm's journal.
+//! - `store`: where persisted bytes go on disk.
+//! - `explore`: many seeds with faults, generated scenarios, shrinking, planted bugs.
+//! - `report`: the transcript's text and JSON renderings.
 //! - `serve` (features `mock-server` and `http-model`): `agentsim serve`, the reference runtime
 //!   as an HTTP service.
-//! - [`workloads`]: the benchmark workloads shared by `cargo bench` and `agentsim bench`.
+//! - `http_guard` (private): what every loopback HTTP server of agentsim checks first.
+//! - `workloads`: the benchmark workloads shared by `cargo bench` and `agentsim bench`.
 #![deny(missing_docs)]
 
-pub mod agents;
+// The public API (see the crate's documentation above).
 pub mod drive;
-pub mod explore;
 pub mod harness;
-#[cfg(feature = "mock-server")]
-pub mod http_guard;
-pub mod import;
-pub mod mock_llm;
 pub mod model;
-pub mod observe;
-pub mod outside;
 #[cfg(feature = "mock-server")]
 pub mod outside_run;
-pub mod persist;
 pub mod protocol;
-#[cfg(all(feature = "mock-server", feature = "http-model"))]
-pub mod record;
-pub mod report;
-pub mod runtime;
 pub mod scenario;
-#[cfg(all(feature = "mock-server", feature = "http-model"))]
-pub mod serve;
 pub mod sim;
-pub mod store;
 pub mod wire;
+
+// The `agentsim` command's internals, reached by the binary (src/main.rs, src/cli/), the
+// integration tests and the benches: not part of the public API.
+#[doc(hidden)]
+pub mod agents;
+#[doc(hidden)]
+pub mod explore;
+#[doc(hidden)]
+pub mod import;
+#[doc(hidden)]
+pub mod mock_llm;
+#[doc(hidden)]
+pub mod observe;
+#[doc(hidden)]
+pub mod outside;
+#[doc(hidden)]
+pub mod persist;
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+#[doc(hidden)]
+pub mod record;
+#[doc(hidden)]
+pub mod report;
+#[doc(hidden)]
+pub mod runtime;
+#[cfg(all(feature = "mock-server", feature = "http-model"))]
+#[doc(hidden)]
+pub mod serve;
+#[doc(hidden)]
+pub mod store;
+#[doc(hidden)]
 pub mod workloads;
+
+// Private to the crate.
+#[cfg(feature = "mock-server")]
+pub(crate) mod http_guard;
 
 pub use harness::{run_file, run_yaml, Reply, Run, ScenarioBuilder};

@@ -171,13 +171,13 @@ impl NodeState {
 
     /// The rarely set fields, to change.
     #[inline]
-    pub fn more_mut(&mut self) -> &mut NodeMore {
+    pub(crate) fn more_mut(&mut self) -> &mut NodeMore {
         self.more.get_or_insert_with(Box::default)
     }
 
     /// Whether the frame is a fork.
     #[inline]
-    pub fn is_fork(&self) -> bool {
+    pub(crate) fn is_fork(&self) -> bool {
         self.more.as_ref().is_some_and(|m| m.fork_of.is_some())
     }
 }
@@ -349,13 +349,8 @@ impl StackFrame {
         &self.agent.frame_name
     }
 
-    /// `main`, `skill` or `agent`.
-    pub fn agent_type(&self) -> AgentKind {
-        self.agent.kind
-    }
-
     /// Whether this is the main agent's frame (a fork of the main agent is not).
-    pub fn is_main(&self) -> bool {
+    pub(crate) fn is_main(&self) -> bool {
         self.agent.kind == AgentKind::Main && !self.node.is_fork()
     }
 
@@ -370,12 +365,12 @@ impl StackFrame {
     }
 
     /// Whether it is a fork (it runs beside its caller, off every stack).
-    pub fn is_fork(&self) -> bool {
+    pub(crate) fn is_fork(&self) -> bool {
         self.node.is_fork()
     }
 
     /// Whether the frame waits for the user (after sending text or asking a question).
-    pub fn awaits_user(&self) -> bool {
+    pub(crate) fn awaits_user(&self) -> bool {
         matches!(self.phase, Phase::AwaitUser | Phase::AwaitAnswer { .. })
     }
 }

@@ -15,16 +15,16 @@ use uuid::Uuid;
 use crate::model::agent::{AgentDef, AgentKind};
 
 /// What an agent without `async_questions` gets for `ask_user` in a triggered session (B08, B13).
-pub const ASK_USER_IN_ASYNC: &str = "Tool 'ask_user' is not available in async mode";
+pub(crate) const ASK_USER_IN_ASYNC: &str = "Tool 'ask_user' is not available in async mode";
 /// What a fork gets for `ask_user` in a triggered session: only the session's stack asks, so
 /// that one question at most is open (B23).
-pub const FORK_ASK_IN_ASYNC: &str =
+pub(crate) const FORK_ASK_IN_ASYNC: &str =
     "Tool 'ask_user' is not available to a fork in async mode: only the session's agent asks";
 /// The error result of an `ask_user` whose question timed out under the `fail` policy.
-pub const QUESTION_TIMED_OUT: &str = "The question timed out: the session failed.";
+pub(crate) const QUESTION_TIMED_OUT: &str = "The question timed out: the session failed.";
 
 /// The error result of an `ask_user` whose session expired (B26) before its answer came.
-pub const SESSION_EXPIRED: &str = "The session expired: nobody will answer.";
+pub(crate) const SESSION_EXPIRED: &str = "The session expired: nobody will answer.";
 
 /// A conversation a trigger started.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,7 +51,7 @@ pub struct AsyncSession {
 /// (frame name `main`; its script stays its own name's). What only a child can be is dropped:
 /// a batch agent's delegation (there is no parent to hand an answer to) and a passthrough
 /// skill's single external call (a session's agent runs its model).
-pub fn main_def(def: &AgentDef) -> Arc<AgentDef> {
+pub(crate) fn main_def(def: &AgentDef) -> Arc<AgentDef> {
     Arc::new(AgentDef {
         kind: AgentKind::Main,
         frame_name: "main".into(),
@@ -63,7 +63,7 @@ pub fn main_def(def: &AgentDef) -> Arc<AgentDef> {
 
 /// A webhook request as `agentsim serve` received it: what the envelope tells the agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WebhookRequest {
+pub(crate) struct WebhookRequest {
     /// The `Content-Type` header as sent (empty without one).
     pub content_type: String,
     /// The headers, names lower-cased, in order of name; secrets are redacted
@@ -75,7 +75,7 @@ pub struct WebhookRequest {
 
 /// Headers whose values never reach the agent's conversation (the model would see them): they
 /// are listed in the envelope as `[redacted]`.
-pub const REDACTED_HEADERS: [&str; 6] = [
+pub(crate) const REDACTED_HEADERS: [&str; 6] = [
     "authorization",
     "proxy-authorization",
     "cookie",
@@ -88,7 +88,7 @@ pub const REDACTED_HEADERS: [&str; 6] = [
 /// `json` when the content type is JSON and it parses (`_non_object_json` when it is not an
 /// object), `parse_error` and `raw_body_base64` when it does not parse, and `raw_body_base64`
 /// for any other content type.
-pub fn envelope_of(agent: &str, request: &WebhookRequest) -> Value {
+pub(crate) fn envelope_of(agent: &str, request: &WebhookRequest) -> Value {
     let headers: serde_json::Map<String, Value> = request
         .headers
         .iter()
@@ -175,7 +175,7 @@ pub fn envelope(agent: &str, payload: &Value) -> Value {
 }
 
 /// The header that names the session on a question's callback (B20).
-pub const CALLBACK_SESSION_HEADER: &str = "X-Agent-Session";
+pub(crate) const CALLBACK_SESSION_HEADER: &str = "X-Agent-Session";
 
 /// How a question's callback goes out (B20, DESIGN §9): one POST, and when an attempt fails
 /// (the connection refused, no reply within `timeout_ms`, a status other than 2xx) up to
@@ -202,7 +202,7 @@ impl Default for CallbackPolicy {
 
 impl CallbackPolicy {
     /// The wait before retry `n` (1 for the first retry).
-    pub fn backoff_before(&self, n: u32) -> u64 {
+    pub(crate) fn backoff_before(&self, n: u32) -> u64 {
         self.backoff_ms
             .saturating_mul(1u64 << n.saturating_sub(1).min(32))
     }
@@ -236,7 +236,7 @@ impl CallbackReply {
     }
 
     /// How long the attempt took in virtual time (a hang waits out the timeout).
-    pub fn took_ms(self, policy: &CallbackPolicy) -> u64 {
+    pub(crate) fn took_ms(self, policy: &CallbackPolicy) -> u64 {
         match self {
             CallbackReply::Hang => policy.timeout_ms,
             _ => 0,
@@ -258,7 +258,7 @@ impl std::fmt::Display for CallbackReply {
 /// Plays a callback's attempts by `policy` with each attempt's reply from `reply`: each attempt
 /// with its start, in ms after the question opened. Stops at the first delivery or after the
 /// last retry.
-pub fn callback_attempts(
+pub(crate) fn callback_attempts(
     policy: &CallbackPolicy,
     mut reply: impl FnMut() -> CallbackReply,
 ) -> Vec<(u64, CallbackReply)> {
@@ -283,7 +283,7 @@ pub fn callback_attempts(
 /// `base` (the service's public address). `context` is the question's stored context (JSON
 /// text with `options` and `context`, as the runtime writes it); the body's `question.context`
 /// is its `context`, or the whole stored context when the agent gave none.
-pub fn callback_body(
+pub(crate) fn callback_body(
     session: Uuid,
     agent: &str,
     question: Uuid,

@@ -227,7 +227,11 @@ impl AgentStackManager {
     /// The slot of `key`, creating an empty stack for it if needed. `main_session_id` names the
     /// main conversation when it is created.
     #[inline]
-    pub fn get_or_create(&mut self, key: &str, main_session_id: impl FnOnce() -> Uuid) -> usize {
+    pub(crate) fn get_or_create(
+        &mut self,
+        key: &str,
+        main_session_id: impl FnOnce() -> Uuid,
+    ) -> usize {
         if let Some(slot) = self.slot(key) {
             return slot;
         }
@@ -268,19 +272,13 @@ impl AgentStackManager {
         self.by_key.get(key).copied()
     }
 
-    /// Whether `key` has an active (non-empty) stack.
-    pub fn has_active(&self, key: &str) -> bool {
-        self.slot(key)
-            .is_some_and(|s| !self.entries[s].stack.is_empty())
-    }
-
     /// The entry in `slot`.
     pub fn entry(&self, slot: usize) -> &StackEntry {
         &self.entries[slot]
     }
 
     /// The entry in `slot`, mutably.
-    pub fn entry_mut(&mut self, slot: usize) -> &mut StackEntry {
+    pub(crate) fn entry_mut(&mut self, slot: usize) -> &mut StackEntry {
         &mut self.entries[slot]
     }
 
@@ -344,7 +342,7 @@ impl AgentStackManager {
     /// The frame that waits for the user on behalf of frame `id`: itself if it does, else,
     /// while it waits for a fork, the frame that fork waits for the user on behalf of.
     #[inline]
-    pub fn asker_from(&self, mut id: FrameId) -> Option<FrameId> {
+    pub(crate) fn asker_from(&self, mut id: FrameId) -> Option<FrameId> {
         loop {
             let frame = self.frames.get(id)?;
             match &frame.phase {
@@ -382,7 +380,7 @@ impl AgentStackManager {
     }
 
     /// The stack in `slot` with its frames.
-    pub fn view_slot(&self, slot: usize) -> StackView<'_> {
+    pub(crate) fn view_slot(&self, slot: usize) -> StackView<'_> {
         StackView {
             entry: &self.entries[slot],
             frames: &self.frames,
@@ -402,32 +400,32 @@ impl AgentStackManager {
 
     /// A live frame, mutably.
     #[inline]
-    pub fn frame_mut(&mut self, id: FrameId) -> Option<&mut StackFrame> {
+    pub(crate) fn frame_mut(&mut self, id: FrameId) -> Option<&mut StackFrame> {
         self.frames.get_mut(id)
     }
 
     /// The live frame at arena place `index` (the place a call id names), whatever its generation.
     #[inline]
-    pub fn frame_at(&self, index: u32) -> Option<&StackFrame> {
+    pub(crate) fn frame_at(&self, index: u32) -> Option<&StackFrame> {
         self.frames.at(index)
     }
 
     /// The live frame at arena place `index`, mutably.
     #[inline]
-    pub fn frame_at_mut(&mut self, index: u32) -> Option<&mut StackFrame> {
+    pub(crate) fn frame_at_mut(&mut self, index: u32) -> Option<&mut StackFrame> {
         self.frames.at_mut(index)
     }
 
     /// A live frame and the entry of its conversation.
     #[inline]
-    pub fn frame_and_entry(&self, id: FrameId) -> Option<(&StackFrame, &StackEntry)> {
+    pub(crate) fn frame_and_entry(&self, id: FrameId) -> Option<(&StackFrame, &StackEntry)> {
         let frame = self.frames.get(id)?;
         Some((frame, &self.entries[frame.conversation as usize]))
     }
 
     /// A live frame and the entry of its conversation, both mutably.
     #[inline]
-    pub fn frame_and_entry_mut(
+    pub(crate) fn frame_and_entry_mut(
         &mut self,
         id: FrameId,
     ) -> Option<(&mut StackFrame, &mut StackEntry)> {
@@ -438,7 +436,7 @@ impl AgentStackManager {
 
     /// The id of the frame on top of `slot`'s stack.
     #[inline]
-    pub fn top_id(&self, slot: usize) -> Option<FrameId> {
+    pub(crate) fn top_id(&self, slot: usize) -> Option<FrameId> {
         self.entries[slot].stack.top()
     }
 
@@ -450,7 +448,7 @@ impl AgentStackManager {
 
     /// The frame on top of `slot`'s stack, mutably.
     #[inline]
-    pub fn top_mut(&mut self, slot: usize) -> Option<&mut StackFrame> {
+    pub(crate) fn top_mut(&mut self, slot: usize) -> Option<&mut StackFrame> {
         let id = self.top_id(slot)?;
         self.frames.get_mut(id)
     }
@@ -463,7 +461,7 @@ impl AgentStackManager {
 
     /// Pushes the frame `make` builds on `slot`'s stack, built in its place in the arena.
     #[inline(always)]
-    pub fn push_with(&mut self, slot: usize, make: impl FnOnce() -> StackFrame) -> FrameId {
+    pub(crate) fn push_with(&mut self, slot: usize, make: impl FnOnce() -> StackFrame) -> FrameId {
         let conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
         let parent = self.top_id(slot);
         let id = self.frames.insert(make, conversation, parent);
@@ -484,7 +482,7 @@ impl AgentStackManager {
 
     /// Drops the frame on top of `slot`'s stack where it lies; `false` when the stack is empty.
     #[inline(always)]
-    pub fn discard_top(&mut self, slot: usize) -> bool {
+    pub(crate) fn discard_top(&mut self, slot: usize) -> bool {
         match self.entries[slot].stack.frames.pop() {
             Some(id) => self.frames.discard(id),
             None => false,
@@ -499,20 +497,25 @@ impl AgentStackManager {
     /// Makes the next frame placed (pushed or detached) take arena place `index`, where it was
     /// when the state was written (a restore); if that place is taken, the next frame takes the
     /// lowest free one as usual.
-    pub fn place_next_at(&mut self, index: u32) {
+    pub(crate) fn place_next_at(&mut self, index: u32) {
         self.frames.want = Some(index);
     }
 
     /// Places `frame` in the arena for conversation `slot` on no stack (a fork), started by
     /// `parent`.
-    pub fn insert_detached(&mut self, slot: usize, frame: StackFrame, parent: FrameId) -> FrameId {
+    pub(crate) fn insert_detached(
+        &mut self,
+        slot: usize,
+        frame: StackFrame,
+        parent: FrameId,
+    ) -> FrameId {
         let conversation = u32::try_from(slot).expect("fewer than 2^32 conversations");
         self.detached += 1;
         self.frames.insert(|| frame, conversation, Some(parent))
     }
 
     /// Takes a frame placed with [`AgentStackManager::insert_detached`] out of the arena.
-    pub fn remove_detached(&mut self, id: FrameId) -> Option<StackFrame> {
+    pub(crate) fn remove_detached(&mut self, id: FrameId) -> Option<StackFrame> {
         let frame = self.frames.remove(id)?;
         self.detached -= 1;
         Some(frame)
@@ -576,12 +579,12 @@ impl AgentStackManager {
 
     /// How many frames live, stacked or not.
     #[inline]
-    pub fn live_count(&self) -> usize {
+    pub(crate) fn live_count(&self) -> usize {
         self.frames.live
     }
 
     /// Every live frame, stacked or not, in arena order.
-    pub fn live_frames(&self) -> impl Iterator<Item = &StackFrame> + '_ {
+    pub(crate) fn live_frames(&self) -> impl Iterator<Item = &StackFrame> + '_ {
         self.frames.places.iter().filter_map(|p| p.frame.as_ref())
     }
 }
@@ -662,12 +665,12 @@ mod tests {
         assert_eq!(m.entry(a).main_session_id, id_a);
         assert_eq!(m.entry(a).main_session.session_id, id_a.to_string());
         assert_eq!(m.entry(b).main_session.session_id, id_b.to_string());
-        assert!(!m.has_active("telegram_1"));
-        assert!(!m.has_active("unknown"));
+        assert!(m.view("telegram_1").unwrap().is_empty());
+        assert!(m.view("unknown").is_none());
         assert_eq!(m.slot("telegram_2"), Some(b));
         assert_eq!(m.view("telegram_2").unwrap().describe(), "[]");
         m.push(a, frame("main", AgentKind::Main));
-        assert!(m.has_active("telegram_1"));
+        assert!(!m.view("telegram_1").unwrap().is_empty());
         m.clear(a);
         assert!(m.view("telegram_1").unwrap().is_empty());
     }

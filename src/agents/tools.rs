@@ -17,22 +17,22 @@ use crate::model::agent::{AgentDef, AgentKind, Catalog};
 use crate::model::messages;
 
 /// Names of the built-in tools.
-pub mod builtin {
+pub(crate) mod builtin {
     /// Pops the calling subagent and returns its result to the parent.
-    pub const COMPLETE: &str = "complete";
+    pub(crate) const COMPLETE: &str = "complete";
     /// Pushes a skill frame.
-    pub const USE_SKILL: &str = "use_skill";
+    pub(crate) const USE_SKILL: &str = "use_skill";
     /// Pushes an agent frame.
-    pub const USE_AGENT: &str = "use_agent";
+    pub(crate) const USE_AGENT: &str = "use_agent";
     /// Parks the frame and asks the user a question (DESIGN §3 item 8).
-    pub const ASK_USER: &str = "ask_user";
+    pub(crate) const ASK_USER: &str = "ask_user";
     /// Starts a fork of the calling agent (seed 001; agents declared `fork: true`).
-    pub const FORK: &str = "fork";
+    pub(crate) const FORK: &str = "fork";
     /// Waits for a fork to end (seed 001; agents declared `fork: true`).
-    pub const WAIT: &str = "wait";
+    pub(crate) const WAIT: &str = "wait";
 
     /// Whether `name` is a built-in.
-    pub fn is_builtin(name: &str) -> bool {
+    pub(crate) fn is_builtin(name: &str) -> bool {
         matches!(
             name,
             COMPLETE | USE_SKILL | USE_AGENT | ASK_USER | FORK | WAIT
@@ -182,9 +182,12 @@ fn spawn(
 
 /// A wrapper that turns every error of the inner tool into an error result, the Rust counterpart
 /// of the seed's `ToolExecutor` with its generic `except Exception` handler.
+/// Only the test below uses it: it shows that such a wrapper cannot swallow a spawn.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CatchAll<T>(pub T);
+pub(crate) struct CatchAll<T>(pub T);
 
+#[cfg(test)]
 impl<T: Tool> Tool for CatchAll<T> {
     fn name(&self) -> &str {
         self.0.name()
@@ -201,7 +204,7 @@ impl<T: Tool> Tool for CatchAll<T> {
 }
 
 /// The text of `complete`'s `result` input: a string as is, other JSON as JSON, absent as "".
-pub fn complete_result(input: &Value) -> Arc<str> {
+pub(crate) fn complete_result(input: &Value) -> Arc<str> {
     match input.get("result") {
         None | Some(Value::Null) => "".into(),
         Some(Value::String(s)) => s.as_str().into(),

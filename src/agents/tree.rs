@@ -113,14 +113,14 @@ pub fn unchanged() -> Arc<str> {
 static UNCHANGED_TEXT: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
 
 /// Whether `text` is the shared [`unchanged`] text itself (not merely equal to it).
-pub fn is_unchanged(text: &Arc<str>) -> bool {
+pub(crate) fn is_unchanged(text: &Arc<str>) -> bool {
     UNCHANGED_TEXT.get().is_some_and(|u| Arc::ptr_eq(u, text))
 }
 
 /// The comment that deletes an agent.
 pub const DELETE: &str = "delete";
 /// The comment that changes an agent's task to its new `user_content`.
-pub const MODIFY: &str = "modify";
+pub(crate) const MODIFY: &str = "modify";
 
 /// One agent of the tree (seed 001's `AgentState`, without the messages unless asked for).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -183,7 +183,7 @@ pub struct Question {
 
 /// An `ask_user` input as the user is shown it: the question, then each option on a line of its
 /// own.
-pub fn question_text(input: &serde_json::Value) -> String {
+pub(crate) fn question_text(input: &serde_json::Value) -> String {
     let mut text = input
         .get("question")
         .and_then(|q| q.as_str())
@@ -259,7 +259,7 @@ impl Intervention {
 }
 
 /// The text an agent gets when its task is modified (DESIGN §8).
-pub fn task_changed(content: &str) -> String {
+pub(crate) fn task_changed(content: &str) -> String {
     format!("The user changed your task: {content}")
 }
 

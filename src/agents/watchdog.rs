@@ -264,7 +264,7 @@ pub enum Decision {
 
 impl Watch {
     /// Whether the watchdog is paused.
-    pub fn paused(&self) -> bool {
+    pub(crate) fn paused(&self) -> bool {
         self.own_tool_pause || self.child_pause
     }
 
@@ -274,7 +274,7 @@ impl Watch {
     }
 
     /// Whether, as a running child, it still pauses its parent's watchdog.
-    pub fn pauses_parent(&self) -> bool {
+    pub(crate) fn pauses_parent(&self) -> bool {
         !self.pause_released
     }
 
@@ -371,7 +371,7 @@ impl Watch {
 
     /// The cleanup at the end of a send (the seed's `cleanupRequestState`); `is_child` for a frame
     /// that has a parent.
-    pub fn end_send(&mut self, ic: &InterruptionConfig, is_child: bool) {
+    pub(crate) fn end_send(&mut self, ic: &InterruptionConfig, is_child: bool) {
         if ic.continue_flag == ContinueFlag::ClearedPerSend {
             self.flag = false;
         }

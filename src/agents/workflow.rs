@@ -29,22 +29,22 @@ pub const NO_QUESTION: &str = "NO_QUESTION";
 /// The reply of step 3 with no subquestion.
 pub const NONE: &str = "NONE";
 /// The mark of a summary that needs more information (matched in any case).
-pub const NEEDS_MORE_INFO: &str = "needs_more_info: yes";
+pub(crate) const NEEDS_MORE_INFO: &str = "needs_more_info: yes";
 /// At most this many blocking questions.
-pub const MAX_BLOCKING: u8 = 3;
+pub(crate) const MAX_BLOCKING: u8 = 3;
 /// At most this many subquestions.
-pub const MAX_SUBQUESTIONS: usize = 4;
+pub(crate) const MAX_SUBQUESTIONS: usize = 4;
 
 /// Step 1's prompt.
-pub const CLARIFY_PROMPT: &str = "Workflow step 1, clarify: if the task is unclear, reply with one question for the user; otherwise reply NO.";
+pub(crate) const CLARIFY_PROMPT: &str = "Workflow step 1, clarify: if the task is unclear, reply with one question for the user; otherwise reply NO.";
 /// Step 2's prompt.
-pub const BLOCKING_PROMPT: &str = "Workflow step 2, blocking questions: if something must be answered before you can start, reply with one question for the user; otherwise reply NO_QUESTION.";
+pub(crate) const BLOCKING_PROMPT: &str = "Workflow step 2, blocking questions: if something must be answered before you can start, reply with one question for the user; otherwise reply NO_QUESTION.";
 /// Step 3's prompt.
-pub const SUBQUESTIONS_PROMPT: &str = "Workflow step 3, subquestions: list up to four independent subquestions, one per line, or reply NONE.";
+pub(crate) const SUBQUESTIONS_PROMPT: &str = "Workflow step 3, subquestions: list up to four independent subquestions, one per line, or reply NONE.";
 /// Step 4's prompt.
-pub const MAIN_PROMPT: &str = "Workflow step 4: carry out the task.";
+pub(crate) const MAIN_PROMPT: &str = "Workflow step 4: carry out the task.";
 /// Step 4's prompt after the user answered a summary's question.
-pub const MAIN_AGAIN_PROMPT: &str =
+pub(crate) const MAIN_AGAIN_PROMPT: &str =
     "Workflow step 4 again: carry out the task with the user's answer.";
 
 pub use crate::model::agent::{WorkflowDef, DEFAULT_MAX_DEPTH};
@@ -134,7 +134,7 @@ pub fn needs_more_info(summary: &str) -> bool {
 }
 
 /// The question a workflow agent waits on: the text of its last reply (the decision that asked).
-pub fn question_of(session: &crate::model::transcript::Session) -> String {
+pub(crate) fn question_of(session: &crate::model::transcript::Session) -> String {
     session
         .messages
         .iter()
@@ -145,7 +145,7 @@ pub fn question_of(session: &crate::model::transcript::Session) -> String {
 }
 
 /// Step 6's prompt, with each child's task, status and result.
-pub fn summary_prompt(children: &[(Arc<str>, &str, Arc<str>)]) -> String {
+pub(crate) fn summary_prompt(children: &[(Arc<str>, &str, Arc<str>)]) -> String {
     let mut prompt = String::from(
         "Workflow step 6, summary: summarize what you found. If you need more information from the user, include the line needs_more_info: yes.",
     );

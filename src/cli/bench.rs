@@ -46,6 +46,10 @@ pub(crate) struct BenchArgs {
     /// aimock=http://127.0.0.1:4010); repeatable.
     #[arg(long, value_name = "NAME=URL", value_parser = parse_against)]
     against: Vec<(String, std::net::SocketAddr)>,
+    /// mock-llm: the process id of an --against server, as NAME=PID, to report its CPU time per
+    /// request (read from /proc, Linux); repeatable.
+    #[arg(long, value_name = "NAME=PID", value_parser = parse_against_pid)]
+    against_pid: Vec<(String, u32)>,
     /// mock-llm: worker threads of agentsim's server (default: one per CPU, as `agentsim
     /// mock-llm` runs).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -139,6 +143,16 @@ fn parse_against(s: &str) -> Result<(String, std::net::SocketAddr), String> {
     Ok((name.to_owned(), addr))
 }
 
+fn parse_against_pid(s: &str) -> Result<(String, u32), String> {
+    let (name, pid) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected NAME=PID, e.g. aimock=4242"))?;
+    let pid = pid
+        .parse()
+        .map_err(|_| format!("`{pid}`: a process id is a positive whole number"))?;
+    Ok((name.to_owned(), pid))
+}
+
 fn parse_workload(s: &str) -> Result<Workload, String> {
     Workload::parse(s)
         .ok_or_else(|| format!("unknown workload `{s}` (expected w1, w2, w3, w4 or w5)"))
@@ -156,6 +170,7 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             observer,
             connections: _,
             against,
+            against_pid,
             server_threads,
             api,
             stream,
@@ -166,12 +181,13 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             window: _,
         } => {
             if !against.is_empty()
+                || !against_pid.is_empty()
                 || !api.is_empty()
                 || server_threads.is_some()
                 || stream != BenchStream::Both
                 || continuation
             {
-                eprintln!("error: --against, --api, --server-threads, --stream and --continuation go with `agentsim bench mock-llm`");
+                eprintln!("error: --against, --against-pid, --api, --server-threads, --stream and --continuation go with `agentsim bench mock-llm`");
                 return ExitCode::from(2);
             }
             bench(workloads, seconds, repeat, json, observer)
@@ -222,6 +238,7 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
             json,
             connections,
             against,
+            against_pid,
             server_threads,
             api,
             stream,
@@ -238,6 +255,7 @@ pub(crate) fn command(args: BenchArgs) -> ExitCode {
                 json,
                 connections,
                 against,
+                against_pid,
                 server_threads,
                 apis: api,
                 streams: stream,
@@ -533,6 +551,7 @@ struct MockLlmBench {
     json: bool,
     connections: u32,
     against: Vec<(String, std::net::SocketAddr)>,
+    against_pid: Vec<(String, u32)>,
     server_threads: Option<u32>,
     apis: Vec<BenchApi>,
     streams: BenchStream,
@@ -547,11 +566,19 @@ fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
         json,
         connections,
         against,
+        against_pid,
         server_threads,
         apis,
         streams,
         continuation,
     } = flags;
+    if let Some((name, _)) = against_pid
+        .iter()
+        .find(|(name, _)| !against.iter().any(|(n, _)| n == name))
+    {
+        eprintln!("error: --against-pid {name}=...: no --against {name}=URL to go with it");
+        return ExitCode::from(2);
+    }
     let server_threads = server_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     use agentsim::wire::Provider;
@@ -592,15 +619,19 @@ fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut targets = vec![load::Target {
+    use super::bench_cpu::{CpuRow, Server, ServerCpu};
+    let mut targets = vec![Server {
         name: "agentsim".into(),
         addr: running.addr,
+        cpu: ServerCpu::ThisProcessButMe,
     }];
-    targets.extend(
-        against
-            .into_iter()
-            .map(|(name, addr)| load::Target { name, addr }),
-    );
+    targets.extend(against.into_iter().map(|(name, addr)| {
+        let cpu = against_pid
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(ServerCpu::Unknown, |&(_, pid)| ServerCpu::Process(pid));
+        Server { name, addr, cpu }
+    }));
     let apis = if apis.is_empty() {
         vec![BenchApi::OpenaiChat, BenchApi::Anthropic]
     } else {
@@ -626,11 +657,11 @@ fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
             connections
         );
         println!(
-            "{:<12} {:<22} {:<6} {:>10} {:>9} {:>9} {:>7}",
-            "server", "api", "stream", "req/s", "p50 µs", "p99 µs", "errors"
+            "{:<12} {:<22} {:<6} {:>10} {:>9} {:>9} {:>7} {:>11}",
+            "server", "api", "stream", "req/s", "p50 µs", "p99 µs", "errors", "CPU µs/req"
         );
     }
-    let result = client_rt.block_on(load::compare(
+    let result = client_rt.block_on(super::bench_cpu::compare(
         &targets,
         &modes,
         connections as usize,
@@ -649,11 +680,14 @@ fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
                 connections as usize,
                 std::time::Duration::from_secs_f64(seconds),
             ));
-            let row = load::Row {
-                server: "agentsim".into(),
-                api: "anthropic-continuation",
-                stream: false,
-                measured,
+            let row = CpuRow {
+                row: load::Row {
+                    server: "agentsim".into(),
+                    api: "anthropic-continuation",
+                    stream: false,
+                    measured,
+                },
+                cpu_us_per_request: None,
             };
             if !json {
                 print_row(&row);
@@ -680,20 +714,38 @@ fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
+    // Per peer and mode: agentsim's requests per second over the peer's, and the peer's CPU
+    // time per request over agentsim's (both "how many times better agentsim is").
     let ratios: Vec<serde_json::Value> = rows
         .iter()
-        .filter(|r| r.server != "agentsim")
+        .filter(|r| r.row.server != "agentsim")
         .filter_map(|other| {
-            let ours = rows
-                .iter()
-                .find(|r| r.server == "agentsim" && r.api == other.api && r.stream == other.stream)?;
-            (other.measured.rps > 0.0).then(|| {
-                serde_json::json!({"against": other.server, "api": other.api, "stream": other.stream,
-                                   "ratio": ours.measured.rps / other.measured.rps})
+            let ours = rows.iter().find(|r| {
+                r.row.server == "agentsim"
+                    && r.row.api == other.row.api
+                    && r.row.stream == other.row.stream
+            })?;
+            (other.row.measured.rps > 0.0).then(|| {
+                let cpu_ratio = match (ours.cpu_us_per_request, other.cpu_us_per_request) {
+                    (Some(o), Some(t)) if o > 0.0 => Some(t / o),
+                    _ => None,
+                };
+                serde_json::json!({"against": other.row.server, "api": other.row.api,
+                    "stream": other.row.stream,
+                    "ratio": ours.row.measured.rps / other.row.measured.rps,
+                    "cpu_ratio": cpu_ratio})
             })
         })
         .collect();
     if json {
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(&r.row).expect("serialises");
+                v["cpu_us_per_request"] = serde_json::json!(r.cpu_us_per_request);
+                v
+            })
+            .collect();
         let out = serde_json::json!({"connections": connections, "seconds": seconds,
             "server_threads": server_threads, "rows": rows, "ratios": ratios});
         println!(
@@ -702,8 +754,12 @@ fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
         );
     } else {
         for r in &ratios {
+            let cpu = match r["cpu_ratio"].as_f64() {
+                Some(c) => format!(", {c:.1}x less CPU per request"),
+                None => String::new(),
+            };
             println!(
-                "agentsim / {} ({}{}): {:.1}x the requests per second",
+                "agentsim / {} ({}{}): {:.1}x the requests per second{cpu}",
                 r["against"].as_str().unwrap_or(""),
                 r["api"].as_str().unwrap_or(""),
                 if r["stream"] == true {
@@ -715,22 +771,27 @@ fn bench_mock_llm(flags: MockLlmBench) -> ExitCode {
             );
         }
     }
-    if rows.iter().any(|r| r.measured.errors > 0) {
+    if rows.iter().any(|r| r.row.measured.errors > 0) {
         eprintln!("warning: some requests failed (see the errors column)");
     }
     ExitCode::SUCCESS
 }
 
 #[cfg(feature = "mock-server")]
-fn print_row(r: &agentsim::mock_llm::load::Row) {
+fn print_row(r: &super::bench_cpu::CpuRow) {
+    let cpu = r
+        .cpu_us_per_request
+        .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}"));
+    let m = &r.row.measured;
     println!(
-        "{:<12} {:<22} {:<6} {:>10.0} {:>9} {:>9} {:>7}",
-        r.server,
-        r.api,
-        if r.stream { "yes" } else { "no" },
-        r.measured.rps,
-        r.measured.p50_us,
-        r.measured.p99_us,
-        r.measured.errors
+        "{:<12} {:<22} {:<6} {:>10.0} {:>9} {:>9} {:>7} {:>11}",
+        r.row.server,
+        r.row.api,
+        if r.row.stream { "yes" } else { "no" },
+        m.rps,
+        m.p50_us,
+        m.p99_us,
+        m.errors,
+        cpu
     );
 }

@@ -3,6 +3,8 @@
 
 pub(crate) mod bench;
 #[cfg(feature = "mock-server")]
+mod bench_cpu;
+#[cfg(feature = "mock-server")]
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;

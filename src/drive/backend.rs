@@ -124,22 +124,6 @@ impl<T: Tools + ?Sized> Tools for &mut T {
     }
 }
 
-/// A closure as a [`Model`], for one-off tests.
-pub struct FnModel<F>(pub F);
-
-impl<F> Model for FnModel<F>
-where
-    F: FnMut(&LlmRequest<'_>) -> Result<ModelAnswer, BackendError>,
-{
-    fn answer(
-        &mut self,
-        request: &LlmRequest<'_>,
-        _notes: &mut Vec<Note>,
-    ) -> Result<ModelAnswer, BackendError> {
-        (self.0)(request)
-    }
-}
-
 impl Delivery {
     /// A whole reply of these blocks.
     pub fn content(blocks: impl IntoIterator<Item = Block>) -> Delivery {
@@ -172,7 +156,7 @@ impl ModelAnswer {
 
 /// A [`Model`] a driver can own, copy and look into (the simulator is `Clone`, and a scenario run
 /// asks its scripted model which replies went unused).
-pub trait OwnedModel: Model + Send {
+pub(crate) trait OwnedModel: Model + Send {
     /// A copy, boxed.
     fn clone_box(&self) -> Box<dyn OwnedModel>;
     /// For downcasting to the concrete backend.
@@ -202,7 +186,7 @@ impl std::fmt::Debug for dyn OwnedModel {
 }
 
 /// [`Tools`] a driver can own, copy and look into.
-pub trait OwnedTools: Tools + Send {
+pub(crate) trait OwnedTools: Tools + Send {
     /// A copy, boxed.
     fn clone_box(&self) -> Box<dyn OwnedTools>;
     /// For downcasting to the concrete backend.
@@ -233,7 +217,7 @@ impl std::fmt::Debug for dyn OwnedTools {
 
 impl BackendError {
     /// The error as the reason a run stopped; `stack` describes the stacks at that point.
-    pub fn into_run_error(self, stack: impl FnOnce() -> String) -> super::core::RunError {
+    pub(crate) fn into_run_error(self, stack: impl FnOnce() -> String) -> super::core::RunError {
         match self {
             BackendError::ScriptExhausted { agent, call } => {
                 super::core::RunError::ScriptExhausted {

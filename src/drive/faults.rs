@@ -235,7 +235,7 @@ impl FaultPlan {
     }
 
     /// Whether to restart the runtime before the next step, in the middle of a turn.
-    pub fn restart_mid_turn(&mut self) -> bool {
+    pub(crate) fn restart_mid_turn(&mut self) -> bool {
         let p = self.rates.restart_mid_turn;
         let on = p > 0.0 && self.mid_turn.chance(p) && self.restarts < MAX_RESTARTS;
         if on {
@@ -246,7 +246,7 @@ impl FaultPlan {
     }
 
     /// Whether to intervene now, between two steps (then [`FaultPlan::intervention`] says how).
-    pub fn intervene_now(&mut self) -> bool {
+    pub(crate) fn intervene_now(&mut self) -> bool {
         let p = self.rates.intervene;
         p > 0.0 && self.intervene.chance(p)
     }
@@ -330,7 +330,7 @@ impl FaultPlan {
     }
 
     /// Extra latency for a model call.
-    pub fn llm_latency(&mut self) -> u64 {
+    pub(crate) fn llm_latency(&mut self) -> u64 {
         if self.roll(self.rates.llm_latency) {
             self.injected += 1;
             self.rng.below(5_000)

@@ -58,7 +58,7 @@ fn network(message: impl std::fmt::Display) -> ModelError {
 }
 
 /// The kind of an error status.
-pub fn kind_of_status(status: u16) -> LlmErrorKind {
+pub(crate) fn kind_of_status(status: u16) -> LlmErrorKind {
     match status {
         429 => LlmErrorKind::RateLimit,
         503 | 529 => LlmErrorKind::Overloaded,
@@ -215,7 +215,7 @@ impl HttpModel {
 /// the reply it streamed: Anthropic's and OpenAI Chat's events assembled as [`HttpModel`] reads
 /// them, an OpenAI Responses stream by its `response.completed` event. An error event is an
 /// error of its kind; a stream that ends before it says it is complete is a network error.
-pub fn read_stream(provider: Provider, bytes: &[u8]) -> Result<ModelReply, ModelError> {
+pub(crate) fn read_stream(provider: Provider, bytes: &[u8]) -> Result<ModelReply, ModelError> {
     let text = String::from_utf8_lossy(bytes);
     let data = text
         .split("\n\n")

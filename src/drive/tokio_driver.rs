@@ -209,7 +209,7 @@ impl Engine {
     /// An engine that persists to `files` and tells its runtime the wall clock's time: restored
     /// from what the files hold, or fresh when they hold no state. A state that cannot be
     /// restored is an error naming the file.
-    pub fn with_files(
+    pub(crate) fn with_files(
         setup: &Setup,
         lenient: bool,
         files: crate::store::FileStore,
@@ -239,7 +239,7 @@ impl Engine {
     /// An engine over a fresh runtime of `setup` in memory whose time is the wall clock's
     /// (`wall_ms` now): times the runtime gives (an agent's `created_at`) are absolute, as with
     /// [`Engine::with_files`].
-    pub fn at_wall_clock(setup: &Setup, lenient: bool, wall_ms: u64) -> Engine {
+    pub(crate) fn at_wall_clock(setup: &Setup, lenient: bool, wall_ms: u64) -> Engine {
         let mut rt = Runtime::new(Arc::new(setup.catalog.clone()), setup.config.clone());
         rt.set_now(wall_ms);
         Engine::over(
@@ -280,7 +280,7 @@ impl Engine {
     /// those made before the restart, instead of the script's first. Nothing to do for an engine
     /// in memory or files without that record; a record that cannot be read is an error naming
     /// the file.
-    pub fn resume_scripts(&mut self, backend: &mut Backend) -> Result<(), String> {
+    pub(crate) fn resume_scripts(&mut self, backend: &mut Backend) -> Result<(), String> {
         let Persist::Files(files) = self.core.persistence() else {
             return Ok(());
         };
@@ -361,7 +361,7 @@ impl Engine {
     /// `min_bytes`): sessions that ended leave it, at a cost spread over the lines appended
     /// since. Call it between inputs, once the state is written (after [`Engine::pump`]). The
     /// journal's size before and after, when it was rewritten; nothing for an engine in memory.
-    pub fn compact_journal(&mut self, min_bytes: u64) -> Result<Option<(u64, u64)>, String> {
+    pub(crate) fn compact_journal(&mut self, min_bytes: u64) -> Result<Option<(u64, u64)>, String> {
         let Persist::Files(files) = self.core.persistence() else {
             return Ok(None);
         };
@@ -385,7 +385,7 @@ impl Engine {
 
     /// The runtime, for inputs given through its own methods (`intervene`, `answer`); call
     /// [`Engine::pump`] after.
-    pub fn runtime_mut(&mut self) -> &mut Runtime {
+    pub(crate) fn runtime_mut(&mut self) -> &mut Runtime {
         self.rt.set_now(self.now());
         &mut self.rt
     }
@@ -435,7 +435,7 @@ impl Engine {
     /// Applies every effect the runtime has for the driver: `output` sees each `Send`, `Stream`
     /// and `Session` (what a store of async sessions must record) first; model calls, tool runs
     /// and timers become tasks.
-    pub fn pump(
+    pub(crate) fn pump(
         &mut self,
         backend: &mut Backend,
         mut output: impl FnMut(&Effect),

@@ -1,6 +1,5 @@
 //! Agent definitions and the seed 002 agent-level types: [`AgentDef`] (what the workspace
-//! configuration declares), the [`Catalog`] of skills and agents, [`AgentConfig`] and
-//! [`AgentResponse`].
+//! configuration declares), the [`Catalog`] of skills and agents, and [`AgentResponse`].
 //!
 //! The agent core loop itself (LLM → tools → LLM until a text reply) is the runtime's turn (`runtime/turn.rs`), run by the
 //! orchestration loop in [`crate::runtime`]; the main agent is the frame at the bottom of the stack.
@@ -12,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Default iteration limit of the main agent (seed 002 `max_tool_iterations`).
-pub const MAIN_MAX_ITERATIONS: u32 = 10;
+pub(crate) const MAIN_MAX_ITERATIONS: u32 = 10;
 /// Default iteration limit of a stack frame (seed 000 `StackFrame.max_iterations`).
-pub const FRAME_MAX_ITERATIONS: u32 = 25;
+pub(crate) const FRAME_MAX_ITERATIONS: u32 = 25;
 
 /// What kind of agent a definition is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -232,30 +231,6 @@ impl Catalog {
         };
         map.insert(def.name.clone(), Arc::new(def));
         self
-    }
-}
-
-/// Seed 002's `AgentConfig`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AgentConfig {
-    /// Model name.
-    pub model: Option<String>,
-    /// Maximum tokens per reply.
-    pub max_tokens: u32,
-    /// Sampling temperature.
-    pub temperature: f32,
-    /// Iteration limit of the main agent.
-    pub max_tool_iterations: u32,
-}
-
-impl Default for AgentConfig {
-    fn default() -> AgentConfig {
-        AgentConfig {
-            model: None,
-            max_tokens: 4096,
-            temperature: 0.7,
-            max_tool_iterations: MAIN_MAX_ITERATIONS,
-        }
     }
 }
 

@@ -12,7 +12,7 @@ const INLINE_HASHES: usize = 8;
 /// them into an [`FxHashSet`] when it outgrows that. Most sessions use a handful of tool ids, so
 /// most never allocate or hash-index them; a long session still looks one up in constant time.
 #[derive(Clone, Debug)]
-pub enum IdHashes {
+pub(crate) enum IdHashes {
     /// Up to `INLINE_HASHES` hashes, the first `len` of `items`, searched linearly.
     Inline {
         /// Members in use.
@@ -76,11 +76,6 @@ impl IdHashes {
             IdHashes::Spilled(set) => set.len(),
         }
     }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Set equality, whichever form each side is in.
@@ -114,7 +109,7 @@ mod tests {
     #[test]
     fn id_hashes_answer_the_same_inline_and_spilled() {
         let mut set = IdHashes::default();
-        assert!(set.is_empty() && !set.contains(0));
+        assert!(set.len() == 0 && !set.contains(0));
         for h in 0..INLINE_HASHES as u64 {
             set.insert(h * 7);
             set.insert(h * 7); // a repeat is kept once

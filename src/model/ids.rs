@@ -9,7 +9,7 @@ use uuid::Uuid;
 /// apart without a call to `memcmp`, as are texts under eight bytes, and texts that share their
 /// data (an `Arc` shared) are equal at once.
 #[inline(always)]
-pub fn same_id(a: &str, b: &str) -> bool {
+pub(crate) fn same_id(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
         return false;
@@ -26,7 +26,7 @@ pub fn same_id(a: &str, b: &str) -> bool {
 }
 
 /// SplitMix64's output function: a fixed, version-stable bijection on `u64`.
-pub fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -35,7 +35,7 @@ pub fn splitmix64(mut z: u64) -> u64 {
 
 /// `id` in its hyphenated lower-case form, written straight into the string (the `Display` route
 /// through the formatter costs several times as much, and every new session names itself so).
-pub fn uuid_string(id: Uuid) -> String {
+pub(crate) fn uuid_string(id: Uuid) -> String {
     id.hyphenated()
         .encode_lower(&mut Uuid::encode_buffer())
         .to_owned()
@@ -55,7 +55,7 @@ impl IdSource {
     }
 
     /// The next id.
-    pub fn next_uuid(&mut self) -> Uuid {
+    pub(crate) fn next_uuid(&mut self) -> Uuid {
         self.counter += 1;
         let hi = splitmix64(self.seed ^ splitmix64(self.counter));
         let lo = splitmix64(hi ^ self.counter.rotate_left(32));
@@ -120,7 +120,7 @@ impl FrameId {
     }
 
     /// How many frames held this place before.
-    pub fn generation(self) -> u32 {
+    pub(crate) fn generation(self) -> u32 {
         self.generation
     }
 }

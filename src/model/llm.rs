@@ -41,7 +41,7 @@ impl Usage {
     }
 
     /// Whether nothing was counted.
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.input_tokens == 0 && self.output_tokens == 0
     }
 }
@@ -80,7 +80,7 @@ pub enum LlmErrorKind {
 
 impl LlmErrorKind {
     /// The message a provider typically gives for this kind.
-    pub fn default_message(self) -> &'static str {
+    pub(crate) fn default_message(self) -> &'static str {
         match self {
             LlmErrorKind::RateLimit => "rate limit exceeded (429)",
             LlmErrorKind::Overloaded => "overloaded (529)",

@@ -5,46 +5,46 @@
 //! reaches a conversation as model-visible content.
 
 /// Result a parent receives when its child exceeds its iteration limit.
-pub const CHILD_MAX_ITERATIONS: &str = "Agent reached maximum iterations.";
+pub(crate) const CHILD_MAX_ITERATIONS: &str = "Agent reached maximum iterations.";
 /// Result for tool uses that follow `complete` in the same reply.
-pub const SKIPPED_AFTER_COMPLETE: &str = "Skipped: agent completed.";
+pub(crate) const SKIPPED_AFTER_COMPLETE: &str = "Skipped: agent completed.";
 /// Result for tool uses still unresolved when a frame stops at its iteration limit.
-pub const SKIPPED_AFTER_LIMIT: &str = "Skipped: agent reached maximum iterations.";
+pub(crate) const SKIPPED_AFTER_LIMIT: &str = "Skipped: agent reached maximum iterations.";
 /// Result for every pending `tool_use` when the user cancels.
-pub const CANCELLED_BY_USER: &str = "Cancelled by user.";
+pub(crate) const CANCELLED_BY_USER: &str = "Cancelled by user.";
 
 /// Sent to the user when the main agent exceeds its iteration limit (display-only).
-pub const USER_MAX_STEPS: &str = "Agent reached maximum steps.";
+pub(crate) const USER_MAX_STEPS: &str = "Agent reached maximum steps.";
 /// Sent to the user after a cancel word unwound the stack (display-only).
-pub const USER_CANCELLED: &str = "Cancelled.";
+pub(crate) const USER_CANCELLED: &str = "Cancelled.";
 /// Sent to the user when an intervention deleted the main agent during its turn (display-only).
-pub const USER_AGENT_DELETED: &str = "Stopped: the agent was deleted.";
+pub(crate) const USER_AGENT_DELETED: &str = "Stopped: the agent was deleted.";
 
 /// Result of every tool use a deleted agent leaves open, and the error result its parent gets
 /// (DESIGN §8); also the deleted node's result.
-pub const AGENT_DELETED: &str = "Agent deleted by user.";
+pub(crate) const AGENT_DELETED: &str = "Agent deleted by user.";
 /// Result of a fork cancelled because its caller's frame ended (DESIGN §8).
-pub const FORK_CANCELLED: &str = "Cancelled: parent ended.";
+pub(crate) const FORK_CANCELLED: &str = "Cancelled: parent ended.";
 
 /// `Tool '<name>' is not available to a fork`: a fork never takes over the conversation, so it
 /// does not delegate interactively (its questions wait for an answer by id instead).
-pub fn not_available_to_fork(name: &str) -> String {
+pub(crate) fn not_available_to_fork(name: &str) -> String {
     tool_says(name, FOR_FORK)
 }
 
 /// Whether `content` is [`not_available_to_fork`]`(name)` (without building it).
-pub fn is_not_available_to_fork(content: &str, name: &str) -> bool {
+pub(crate) fn is_not_available_to_fork(content: &str, name: &str) -> bool {
     is_tool_saying(content, name, FOR_FORK)
 }
 
 /// `No fork with handle <n>` (DESIGN §8).
-pub fn no_fork(handle: &str) -> String {
+pub(crate) fn no_fork(handle: &str) -> String {
     format!("No fork with handle {handle}")
 }
 
 /// `LLM error: <message>`: the result a parent receives when its child's LLM call fails, and, at
 /// the bottom of the stack, what the user is sent (as the Python original of seed 000 does).
-pub fn llm_error(message: &str) -> String {
+pub(crate) fn llm_error(message: &str) -> String {
     format!("LLM error: {message}")
 }
 
@@ -70,33 +70,33 @@ fn is_tool_saying(content: &str, name: &str, tail: &str) -> bool {
 }
 
 /// `Tool '<name>' not found`.
-pub fn tool_not_found(name: &str) -> String {
+pub(crate) fn tool_not_found(name: &str) -> String {
     tool_says(name, NOT_FOUND)
 }
 
 /// Whether `content` is [`tool_not_found`]`(name)` (without building it).
-pub fn is_tool_not_found(content: &str, name: &str) -> bool {
+pub(crate) fn is_tool_not_found(content: &str, name: &str) -> bool {
     is_tool_saying(content, name, NOT_FOUND)
 }
 
 /// `Tool execution failed: <message>`.
-pub fn tool_failed(message: &str) -> String {
+pub(crate) fn tool_failed(message: &str) -> String {
     format!("Tool execution failed: {message}")
 }
 
 /// `Tool '<name>' is not available to this agent` (outside the frame's whitelist, or `complete`
 /// called by the main agent).
-pub fn tool_not_available(name: &str) -> String {
+pub(crate) fn tool_not_available(name: &str) -> String {
     tool_says(name, NOT_AVAILABLE)
 }
 
 /// Whether `content` is [`tool_not_available`]`(name)` (without building it).
-pub fn is_tool_not_available(content: &str, name: &str) -> bool {
+pub(crate) fn is_tool_not_available(content: &str, name: &str) -> bool {
     is_tool_saying(content, name, NOT_AVAILABLE)
 }
 
 /// `Tool '<name>' timed out after <N>s` (DESIGN §3 item 10).
-pub fn tool_timed_out(name: &str, timeout_ms: u64) -> String {
+pub(crate) fn tool_timed_out(name: &str, timeout_ms: u64) -> String {
     if timeout_ms % 1000 == 0 {
         format!("Tool '{name}' timed out after {}s", timeout_ms / 1000)
     } else {
@@ -108,20 +108,20 @@ pub fn tool_timed_out(name: &str, timeout_ms: u64) -> String {
 }
 
 /// Skills cannot call `use_skill` (DESIGN §3 item 4).
-pub const SKILL_CANNOT_USE_SKILL: &str = "Skills cannot call use_skill";
+pub(crate) const SKILL_CANNOT_USE_SKILL: &str = "Skills cannot call use_skill";
 
 /// `Agent '<name>' cannot invoke itself` (DESIGN §3 item 4).
-pub fn cannot_invoke_itself(name: &str) -> String {
+pub(crate) fn cannot_invoke_itself(name: &str) -> String {
     format!("Agent '{name}' cannot invoke itself")
 }
 
 /// `Missing required field: <field>` (DESIGN §3 item 13).
-pub fn missing_field(field: &str) -> String {
+pub(crate) fn missing_field(field: &str) -> String {
     format!("Missing required field: {field}")
 }
 
 /// `Skill '<name>' not found. Available: a, b` or `Agent '<name>' ...` (DESIGN §3 item 13).
-pub fn not_found_available<'a>(
+pub(crate) fn not_found_available<'a>(
     what: &str,
     name: &str,
     available: impl Iterator<Item = &'a str>,
@@ -131,12 +131,12 @@ pub fn not_found_available<'a>(
 }
 
 /// The display-only sentinel of seed 004's runtime.
-pub const INTERRUPTED_SENTINEL: &str = "Interrupted. Tell Ally what to do instead.";
+pub(crate) const INTERRUPTED_SENTINEL: &str = "Interrupted. Tell Ally what to do instead.";
 
 /// If `content` is (or, for seed 004's sentinel, contains) a display-only string, that string.
 /// The `no-display-leak` invariant calls this on every `tool_result` the runtime writes.
 #[inline]
-pub fn display_only(content: &str) -> Option<&'static str> {
+pub(crate) fn display_only(content: &str) -> Option<&'static str> {
     // The length test spares building a substring searcher for the usual short result.
     if content.len() >= INTERRUPTED_SENTINEL.len() && content.contains(INTERRUPTED_SENTINEL) {
         return Some(INTERRUPTED_SENTINEL);
@@ -147,22 +147,22 @@ pub fn display_only(content: &str) -> Option<&'static str> {
 }
 
 /// The second message a batch delegation sends a child whose answer was empty (seed 004).
-pub const SUMMARY_PROMPT: &str = "Please provide a concise summary of what you accomplished, found, or determined while working on this task.";
+pub(crate) const SUMMARY_PROMPT: &str = "Please provide a concise summary of what you accomplished, found, or determined while working on this task.";
 
 /// Result for `ask_user` called by a batch child, which cannot talk to the user.
-pub const ASK_USER_IN_BATCH: &str = "Tool 'ask_user' is not available to a batch agent";
+pub(crate) const ASK_USER_IN_BATCH: &str = "Tool 'ask_user' is not available to a batch agent";
 
 /// The answer to `ask_user` when no user is there (`settings: { query_user: none }`).
-pub const NO_ANSWER: &str = "No answer from the user.";
+pub(crate) const NO_ANSWER: &str = "No answer from the user.";
 
 /// The continuation prompt an agent gets after an activity timeout it may continue from.
-pub const CONTINUATION_PROMPT: &str = "Continue the task from where you left off.";
+pub(crate) const CONTINUATION_PROMPT: &str = "Continue the task from where you left off.";
 
 /// Result for tool uses aborted by an interruption.
-pub const TOOL_INTERRUPTED: &str = "[Request interrupted by user for tool use]";
+pub(crate) const TOOL_INTERRUPTED: &str = "[Request interrupted by user for tool use]";
 
 /// `Agent interrupted: <cause>`, the failed tool result a fixed batch delegation returns.
-pub fn agent_interrupted(cause: &str) -> String {
+pub(crate) fn agent_interrupted(cause: &str) -> String {
     format!("Agent interrupted: {cause}")
 }
 

@@ -8,5 +8,5 @@ pub mod hash;
 pub mod ids;
 pub mod llm;
 pub mod messages;
-pub mod rng;
+pub(crate) mod rng;
 pub mod transcript;

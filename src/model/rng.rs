@@ -9,7 +9,7 @@ use crate::model::ids::splitmix64;
 
 /// A seeded generator.
 #[derive(Clone, Debug)]
-pub struct SimRng {
+pub(crate) struct SimRng {
     inner: Pcg64Mcg,
 }
 
@@ -31,7 +31,7 @@ impl SimRng {
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.inner.next_u64()
     }
 
@@ -42,7 +42,7 @@ impl SimRng {
     }
 
     /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
+    pub(crate) fn chance(&mut self, p: f64) -> bool {
         ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 }

@@ -89,7 +89,7 @@ impl Block {
     }
 
     /// The `tool_use` fields, if this is one.
-    pub fn as_tool_use(&self) -> Option<ToolUse<'_>> {
+    pub(crate) fn as_tool_use(&self) -> Option<ToolUse<'_>> {
         match self {
             Block::ToolUse { id, name, input } => Some(ToolUse { id, name, input }),
             _ => None,
@@ -145,15 +145,8 @@ impl Message {
     }
 
     /// The `tool_use` blocks, in order.
-    pub fn tool_uses(&self) -> impl Iterator<Item = ToolUse<'_>> {
+    pub(crate) fn tool_uses(&self) -> impl Iterator<Item = ToolUse<'_>> {
         self.content.iter().filter_map(Block::as_tool_use)
-    }
-
-    /// Whether any block is a `tool_use`.
-    pub fn has_tool_use(&self) -> bool {
-        self.content
-            .iter()
-            .any(|b| matches!(b, Block::ToolUse { .. }))
     }
 
     /// Whether this message answers `tool_use_id`.
@@ -220,7 +213,7 @@ impl Session {
     }
 
     /// An empty session named by a runtime-issued id (its hyphenated lower-case form).
-    pub fn with_id(id: uuid::Uuid) -> Session {
+    pub(crate) fn with_id(id: uuid::Uuid) -> Session {
         Session::new(crate::model::ids::uuid_string(id))
     }
 
@@ -247,7 +240,7 @@ impl Session {
 
     /// Appends user text. If the last message is already a user message (a tool result, or a user
     /// message the model never answered), the text joins it so that roles keep alternating.
-    pub fn add_user_message(&mut self, content: impl Into<Arc<str>>) -> &Message {
+    pub(crate) fn add_user_message(&mut self, content: impl Into<Arc<str>>) -> &Message {
         let block = Block::text(content);
         match self.messages.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(block),
@@ -260,7 +253,7 @@ impl Session {
     }
 
     /// Appends one block to the user side: it joins the last message if that is a user message.
-    pub fn push_user_block(&mut self, block: Block) {
+    pub(crate) fn push_user_block(&mut self, block: Block) {
         match self.messages.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(block),
             _ => self.push(Message {
@@ -271,7 +264,7 @@ impl Session {
     }
 
     /// Appends an assistant message.
-    pub fn add_assistant_message(&mut self, content: impl Into<Content>) -> &Message {
+    pub(crate) fn add_assistant_message(&mut self, content: impl Into<Content>) -> &Message {
         let content = content.into();
         for block in &content {
             if let Block::ToolUse { id, .. } = block {
@@ -287,7 +280,7 @@ impl Session {
 
     /// Appends a `tool_result`. Results of one reply share one user message, placed before any text
     /// of that message.
-    pub fn add_tool_result(
+    pub(crate) fn add_tool_result(
         &mut self,
         tool_use_id: impl Into<Arc<str>>,
         content: impl Into<Arc<str>>,
@@ -343,7 +336,7 @@ impl Session {
     }
 
     /// The messages to send to the model. A borrow: nothing is copied.
-    pub fn get_messages_for_llm(&self) -> &[Message] {
+    pub(crate) fn get_messages_for_llm(&self) -> &[Message] {
         &self.messages
     }
 
@@ -359,17 +352,17 @@ impl Session {
     ///
     /// After a child completes, the parent's last message is a user message holding some results;
     /// this walks back to the last assistant message and keeps the uses that nothing answered.
-    pub fn unresolved_tool_uses(&self) -> Vec<ToolUse<'_>> {
+    pub(crate) fn unresolved_tool_uses(&self) -> Vec<ToolUse<'_>> {
         self.unresolved().map(|(_, u)| u).collect()
     }
 
     /// The first unresolved `tool_use`, without allocating.
-    pub fn next_unresolved_tool_use(&self) -> Option<ToolUse<'_>> {
+    pub(crate) fn next_unresolved_tool_use(&self) -> Option<ToolUse<'_>> {
         self.next_unresolved().map(|(_, u)| u)
     }
 
     /// The first unresolved `tool_use` and where it sits.
-    pub fn next_unresolved(&self) -> Option<(BlockAt, ToolUse<'_>)> {
+    pub(crate) fn next_unresolved(&self) -> Option<(BlockAt, ToolUse<'_>)> {
         self.unresolved().next()
     }
 
@@ -393,7 +386,7 @@ impl Session {
     }
 
     /// Where the `tool_use` with this id sits (the latest, if ids repeat).
-    pub fn tool_use_by_id(&self, id: &str) -> Option<BlockAt> {
+    pub(crate) fn tool_use_by_id(&self, id: &str) -> Option<BlockAt> {
         self.messages
             .iter()
             .enumerate()
@@ -411,7 +404,7 @@ impl Session {
     }
 
     /// The `tool_use` block at `at`, if there is one.
-    pub fn tool_use_at(&self, at: BlockAt) -> Option<ToolUse<'_>> {
+    pub(crate) fn tool_use_at(&self, at: BlockAt) -> Option<ToolUse<'_>> {
         self.messages
             .get(at.message as usize)?
             .content
@@ -420,13 +413,8 @@ impl Session {
     }
 
     /// Whether `tool_use_id` is a `tool_use` of the last assistant message that has no result yet.
-    pub fn is_unresolved(&self, tool_use_id: &str) -> bool {
+    pub(crate) fn is_unresolved(&self, tool_use_id: &str) -> bool {
         self.unresolved().any(|(_, u)| &**u.id == tool_use_id)
-    }
-
-    /// Seed 002's name for [`Session::unresolved_tool_uses`].
-    pub fn get_pending_tool_uses(&self) -> Vec<ToolUse<'_>> {
-        self.unresolved_tool_uses()
     }
 
     /// Serialises the session.
@@ -434,7 +422,7 @@ impl Session {
         serde_json::to_string(self).expect("a session always serialises: its keys are strings")
     }
 
-    /// Reads a session back.
+    /// Reads a session back from [`Session::to_json`]'s text.
     pub fn from_json(json: &str) -> Result<Session, SessionJsonError> {
         let mut session: Session = serde_json::from_str(json)?;
         session.reindex();
@@ -442,7 +430,7 @@ impl Session {
     }
 
     /// Rebuilds the derived `tool_use` id index after `messages` was replaced wholesale.
-    pub fn reindex(&mut self) {
+    fn reindex(&mut self) {
         self.tool_use_ids = self
             .messages
             .iter()
@@ -451,7 +439,7 @@ impl Session {
     }
 
     /// Whether some assistant message of this session already used `id`.
-    pub fn has_tool_use_id(&self, id: &str) -> bool {
+    pub(crate) fn has_tool_use_id(&self, id: &str) -> bool {
         self.tool_use_ids.contains(id_hash(id))
             && self
                 .messages
@@ -517,7 +505,6 @@ mod tests {
         assert!(s.unresolved_tool_uses().is_empty());
         s.add_assistant_message(vec![Block::text("hello")]);
         assert!(s.unresolved_tool_uses().is_empty());
-        assert!(s.get_pending_tool_uses().is_empty());
     }
 
     #[test]

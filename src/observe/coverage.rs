@@ -410,7 +410,7 @@ impl Coverage {
     }
 
     /// Adds another summary.
-    pub fn merge(&mut self, other: &Coverage) {
+    pub(crate) fn merge(&mut self, other: &Coverage) {
         for (a, b) in self.runs.iter_mut().zip(other.runs.iter()) {
             *a += b;
         }

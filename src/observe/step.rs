@@ -78,19 +78,19 @@ pub(super) struct StepFacts {
 /// Which of [`StepFacts`]' lists hold something: one bit each, set by [`StepFacts::mark`].
 pub(super) mod fact {
     pub const FAILED: u16 = 1;
-    pub const RESUMED: u16 = 1 << 1;
-    pub const WATCHDOG: u16 = 1 << 2;
-    pub const DELEGATED: u16 = 1 << 3;
-    pub const ANSWERED: u16 = 1 << 4;
-    pub const CANCEL_SKIPS: u16 = 1 << 5;
-    pub const DELETE_SKIPS: u16 = 1 << 6;
-    pub const COMPLETING: u16 = 1 << 7;
-    pub const AT_ONCE: u16 = 1 << 8;
-    pub const BATCH_DUE: u16 = 1 << 9;
-    pub const SENT: u16 = 1 << 10;
-    pub const MAIN_FAILURE: u16 = 1 << 11;
-    pub const EXPECTED: u16 = 1 << 12;
-    pub const DEFERRED: u16 = 1 << 13;
+    pub(crate) const RESUMED: u16 = 1 << 1;
+    pub(crate) const WATCHDOG: u16 = 1 << 2;
+    pub(crate) const DELEGATED: u16 = 1 << 3;
+    pub(crate) const ANSWERED: u16 = 1 << 4;
+    pub(crate) const CANCEL_SKIPS: u16 = 1 << 5;
+    pub(crate) const DELETE_SKIPS: u16 = 1 << 6;
+    pub(crate) const COMPLETING: u16 = 1 << 7;
+    pub(crate) const AT_ONCE: u16 = 1 << 8;
+    pub(crate) const BATCH_DUE: u16 = 1 << 9;
+    pub(crate) const SENT: u16 = 1 << 10;
+    pub(crate) const MAIN_FAILURE: u16 = 1 << 11;
+    pub(crate) const EXPECTED: u16 = 1 << 12;
+    pub(crate) const DEFERRED: u16 = 1 << 13;
 }
 
 impl StepFacts {

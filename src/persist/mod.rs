@@ -21,12 +21,12 @@ use crate::model::llm::Usage;
 use crate::model::transcript::{Content, Session};
 
 /// Version of the `state.json` format.
-pub const STATE_VERSION: u32 = 1;
+pub(crate) const STATE_VERSION: u32 = 1;
 
 /// One line of `context.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum ContextEntry {
+pub(crate) enum ContextEntry {
     /// A child frame's session starts (seed 000's `AgentSessionEntry`), with its initial message.
     AgentSession {
         /// The child's session.
@@ -351,7 +351,7 @@ pub enum RestoreError {
 }
 
 /// Parses `state.json`.
-pub fn parse_state(json: &str) -> Result<State, RestoreError> {
+pub(crate) fn parse_state(json: &str) -> Result<State, RestoreError> {
     let state: State =
         serde_json::from_str(json).map_err(|e| RestoreError::State(e.to_string()))?;
     if state.version != STATE_VERSION {

@@ -77,7 +77,7 @@ impl RuntimeConfig {
     }
 
     /// Whether `text` is a cancel word (trimmed, case ignored).
-    pub fn is_cancel_word(&self, text: &str) -> bool {
+    pub(crate) fn is_cancel_word(&self, text: &str) -> bool {
         let t = text.trim();
         self.cancel_words.iter().any(|w| w.eq_ignore_ascii_case(t))
     }

@@ -85,7 +85,7 @@ impl Runtime {
     /// The sessions of `context.jsonl` a restore from the runtime's state needs: every
     /// conversation's main session and every live frame's. The journal's other lines (agents
     /// and sessions that ended) may go.
-    pub fn journal_sessions(&self) -> std::collections::BTreeSet<uuid::Uuid> {
+    pub(crate) fn journal_sessions(&self) -> std::collections::BTreeSet<uuid::Uuid> {
         let mains = self.stacks.entries().iter().map(|e| e.main_session_id);
         let frames = self.stacks.live_frames().map(|f| f.agent_session_id);
         mains.chain(frames).collect()

@@ -20,7 +20,7 @@ use super::Runtime;
 impl Runtime {
     /// The async sessions, in the order of their conversations: what a driver's store must
     /// agree with (a service restarted after a crash compares the two).
-    pub fn async_sessions(&self) -> impl Iterator<Item = &AsyncSession> {
+    pub(crate) fn async_sessions(&self) -> impl Iterator<Item = &AsyncSession> {
         self.stacks
             .entries()
             .iter()
@@ -32,7 +32,7 @@ impl Runtime {
     /// not grow with the sessions ever run. A driver calls it once its store keeps the
     /// session's end (a restart then finds the session there, not in the runtime). `false`,
     /// changing nothing, for a session the runtime does not hold or that has not ended.
-    pub fn forget_session(&mut self, id: Uuid) -> bool {
+    pub(crate) fn forget_session(&mut self, id: Uuid) -> bool {
         let key = id.to_string();
         let Some(slot) = self.stacks.slot(&key) else {
             return false;
@@ -79,7 +79,11 @@ impl Runtime {
 
     /// Starts a session of `agent` whose first message is `envelope` (a webhook request's, as
     /// [`session::envelope_of`] builds it); the session's id, or `None` for an unknown agent.
-    pub fn trigger_envelope(&mut self, agent: &str, envelope: &serde_json::Value) -> Option<Uuid> {
+    pub(crate) fn trigger_envelope(
+        &mut self,
+        agent: &str,
+        envelope: &serde_json::Value,
+    ) -> Option<Uuid> {
         let id = self.start_session(agent, envelope);
         self.end_input();
         id

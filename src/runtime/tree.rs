@@ -25,7 +25,7 @@ impl TurnCx<'_> {
     /// Moves `frame` to status `to` and publishes the change (an `agent-state` stream event and
     /// its [`Event::AgentState`]). A move to the status it has is no change and publishes
     /// nothing.
-    pub fn set_status(&mut self, frame: &mut StackFrame, to: Status) {
+    pub(crate) fn set_status(&mut self, frame: &mut StackFrame, to: Status) {
         let from = frame.node.status;
         if from == to {
             return;
@@ -273,7 +273,7 @@ impl Runtime {
     /// readers and the observer's rarer checks look agents up by id, so no index is kept: one
     /// would cost every frame an insertion and a removal. The events that name an agent to a
     /// reader that must find it at every step, `agent-state`, carry its [`FrameId`].)
-    pub fn find_agent(&self, agent_id: Uuid) -> Option<FrameId> {
+    pub(crate) fn find_agent(&self, agent_id: Uuid) -> Option<FrameId> {
         self.stacks
             .live_frames()
             .find(|f| f.frame_id == agent_id)

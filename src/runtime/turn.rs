@@ -31,7 +31,7 @@ use super::turn_loop::run;
 /// The caller has checked that `input` is what the frame waits for (a reply to *its* call, a
 /// result of *its* tool); stale inputs never get here.
 #[inline]
-pub fn execute_turn(
+pub(crate) fn execute_turn(
     frame: &mut StackFrame,
     input: TurnInput,
     cx: &mut TurnCx<'_>,

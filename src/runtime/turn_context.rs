@@ -19,7 +19,7 @@ use crate::runtime::RuntimeConfig;
 
 /// What resumes a frame's turn.
 #[derive(Clone, Debug)]
-pub enum TurnInput {
+pub(crate) enum TurnInput {
     /// Start or resume at the loop head (a new child's first turn).
     Start,
     /// A user message routed to this frame.
@@ -70,7 +70,7 @@ pub enum TurnInput {
 }
 
 /// What a turn may touch besides its frame: the effect and event queues, ids, the catalog.
-pub struct TurnCx<'a> {
+pub(crate) struct TurnCx<'a> {
     /// Session key of the conversation.
     pub key: &'a Arc<str>,
     /// The arena index of the frame that runs (the high bits of every call id it issues).
@@ -156,7 +156,7 @@ impl TurnCx<'_> {
     }
 
     /// Appends a `tool_result` to the frame's session and records it.
-    pub fn add_result(
+    pub(crate) fn add_result(
         &mut self,
         frame: &mut StackFrame,
         tool_use_id: Arc<str>,
@@ -250,7 +250,7 @@ impl TurnCx<'_> {
     }
 
     /// Answers every unresolved `tool_use` of the frame with the same error text.
-    pub fn resolve_all(&mut self, frame: &mut StackFrame, content: &str) {
+    pub(crate) fn resolve_all(&mut self, frame: &mut StackFrame, content: &str) {
         let ids: Vec<Arc<str>> = frame
             .session
             .unresolved_tool_uses()
@@ -266,7 +266,7 @@ impl TurnCx<'_> {
 
 /// How a turn of a frame ended (seed 000's `TurnAction`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TurnAction {
+pub(crate) enum TurnAction {
     /// The frame produced text for the user and waits for a reply.
     SendText,
     /// The frame called `complete`; pop it.
@@ -285,7 +285,7 @@ pub enum TurnAction {
 
 /// The end of one turn (seed 000's `TurnResult`).
 #[derive(Clone, Debug)]
-pub struct TurnResult {
+pub(crate) struct TurnResult {
     /// What happened.
     pub action: TurnAction,
     /// Text for the user, the completion result, or the error text.

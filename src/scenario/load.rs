@@ -216,10 +216,10 @@ fn single_document(src: &str, path: &Path, free: &mut Collector) -> Result<(), S
 }
 
 /// How deep a scenario file's YAML may nest (mappings and lists).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// How many YAML nodes aliases may expand to in all. A file that reuses an anchored reply for
 /// each of 200,000 steps stays inside; an alias bomb ("billion laughs") does not.
-pub const MAX_ALIAS_EXPANSION: usize = 1_000_000;
+pub(crate) const MAX_ALIAS_EXPANSION: usize = 1_000_000;
 
 /// The reader's limits, sized to what a scenario file may be: the text is already capped at
 /// [`MAX_FILE_BYTES`], so counts that grow with the text (events, nodes, anchors, aliases,

@@ -217,7 +217,7 @@ pub enum StepKind {
 
 impl Scenario {
     /// A builder for a simulation of this scenario with the given seed (to add faults, say).
-    pub fn sim_builder(&self, seed: u64) -> SimBuilder {
+    pub(crate) fn sim_builder(&self, seed: u64) -> SimBuilder {
         Sim::builder(self.catalog.clone())
             .config(self.config.clone())
             .llm(MockLlm::new(self.scripts.clone()).with_more(self.more_replies.clone()))

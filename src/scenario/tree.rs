@@ -138,7 +138,7 @@ fn check_node(rt: &Runtime, what: &str, want: &NodeExpect, got: &Node, out: &mut
 }
 
 /// The `tree` expectation: the live tree, entry by entry.
-pub fn check_tree(rt: &Runtime, want: &[NodeExpect], out: &mut Vec<Mismatch>) {
+pub(crate) fn check_tree(rt: &Runtime, want: &[NodeExpect], out: &mut Vec<Mismatch>) {
     let live = rt.tree();
     if live.len() != want.len() {
         let names: Vec<String> = live
@@ -158,7 +158,7 @@ pub fn check_tree(rt: &Runtime, want: &[NodeExpect], out: &mut Vec<Mismatch>) {
 }
 
 /// The `agents` expectation: each named agent, live or ended.
-pub fn check_agents(
+pub(crate) fn check_agents(
     rt: &Runtime,
     want: &std::collections::BTreeMap<String, NodeExpect>,
     out: &mut Vec<Mismatch>,

@@ -54,7 +54,7 @@ fn usage(m: &mut Map<String, Value>, u: Usage) {
 }
 
 /// One scripted reply as a JSON value in the file format.
-pub fn reply_value(r: &ScriptedReply) -> Value {
+pub(crate) fn reply_value(r: &ScriptedReply) -> Value {
     let mut m = Map::new();
     match &r.kind {
         ReplyKind::Content(blocks) if blocks.is_empty() => {
@@ -160,7 +160,7 @@ fn step_value(s: &ToolStep) -> Value {
 }
 
 /// A tool's script (and timeout) as a JSON value in the file format.
-pub fn tool_value(script: Option<&ToolScript>, timeout_ms: Option<u64>) -> Value {
+pub(crate) fn tool_value(script: Option<&ToolScript>, timeout_ms: Option<u64>) -> Value {
     let mut m = match script {
         None => Map::new(),
         Some(ToolScript::Fixed(step)) => match step_value(step) {

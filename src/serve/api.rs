@@ -32,7 +32,7 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> ApiError 
     ApiError(status, message.into())
 }
 
-/// What every request passes before its handler: the [`crate::http_guard::Guard`] (the right
+/// What every request passes before its handler: the `http_guard::Guard` (the right
 /// `Host`, no foreign `Origin`, JSON POSTs) and its body read whole within the body's deadline
 /// and limit.
 pub(super) struct Gate {

@@ -26,7 +26,7 @@
 //! field or has a wrong type, or a `Host` not the service's, 401 without the bearer token when one
 //! is configured, 403 for a foreign `Origin`, 404 for an unknown path, agent or conversation, 405
 //! for a wrong method, 408 for a body slower than its deadline, 413 over the body limit, 415 for a
-//! POST that is not JSON, 503 over the connection limit ([`crate::http_guard`], `listen.rs`). The
+//! POST that is not JSON, 503 over the connection limit (`http_guard.rs`, `listen.rs`). The
 //! server stops gracefully on [`Running::stop`] (the CLI: Ctrl-C or SIGTERM), within its
 //! shutdown deadline.
 //!
@@ -121,14 +121,14 @@ pub struct Options {
 }
 
 /// How long a request's headers may take by default.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request's body may take by default.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many connections may be open at once by default; lowered at start when the process's
 /// open-file limit leaves room for fewer.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// How long a graceful stop waits for the requests in flight by default.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Default for Options {
     /// A free loopback port, no token, the default limits, in memory.

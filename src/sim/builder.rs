@@ -154,7 +154,7 @@ impl SimBuilder {
 
 impl Sim {
     /// A builder for these agents.
-    pub fn builder(catalog: Catalog) -> SimBuilder {
+    pub(crate) fn builder(catalog: Catalog) -> SimBuilder {
         SimBuilder {
             catalog,
             config: RuntimeConfig::default(),

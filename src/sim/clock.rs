@@ -13,7 +13,7 @@ use crate::protocol::Input;
 
 /// One scheduled input.
 #[derive(Clone, Debug)]
-pub struct Scheduled {
+pub(crate) struct Scheduled {
     /// Due time in ms.
     pub at: u64,
     /// Tie-break drawn from the seed.
@@ -43,7 +43,7 @@ impl Ord for Scheduled {
 
 /// The virtual clock and its queue.
 #[derive(Clone, Debug, Default)]
-pub struct Clock {
+pub(crate) struct Clock {
     now: u64,
     seq: u64,
     /// The only item, when exactly one is scheduled (then `queue` is empty): a sequential run
@@ -60,7 +60,7 @@ impl Clock {
     }
 
     /// Schedules `input` at `now + after_ms`.
-    pub fn schedule(&mut self, after_ms: u64, order: u64, input: Input) {
+    pub(crate) fn schedule(&mut self, after_ms: u64, order: u64, input: Input) {
         self.seq += 1;
         let item = Scheduled {
             at: self.now.saturating_add(after_ms),
@@ -105,7 +105,7 @@ impl Clock {
     }
 
     /// Whether a live item is scheduled.
-    pub fn has_pending(&mut self) -> bool {
+    pub(crate) fn has_pending(&mut self) -> bool {
         self.skip_cancelled();
         self.peek().is_some()
     }
@@ -113,7 +113,7 @@ impl Clock {
     /// Drops every timer: a restarted runtime's process lost them, and the restored runtime sets
     /// the ones it still needs again. Each live timer dropped, with its tie-break (so that one set
     /// again under the same id keeps its place among items due at the same time).
-    pub fn drop_timers(&mut self) -> Vec<(CallId, u64)> {
+    pub(crate) fn drop_timers(&mut self) -> Vec<(CallId, u64)> {
         let mut dropped = Vec::new();
         let mut keep = |s: &Scheduled| match s.input {
             Input::Timer { timer } => {
@@ -135,7 +135,7 @@ impl Clock {
     }
 
     /// Forgets a timer: when it comes due it is dropped without a step.
-    pub fn cancel_timer(&mut self, timer: CallId) {
+    pub(crate) fn cancel_timer(&mut self, timer: CallId) {
         self.cancelled.insert(timer);
     }
 
@@ -162,7 +162,7 @@ impl Clock {
 
     /// Pops the next live item due at or before `limit`, moving the clock to its time.
     #[inline]
-    pub fn pop_due(&mut self, limit: u64) -> Option<Scheduled> {
+    pub(crate) fn pop_due(&mut self, limit: u64) -> Option<Scheduled> {
         self.skip_cancelled();
         if self.peek()?.at > limit {
             return None;
@@ -173,7 +173,7 @@ impl Clock {
     }
 
     /// Moves the clock forward to `to` (never backwards).
-    pub fn advance_to(&mut self, to: u64) {
+    pub(crate) fn advance_to(&mut self, to: u64) {
         self.now = self.now.max(to);
     }
 }

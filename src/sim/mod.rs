@@ -127,7 +127,7 @@ impl Sim {
     }
 
     /// The fault plan, if any.
-    pub fn fault_plan(&mut self) -> Option<&mut FaultPlan> {
+    pub(crate) fn fault_plan(&mut self) -> Option<&mut FaultPlan> {
         self.faults.as_mut()
     }
 
@@ -162,7 +162,7 @@ impl Sim {
     }
 
     /// Replaces the model (to continue a prepared run with a new script).
-    pub fn replace_llm(&mut self, llm: MockLlm) {
+    pub(crate) fn replace_llm(&mut self, llm: MockLlm) {
         self.model = Box::new(llm);
     }
 
@@ -172,12 +172,12 @@ impl Sim {
     }
 
     /// The scripted tools, if the tools are the scripted ones (to see what was used).
-    pub fn mock_tools(&self) -> Option<&MockTools> {
+    pub(crate) fn mock_tools(&self) -> Option<&MockTools> {
         self.tools.as_any().downcast_ref()
     }
 
     /// Every stack, as `key: [main, skill:research]`.
-    pub fn describe_stacks(&self) -> String {
+    pub(crate) fn describe_stacks(&self) -> String {
         describe(&self.rt)
     }
 
@@ -231,7 +231,7 @@ impl Sim {
 
     /// Checks the `progress` invariant where a run stops: if a conversation is busy and nothing
     /// is scheduled to move it, the run has stalled by itself (see [`Sim::stuck`]).
-    pub fn check_progress(&mut self) -> Result<(), RunError> {
+    pub(crate) fn check_progress(&mut self) -> Result<(), RunError> {
         if self.rt.is_idle() || self.clock.has_pending() {
             return Ok(());
         }
@@ -274,16 +274,6 @@ impl Sim {
             step: self.steps,
             at_ms: self.clock.now(),
         }
-    }
-
-    /// Takes up to `n` steps (stops early when nothing is scheduled).
-    pub fn run_steps(&mut self, n: u64) -> Result<(), RunError> {
-        for _ in 0..n {
-            if !self.step()? {
-                break;
-            }
-        }
-        Ok(())
     }
 
     /// Steps through everything due in the next `ms` milliseconds, then moves the clock to the end.

@@ -94,7 +94,7 @@ impl Sim {
     /// `POST /agent/answer/{session}`): the first answer is stored and resumes the agent; a
     /// duplicate, or an answer to an unknown, completed or failed session, changes nothing and
     /// is noted.
-    pub fn answer_async(
+    pub(crate) fn answer_async(
         &mut self,
         session: uuid::Uuid,
         question: uuid::Uuid,

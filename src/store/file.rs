@@ -21,17 +21,17 @@ impl FileStore {
     }
 
     /// Path of `state.json`.
-    pub fn state_path(&self) -> PathBuf {
+    pub(crate) fn state_path(&self) -> PathBuf {
         self.dir.join("state.json")
     }
 
     /// Path of `context.jsonl`.
-    pub fn context_path(&self) -> PathBuf {
+    pub(crate) fn context_path(&self) -> PathBuf {
         self.dir.join("context.jsonl")
     }
 
     /// Path of `scripted.json`: how far a service's scripted model and tools went.
-    pub fn scripts_path(&self) -> PathBuf {
+    pub(crate) fn scripts_path(&self) -> PathBuf {
         self.dir.join("scripted.json")
     }
 
@@ -41,12 +41,12 @@ impl FileStore {
     }
 
     /// Replaces `scripted.json` atomically, as `state.json`.
-    pub fn write_scripts(&self, json: &str) -> std::io::Result<()> {
+    pub(crate) fn write_scripts(&self, json: &str) -> std::io::Result<()> {
         self.replace(&self.scripts_path(), json)
     }
 
     /// `scripted.json`, if there is one.
-    pub fn load_scripts(&self) -> std::io::Result<Option<String>> {
+    pub(crate) fn load_scripts(&self) -> std::io::Result<Option<String>> {
         match fs::read_to_string(self.scripts_path()) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -81,7 +81,7 @@ impl FileStore {
     /// (a torn last line goes too): what a driver does once sessions ended, so that the journal
     /// holds what a restore needs and no more. The bytes before and after; a line that is not a
     /// journal entry (not the torn last one) is an error and changes nothing.
-    pub fn compact_context(
+    pub(crate) fn compact_context(
         &self,
         keep: impl Fn(&uuid::Uuid) -> bool,
     ) -> std::io::Result<(u64, u64)> {

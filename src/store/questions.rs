@@ -63,7 +63,7 @@ impl SessionStatus {
     }
 
     /// Whether `self → to` is a transition the lifecycle allows (B14).
-    pub fn may_become(self, to: SessionStatus) -> bool {
+    pub(crate) fn may_become(self, to: SessionStatus) -> bool {
         use SessionStatus::*;
         matches!(
             (self, to),
@@ -736,7 +736,7 @@ pub fn iso_timestamp(ms: u64) -> String {
 }
 
 /// A timestamp written by [`timestamp`] back to ms since the epoch.
-pub fn parse_timestamp(text: &str) -> Option<u64> {
+pub(crate) fn parse_timestamp(text: &str) -> Option<u64> {
     let b = text.as_bytes();
     if b.len() != 23 || b[4] != b'-' || b[7] != b'-' || b[10] != b' ' || b[19] != b'.' {
         return None;

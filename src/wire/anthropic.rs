@@ -20,7 +20,7 @@ use super::pairing::{self, Fault, Rules};
 use super::{arguments, push_merged, request_id, text_of, Malformed, Origin, Rejection, Request};
 
 /// What the first-party API enforces.
-pub const RULES: Rules = Rules {
+pub(crate) const RULES: Rules = Rules {
     first_user: false,
     last_user: false,
     alternate: false,

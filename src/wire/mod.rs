@@ -178,12 +178,12 @@ impl Malformed {
 
 /// A deterministic request id from the body, for error envelopes (`req_agentsim_<hex>`): no
 /// clock, no randomness, the same body gives the same id.
-pub fn request_id(body: &Value) -> String {
+pub(crate) fn request_id(body: &Value) -> String {
     request_id_of_bytes(body.to_string().as_bytes())
 }
 
 /// [`request_id`] of a body as it was received (the same bytes give the same id).
-pub fn request_id_of_bytes(bytes: &[u8]) -> String {
+pub(crate) fn request_id_of_bytes(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
         h ^= u64::from(b);

@@ -22,7 +22,7 @@ use super::pairing::{self, Fault, Rules};
 use super::{arguments, push_merged, text_of, Malformed, Origin, Rejection, Request};
 
 /// What the API enforces.
-pub const RULES: Rules = Rules {
+pub(crate) const RULES: Rules = Rules {
     first_user: false,
     last_user: false,
     alternate: false,

@@ -37,7 +37,7 @@ pub struct Rules {
 impl Rules {
     /// Every rule: what agentsim requires of the reference runtime's requests (the union of what
     /// the providers reject, plus results in the reply's order).
-    pub const STRICT: Rules = Rules {
+    pub(crate) const STRICT: Rules = Rules {
         first_user: true,
         last_user: true,
         alternate: true,
@@ -265,7 +265,7 @@ pub fn check(messages: &[Message], rules: Rules) -> Result<(), Fault> {
 /// Incremental validation state of one session's requests: each call checks only the messages
 /// added since the last one, so a turn costs the same however long the session is.
 #[derive(Clone, Debug, Default)]
-pub struct Pairing {
+pub(crate) struct Pairing {
     rules: Rules,
     /// Messages validated for good (every message but a trailing user message, which may still
     /// grow).
@@ -296,15 +296,9 @@ impl Pairing {
         }
     }
 
-    /// Messages committed so far (every message of the last request but its trailing user
-    /// message).
-    pub fn checked(&self) -> usize {
-        self.checked
-    }
-
     /// Checks a request: the messages added since the last call, and the trailing user message.
     #[inline]
-    pub fn check_request(&mut self, messages: &[Message]) -> Result<(), Fault> {
+    pub(crate) fn check_request(&mut self, messages: &[Message]) -> Result<(), Fault> {
         let Some(last) = messages.last() else {
             return Err(Fault::NoMessages);
         };
@@ -596,7 +590,7 @@ mod tests {
         s.add_user_message("next");
         assert_eq!(p.check_request(&s.messages), Ok(()));
         // Everything but the trailing user message is committed.
-        assert_eq!(p.checked(), 4);
+        assert_eq!(p.checked, 4);
     }
 
     #[test]

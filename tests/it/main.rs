@@ -6,6 +6,7 @@
 //! (`tests/scenarios.rs`, `harness = false`).
 
 mod architecture;
+mod bench_compare;
 mod cli;
 mod cli_explore;
 mod cli_honest;
@@ -41,6 +42,7 @@ mod serve_durable;
 mod serve_safety;
 mod serve_scale;
 mod serve_stores;
+mod serve_support;
 mod stream_shapes;
 mod tokio_driver;
 mod tree;

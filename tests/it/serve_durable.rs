@@ -1,15 +1,15 @@
 //! `agentsim serve` across SIGKILLs and beside another instance (issue 42, items 1 to 3): no
 //! answer acknowledged that nothing will act on, one owner per database and state directory,
 //! scripted replies that go on where they were. The binary runs over loopback; every wait is
-//! bounded. The helpers are `serve.rs`'s.
+//! bounded. The helpers are `serve.rs`'s, the fixture `serve_support.rs`'s.
 #![cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::serve::{get_json, poll, post_json, spawn_listening, wait_pending, Child};
+use super::serve::{get_json, poll, post_json, wait_pending};
+use super::serve_support::{run_bounded, text, Served};
 
 /// An agent that asks once, then writes, then answers; twice (scripts are per agent, across
 /// sessions).
@@ -31,55 +31,6 @@ llm:
 steps: []
 "#;
 
-pub(super) fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("agentsim-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-pub(super) fn text(p: &Path) -> String {
-    p.to_str().unwrap().to_owned()
-}
-
-/// Runs the binary with `args`, expecting it to stop by itself within ten seconds: its exit code
-/// and stderr. One that is still running then (it served instead of refusing) is killed, and
-/// the code is `None`.
-pub(super) fn run_bounded(args: &[String]) -> (Option<i32>, String) {
-    use std::io::Read;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
-    (code, stderr)
-}
-
-fn kill(mut server: Child) {
-    server.0.kill().unwrap(); // SIGKILL
-    server.0.wait().unwrap();
-}
-
-fn spawn(args: &[String]) -> (Child, String) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    spawn_listening(&args)
-}
-
 async fn answer(client: &reqwest::Client, base: &str, sid: &str, qid: &str) -> (u16, Value) {
     let r = client
         .post(format!("{base}/agent/answer/{sid}"))
@@ -92,21 +43,15 @@ async fn answer(client: &reqwest::Client, base: &str, sid: &str, qid: &str) -> (
 
 #[tokio::test]
 async fn a_database_without_its_runtime_state_refuses_the_start_or_its_sessions_are_abandoned() {
-    let dir = temp_dir("serve-orphans");
-    let file = dir.join("durable.yaml");
-    std::fs::write(&file, DURABLE).unwrap();
-    let db = text(&dir.join("sessions.db"));
-    let args: Vec<String> = ["serve", &text(&file), "--db", &db, "--addr", "127.0.0.1:0"]
-        .map(str::to_owned)
-        .to_vec();
+    let mut served = Served::new("serve-orphans", DURABLE).with_db();
+    let (db, db_only) = (served.db(), served.args.clone());
+    let args = served.command();
     let client = reqwest::Client::new();
 
     // The first service runs with its runtime state in `ran`.
-    let ran = dir.join("ran");
-    let mut first = args.clone();
-    first.extend(["--state".to_owned(), text(&ran)]);
-    let (server, addr) = spawn(&first);
-    let base = format!("http://{addr}");
+    let ran = served.dir.join("ran");
+    served.args.extend(["--state".to_owned(), text(&ran)]);
+    let base = served.start();
     let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
     let sid = accepted["session_id"].as_str().unwrap().to_owned();
     let pending = wait_pending(&client, &base, 1).await;
@@ -126,7 +71,7 @@ async fn a_database_without_its_runtime_state_refuses_the_start_or_its_sessions_
     assert_eq!(state["waiting_for"], json!(qid), "{state}");
     let ran = std::path::absolute(&ran).unwrap();
     assert_eq!(state["state_dir"], json!(text(&ran)), "{state}");
-    kill(server);
+    served.kill();
 
     // Started on the database alone, nothing could act on an answer: the start is refused,
     // naming the session and the state it ran with.
@@ -144,10 +89,9 @@ async fn a_database_without_its_runtime_state_refuses_the_start_or_its_sessions_
     }
 
     // Said explicitly: the session ends as failed, and an answer is refused, never "resumed".
-    let mut abandon = args.clone();
-    abandon.push("--abandon-sessions".to_owned());
-    let (server, addr) = spawn(&abandon);
-    let base = format!("http://{addr}");
+    served.args = db_only.clone();
+    served.args.push("--abandon-sessions".to_owned());
+    let base = served.start();
     let listed = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
     assert_eq!(listed["questions"], json!([]), "{listed}");
     let (status, body) = answer(&client, &base, &sid, &qid).await;
@@ -160,44 +104,31 @@ async fn a_database_without_its_runtime_state_refuses_the_start_or_its_sessions_
     let session = get_json(&client, format!("{base}/agent/session/{sid}")).await;
     assert_eq!(session["status"], "failed", "{session}");
     // Nothing is left to refuse the next start.
-    kill(server);
-    let (server, _) = spawn(&args);
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
+    served.args = db_only;
+    served.restart();
 }
 
 #[tokio::test]
 async fn one_instance_owns_a_database_and_a_state_and_a_killed_owner_frees_them() {
-    let dir = temp_dir("serve-owner");
-    let file = dir.join("durable.yaml");
-    std::fs::write(&file, DURABLE).unwrap();
-    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
+    let mut owner = Served::new("serve-owner", DURABLE);
+    let (db, state, dir) = (text(&owner.db()), text(&owner.state()), owner.dir.clone());
     let serve = |db: &str, state: &str| -> Vec<String> {
-        let f = text(&file);
-        [
-            "serve",
-            &f,
-            "--db",
-            db,
-            "--state",
-            state,
-            "--addr",
-            "127.0.0.1:0",
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        let mut args = owner.args.clone();
+        args.extend(["--db", db, "--state", state, "--addr", "127.0.0.1:0"].map(str::to_owned));
+        args
     };
-    let (owner, addr) = spawn(&serve(&db, &state));
-    let pid = owner.0.id();
-
     // Another instance on the same database, or on the same state, is refused at once, told who
     // owns it.
     let other_db = text(&dir.join("other.db"));
     let other_state = text(&dir.join("other-state"));
-    for (args, what) in [
+    let refused = [
         (serve(&db, &other_state), "--db"),
         (serve(&other_db, &state), "--state"),
-    ] {
+    ];
+    owner = owner.with_db().with_state();
+    let base = owner.start();
+    let (pid, addr) = (owner.pid(), base.trim_start_matches("http://").to_owned());
+    for (args, what) in refused {
         let (code, stderr) = run_bounded(&args);
         assert_eq!(
             code,
@@ -214,57 +145,37 @@ async fn one_instance_owns_a_database_and_a_state_and_a_killed_owner_frees_them(
     }
     // The refused ones changed nothing: the owner still serves.
     let client = reqwest::Client::new();
-    let base = format!("http://{addr}");
     let listed = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
     assert_eq!(listed["questions"], json!([]));
 
     // Killed, the owner leaves its lock files behind but holds nothing: the next one starts.
-    kill(owner);
+    owner.kill();
     assert!(dir.join("sessions.db.lock").exists());
-    let (next, addr) = spawn(&serve(&db, &state));
-    let base = format!("http://{addr}");
+    let base = owner.start();
     let listed = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
     assert_eq!(listed["questions"], json!([]));
-    drop(next);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn scripted_replies_go_on_where_they_were_across_sigkills() {
-    let dir = temp_dir("serve-scripted-kill");
-    let file = dir.join("durable.yaml");
-    std::fs::write(&file, DURABLE).unwrap();
-    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
-    let args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--db",
-        &db,
-        "--state",
-        &state,
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut served = Served::new("serve-scripted-kill", DURABLE)
+        .with_db()
+        .with_state();
     let client = reqwest::Client::new();
-    let (mut server, mut addr) = spawn(&args);
+    let mut base = served.start();
     // Two sessions, each killed while it waits for its answer and answered by the next
     // instance: each asks its own question once and ends with its own reply.
     for (asks, wrote) in [
         ("Which style?", "Wrote the poem."),
         ("Which style now?", "Wrote the second poem."),
     ] {
-        let base = format!("http://{addr}");
         let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
         let sid = accepted["session_id"].as_str().unwrap().to_owned();
         let pending = wait_pending(&client, &base, 1).await;
         let q = &pending["questions"][0];
         assert!(q["question"].as_str().unwrap().starts_with(asks), "{q}");
         let qid = q["id"].as_str().unwrap().to_owned();
-        kill(server);
-        (server, addr) = spawn(&args);
-        let base = format!("http://{addr}");
+        base = served.restart();
         let (status, body) = answer(&client, &base, &sid, &qid).await;
         assert_eq!(
             (status, &body["status"]),
@@ -279,8 +190,6 @@ async fn scripted_replies_go_on_where_they_were_across_sigkills() {
         assert_eq!(done["result"], json!({ "raw_result": wrote }));
         assert_eq!(done["questions_asked"], 1, "{done}");
     }
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One POST a callback receiver got: its idempotency key, signature, session header and body.
@@ -353,38 +262,20 @@ async fn accepted(got: &std::sync::Mutex<Vec<Got>>, n: usize) -> Vec<Got> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callbacks_not_delivered_before_a_kill_are_delivered_after_it_keyed_and_signed() {
     use hmac::Mac;
-    let dir = temp_dir("serve-outbox");
-    let file = dir.join("outbox.yaml");
-    std::fs::write(
-        &file,
+    let (url, got, accept) = outbox_receiver().await;
+    let mut served = Served::new(
+        "serve-outbox",
         "name: outbox\nsettings:\n  callbacks: { retries: 0, timeout: 300ms }\n\
          agents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
          llm:\n  poet:\n    - ask_user: One?\n    - ask_user: Two?\n    - ask_user: Three?\n",
     )
-    .unwrap();
-    let (url, got, accept) = outbox_receiver().await;
-    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
-    let args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--db",
-        &db,
-        "--state",
-        &state,
-        "--question-callback",
-        &url,
-        "--callback-secret",
-        "s3cret",
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    .with_db()
+    .with_state()
+    .with(&["--question-callback", &url, "--callback-secret", "s3cret"]);
     let client = reqwest::Client::new();
 
     // Three questions whose callbacks the receiver refuses, then a kill.
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.start();
     for _ in 0..3 {
         post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
     }
@@ -406,11 +297,11 @@ async fn callbacks_not_delivered_before_a_kill_are_delivered_after_it_keyed_and_
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(got.lock().unwrap().len(), 3, "three refused attempts");
-    kill(server);
+    served.kill();
 
     // The next instance delivers each from the outbox, once the receiver takes them.
     accept.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (server, _) = spawn(&args);
+    served.start();
     let all = accepted(&got, 3).await;
     let delivered: Vec<&Got> = all.iter().filter(|g| g.accepted).collect();
     let mut keys: Vec<(String, String)> = delivered
@@ -445,7 +336,7 @@ async fn callbacks_not_delivered_before_a_kill_are_delivered_after_it_keyed_and_
     // Delivered callbacks leave the outbox (once their replies reached the sender: a kill
     // before that sends one again, which its key makes harmless), and a further kill and start
     // sends none again.
-    let conn = rusqlite::Connection::open(&db).unwrap();
+    let conn = rusqlite::Connection::open(served.db()).unwrap();
     let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
     for _ in 0..500 {
         if count("SELECT COUNT(*) FROM agentsim_callbacks WHERE outcome IS NULL") == 0 {
@@ -458,44 +349,25 @@ async fn callbacks_not_delivered_before_a_kill_are_delivered_after_it_keyed_and_
         3
     );
     drop(conn);
-    kill(server);
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.restart();
     let still = get_json(&client, format!("{base}/agent/questions?status=pending")).await;
     assert_eq!(still["questions"].as_array().unwrap().len(), 3);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(got.lock().unwrap().len(), all.len(), "nothing sent twice");
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_scripted_call_in_flight_at_a_kill_gets_the_same_reply_after_it() {
-    let dir = temp_dir("serve-scripted-in-flight");
-    let file = dir.join("slow.yaml");
-    std::fs::write(
-        &file,
+    let mut served = Served::new(
+        "serve-scripted-in-flight",
         "name: slow\nagents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
          llm:\n  poet:\n    - ask_user: Which style?\n    \
          - { text: Wrote the poem., after: 1500ms }\n    - The script's next reply.\n",
     )
-    .unwrap();
-    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
-    let args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--db",
-        &db,
-        "--state",
-        &state,
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    .with_db()
+    .with_state();
     let client = reqwest::Client::new();
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.start();
     let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
     let sid = accepted["session_id"].as_str().unwrap().to_owned();
     let pending = wait_pending(&client, &base, 1).await;
@@ -508,9 +380,7 @@ async fn a_scripted_call_in_flight_at_a_kill_gets_the_same_reply_after_it() {
     );
     // Killed while the reply to the answered session's call takes its 1.5 s.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    kill(server);
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.restart();
     let done = poll(&client, &format!("{base}/agent/session/{sid}"), |s| {
         s["status"] != "running"
     })
@@ -521,13 +391,11 @@ async fn a_scripted_call_in_flight_at_a_kill_gets_the_same_reply_after_it() {
         json!({ "raw_result": "Wrote the poem." }),
         "the call issued again gets the lost call's reply, not the script's next one"
     );
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_lock_file_over_an_input_and_an_empty_callback_secret_are_refused() {
-    let dir = temp_dir("serve-lock-input");
+    let dir = super::serve_support::temp_dir("serve-lock-input");
     // The scenario is named as the database's lock file would be: never written over.
     let file = dir.join("s.db.lock");
     std::fs::write(&file, DURABLE).unwrap();
@@ -559,50 +427,33 @@ fn a_lock_file_over_an_input_and_an_empty_callback_secret_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_question_gets_its_callback_through_a_loop_of_kills_right_after_it_is_asked() {
-    let dir = temp_dir("serve-outbox-loop");
-    let file = dir.join("loop.yaml");
     let rounds = 8;
     let asks: String = (1..=rounds)
         .map(|n| format!("    - ask_user: Question {n}?\n"))
         .collect();
-    std::fs::write(
-        &file,
-        format!(
+    let (url, got, accept) = outbox_receiver().await;
+    accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut served = Served::new(
+        "serve-outbox-loop",
+        &format!(
             "name: loop\nagents:\n  main: {{}}\n  poet: {{ kind: agent, async_questions: true }}\n\
              llm:\n  poet:\n{asks}"
         ),
     )
-    .unwrap();
-    let (url, got, accept) = outbox_receiver().await;
-    accept.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (db, state) = (text(&dir.join("sessions.db")), text(&dir.join("state")));
-    let args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--db",
-        &db,
-        "--state",
-        &state,
-        "--question-callback",
-        &url,
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    .with_db()
+    .with_state()
+    .with(&["--question-callback", &url]);
     let client = reqwest::Client::new();
     let mut questions = std::collections::BTreeSet::new();
-    let (mut server, mut addr) = spawn(&args);
+    let mut base = served.start();
     for n in 1..=rounds {
         // Killed as soon as the question is listed: its callback may or may not have gone out.
-        let base = format!("http://{addr}");
         post_json(&client, format!("{base}/webhook/poet"), &json!({})).await;
         let pending = wait_pending(&client, &base, n).await;
         for q in pending["questions"].as_array().unwrap() {
             questions.insert(q["id"].as_str().unwrap().to_owned());
         }
-        kill(server);
-        (server, addr) = spawn(&args);
+        base = served.restart();
     }
     assert_eq!(
         questions.len(),
@@ -629,6 +480,4 @@ async fn every_question_gets_its_callback_through_a_loop_of_kills_right_after_it
         questions,
         "every question's callback delivered"
     );
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

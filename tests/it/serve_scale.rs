@@ -2,15 +2,15 @@
 //! sessions that still run or wait (ended ones leave it, kept by the database or beside the
 //! state), payloads are stored once, retention deletes ended sessions, and a callback's own
 //! answer token answers its question and no other. The binary runs over loopback; every wait is
-//! bounded. The helpers are `serve.rs`'s and `serve_durable.rs`'s.
+//! bounded. The helpers are `serve.rs`'s, the fixture `serve_support.rs`'s.
 #![cfg(all(feature = "mock-server", feature = "http-model", feature = "sqlite"))]
 
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::serve::{get_json, poll, post_json, spawn_listening, wait_pending, Child};
-use super::serve_durable::{temp_dir, text};
+use super::serve::{get_json, poll, post_json, wait_pending};
+use super::serve_support::{run_bounded, Served};
 
 /// An agent that asks once and answers, `sessions` times over (one session after another: the
 /// scripted model goes through its script across sessions).
@@ -21,11 +21,6 @@ fn asks_once(sessions: usize) -> String {
     }
     yaml.push_str("steps: []\n");
     yaml
-}
-
-fn spawn(args: &[String]) -> (Child, String) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    spawn_listening(&args)
 }
 
 fn size(path: &Path) -> u64 {
@@ -62,27 +57,14 @@ async fn one_session(client: &reqwest::Client, base: &str, payload: &Value) -> S
 
 #[tokio::test]
 async fn ended_sessions_leave_the_runtime_state_and_payloads_are_stored_once() {
-    let dir = temp_dir("serve-scale-state");
-    let file = dir.join("scale.yaml");
-    std::fs::write(&file, asks_once(60)).unwrap();
-    let (db, state) = (dir.join("sessions.db"), dir.join("state"));
-    let with_db: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--db",
-        &text(&db),
-        "--state",
-        &text(&state),
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut served = Served::new("serve-scale-state", &asks_once(60))
+        .with_db()
+        .with_state();
+    let (db, state) = (served.db(), served.state());
     let client = reqwest::Client::new();
     // Payloads of 64 KiB each: forty of them kept in the state would make it megabytes.
     let big = "x".repeat(64 * 1024);
-    let (server, addr) = spawn(&with_db);
-    let base = format!("http://{addr}");
+    let base = served.start();
     let mut sids = Vec::new();
     let mut sizes = Vec::new();
     for n in 0..40 {
@@ -115,12 +97,10 @@ async fn ended_sessions_leave_the_runtime_state_and_payloads_are_stored_once() {
         "state.json holds a payload: {} bytes",
         saved.len()
     );
-    drop(server); // SIGKILL
 
     // Restarted on both: every ended session is the database's, the waiting one the runtime's,
     // its payload read back from the journal.
-    let (server, addr) = spawn(&with_db);
-    let base = format!("http://{addr}");
+    let base = served.restart();
     for sid in &sids {
         let s = get_json(&client, format!("{base}/agent/session/{sid}")).await;
         assert_eq!(s["status"], "completed", "{s}");
@@ -148,29 +128,14 @@ async fn ended_sessions_leave_the_runtime_state_and_payloads_are_stored_once() {
         payload.contains(&big),
         "the payload in the database is whole"
     );
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn with_state_alone_ended_sessions_are_kept_beside_it_and_come_back_after_a_kill() {
-    let dir = temp_dir("serve-scale-alone");
-    let file = dir.join("scale.yaml");
-    std::fs::write(&file, asks_once(60)).unwrap();
-    let state = dir.join("state");
-    let args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--state",
-        &text(&state),
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut served = Served::new("serve-scale-alone", &asks_once(60)).with_state();
+    let state = served.state();
     let client = reqwest::Client::new();
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.start();
     let mut sids = Vec::new();
     for n in 0..12 {
         sids.push(one_session(&client, &base, &json!({ "n": n })).await);
@@ -191,10 +156,8 @@ async fn with_state_alone_ended_sessions_are_kept_beside_it_and_come_back_after_
             "an ended session in the state: {saved}"
         );
     }
-    drop(server); // SIGKILL
 
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.restart();
     for sid in &sids {
         let s = get_json(&client, format!("{base}/agent/session/{sid}")).await;
         assert_eq!(s["status"], "completed", "{s}");
@@ -203,33 +166,17 @@ async fn with_state_alone_ended_sessions_are_kept_beside_it_and_come_back_after_
     }
     // And the service goes on.
     one_session(&client, &base, &json!({ "n": "after" })).await;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn retention_deletes_ended_sessions_and_their_questions_and_keeps_the_others() {
-    let dir = temp_dir("serve-scale-retention");
-    let file = dir.join("scale.yaml");
-    std::fs::write(&file, asks_once(10)).unwrap();
-    let db = dir.join("sessions.db");
-    let args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--db",
-        &text(&db),
-        "--state",
-        &text(&dir.join("state")),
-        "--retention",
-        "1s",
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut served = Served::new("serve-scale-retention", &asks_once(10))
+        .with_db()
+        .with_state()
+        .with(&["--retention", "1s"]);
+    let db = served.db();
     let client = reqwest::Client::new();
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.start();
     let ended = one_session(&client, &base, &json!({ "n": 1 })).await;
     // One that waits for its answer stays, however long it waits.
     let accepted = post_json(&client, format!("{base}/webhook/poet"), &json!({ "n": 2 })).await;
@@ -279,53 +226,37 @@ async fn retention_deletes_ended_sessions_and_their_questions_and_keeps_the_othe
         s["status"] == "completed"
     })
     .await;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn with_state_alone_a_deleted_session_does_not_come_back_after_a_restart() {
-    let dir = temp_dir("serve-scale-retention-alone");
-    let file = dir.join("scale.yaml");
-    std::fs::write(&file, asks_once(10)).unwrap();
-    let state = dir.join("state");
-    let mut args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--state",
-        &text(&state),
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut served = Served::new("serve-scale-retention-alone", &asks_once(10)).with_state();
+    let state = served.state();
     let client = reqwest::Client::new();
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let base = served.start();
     let sid = one_session(&client, &base, &json!({ "n": 1 })).await;
-    drop(server); // SIGKILL
+    served.kill();
     std::thread::sleep(std::time::Duration::from_millis(1100));
     // A start with a retention the session is past deletes it at once, and from beside the
     // state too: the next start does not bring it back.
-    args.extend(["--retention".to_owned(), "1".to_owned()]);
-    let (server, addr) = spawn(&args);
-    let url = format!("http://{addr}/agent/session/{sid}");
+    served
+        .args
+        .extend(["--retention".to_owned(), "1".to_owned()]);
+    let base = served.start();
+    let url = format!("{base}/agent/session/{sid}");
     assert_eq!(client.get(&url).send().await.unwrap().status(), 404);
-    drop(server);
-    args.truncate(args.len() - 2);
-    let (server, addr) = spawn(&args);
-    let url = format!("http://{addr}/agent/session/{sid}");
+    served.args.truncate(served.args.len() - 2);
+    let base = served.restart();
+    let url = format!("{base}/agent/session/{sid}");
     assert_eq!(client.get(&url).send().await.unwrap().status(), 404);
     let ended = std::fs::read_to_string(state.join("sessions-ended.jsonl")).unwrap();
     assert!(!ended.contains(&sid), "{ended}");
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_retention_that_is_not_a_duration_is_refused() {
     for bad in ["0", "abc", "5w", "0.5s", "-3d"] {
-        let (code, stderr) = super::serve_durable::run_bounded(&[
+        let (code, stderr) = run_bounded(&[
             "serve".to_owned(),
             format!("--retention={bad}"),
             "--addr".to_owned(),
@@ -354,32 +285,16 @@ async fn answer_with(
 }
 
 /// Starts the binary with a token and a callback receiver, triggers two sessions and waits for
-/// both callbacks: the service's address and each session's (id, question id, answer token).
-async fn two_called_back(
-    dir: &Path,
-    extra: &[&str],
-) -> (Child, String, Vec<(String, String, String)>) {
-    let file = dir.join("scale.yaml");
+/// both callbacks: the running service and each session's (id, question id, answer token).
+async fn two_called_back(name: &str, extra: &[&str]) -> (Served, Vec<(String, String, String)>) {
     // Two sessions at once: both ask first (the scripted model's replies go in order of calls).
     let yaml = "name: tokens\nagents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
                 llm:\n  poet: [{ ask_user: Which style? }, { ask_user: Which style? }, Wrote the poem., Wrote the poem.]\n";
-    std::fs::write(&file, yaml).unwrap();
     let receiver = super::serve_callbacks::receiver(0, false).await;
-    let mut args: Vec<String> = [
-        "serve",
-        &text(&file),
-        "--token",
-        "s3cret",
-        "--question-callback",
-        &receiver.url,
-        "--addr",
-        "127.0.0.1:0",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let mut served = Served::new(name, yaml)
+        .with(&["--token", "s3cret", "--question-callback", &receiver.url])
+        .with(extra);
+    let base = served.start();
     let client = reqwest::Client::new();
     for n in 0..2 {
         let r = client
@@ -402,13 +317,13 @@ async fn two_called_back(
             (sid.clone(), qid.to_owned(), token.to_owned())
         })
         .collect();
-    (server, base, called)
+    (served, called)
 }
 
 #[tokio::test]
 async fn a_callbacks_answer_token_answers_its_own_question_and_nothing_else() {
-    let dir = temp_dir("serve-scale-answer-token");
-    let (server, base, called) = two_called_back(&dir, &[]).await;
+    let (served, called) = two_called_back("serve-scale-answer-token", &[]).await;
+    let base = served.base.clone();
     let client = reqwest::Client::new();
     let [(a_sid, a_qid, a_token), (b_sid, b_qid, b_token)] = &called[..] else {
         unreachable!()
@@ -465,14 +380,15 @@ async fn a_callbacks_answer_token_answers_its_own_question_and_nothing_else() {
         (200, &json!("resumed")),
         "{reply}"
     );
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn with_an_answer_secret_the_token_is_its_hmac_of_the_session_and_question() {
-    let dir = temp_dir("serve-scale-answer-secret");
-    let (server, _base, called) = two_called_back(&dir, &["--answer-secret", "answers-key"]).await;
+    let (_served, called) = two_called_back(
+        "serve-scale-answer-secret",
+        &["--answer-secret", "answers-key"],
+    )
+    .await;
     for (sid, qid, token) in &called {
         assert_eq!(
             *token,
@@ -480,23 +396,15 @@ async fn with_an_answer_secret_the_token_is_its_hmac_of_the_session_and_question
             "session {sid}"
         );
     }
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn pending_questions_come_in_pages_and_the_tree_gives_absolute_times() {
-    let dir = temp_dir("serve-scale-pages");
-    let file = dir.join("pages.yaml");
     // Five sessions at once, each asking first.
     let yaml = "name: pages\nagents:\n  main: {}\n  poet: { kind: agent, async_questions: true }\n\
                 llm:\n  poet: [{ ask_user: a? }, { ask_user: b? }, { ask_user: c? }, { ask_user: d? }, { ask_user: e? }]\n";
-    std::fs::write(&file, yaml).unwrap();
-    let args: Vec<String> = ["serve", &text(&file), "--addr", "127.0.0.1:0"]
-        .map(str::to_owned)
-        .to_vec();
-    let (server, addr) = spawn(&args);
-    let base = format!("http://{addr}");
+    let mut served = Served::new("serve-scale-pages", yaml);
+    let base = served.start();
     let client = reqwest::Client::new();
     for n in 0..5 {
         post_json(&client, format!("{base}/webhook/poet"), &json!({ "n": n })).await;
@@ -562,6 +470,4 @@ async fn pending_questions_come_in_pages_and_the_tree_gives_absolute_times() {
     let id = tree[0]["agent_id"].as_str().unwrap();
     let one = get_json(&client, format!("{base}/agent/{id}")).await;
     assert_eq!(one["created_at"], created);
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -305,7 +305,7 @@ impl MockLlm {
     }
 
     /// Whether `agent` has a script (a declared agent's, or a fork's or workflow child's).
-    pub fn has_script(&self, agent: &str) -> bool {
+    pub(crate) fn has_script(&self, agent: &str) -> bool {
         self.by_agent.contains_key(agent)
     }
 

@@ -63,7 +63,7 @@ pub struct Options {
     /// chunk delays); 1 serves them as written.
     pub time_scale: f64,
     /// Host names the control routes (`/_agentsim/*`) answer to besides loopback names and the
-    /// server's address (see [`crate::http_guard`]); `*` allows any.
+    /// server's address (see `src/http_guard.rs`); `*` allows any.
     pub allow_hosts: Vec<String>,
     /// Keep every journal line in memory too (see [`Running::journal_since`]).
     pub keep_journal: bool,

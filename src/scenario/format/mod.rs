@@ -40,10 +40,11 @@ pub use tools::{ToolCallFull, ToolCallSpec, ToolDef, ToolTable};
 /// A whole scenario file.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ScenarioFile {
+pub(crate) struct ScenarioFile {
     /// The JSON Schema the file is written against (`agentsim schema`), for editors: read by
     /// nothing else.
     #[serde(default, rename = "$schema")]
+    #[allow(dead_code)] // accepted (the file denies unknown fields), never read
     pub schema: Option<String>,
     /// What the scenario shows.
     pub name: String,

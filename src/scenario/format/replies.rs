@@ -165,16 +165,6 @@ impl<T: JsonSchema> JsonSchema for OneOrMany<T> {
     }
 }
 
-impl<T> OneOrMany<T> {
-    /// The values, in order.
-    pub fn into_vec(self) -> Vec<T> {
-        match self {
-            OneOrMany::One(t) => vec![t],
-            OneOrMany::Many(v) => v,
-        }
-    }
-}
-
 /// A scripted `tool_use`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -61,7 +61,7 @@ impl ErrorKind {
     }
 
     /// The provider's message when none is given.
-    pub fn default_message(self, provider: Provider) -> &'static str {
+    pub(crate) fn default_message(self, provider: Provider) -> &'static str {
         match (self, provider) {
             (ErrorKind::RateLimit, Provider::Anthropic) => {
                 "This request would exceed the rate limit for your organization. Please try again later."

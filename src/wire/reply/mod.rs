@@ -47,7 +47,7 @@ use openai_responses::{response, responses_events};
 
 /// The creation time written into every body: fixed, so that bodies are a function of the
 /// scenario (2026-01-01T00:00:00Z).
-pub const CREATED: u64 = 1_767_225_600;
+pub(crate) const CREATED: u64 = 1_767_225_600;
 
 /// Why a reply stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
