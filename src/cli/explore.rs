@@ -95,6 +95,10 @@ pub(crate) struct ExploreArgs {
     /// With --runtime: seconds the shrinker may take per finding (no run starts after).
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds, requires = "runtime")]
     shrink_time: f64,
+    /// With --runtime: start a new process for every run even when the runtime offers `reset`
+    /// (by default one process per job is kept and reset between runs).
+    #[arg(long, requires = "runtime")]
+    no_reset: bool,
     #[command(flatten)]
     runtime: super::runtime_args::RuntimeArgs,
 }
@@ -166,6 +170,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         shrink_budget,
         shrink_runs,
         shrink_time,
+        no_reset,
         runtime,
     } = args;
     if runtime.runtime.is_some() {
@@ -243,6 +248,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 out: (!no_write).then_some(out.as_path()),
                 shrink_runs,
                 shrink_time: std::time::Duration::from_secs_f64(shrink_time),
+                reset: !no_reset,
             },
         );
     }

@@ -36,6 +36,9 @@ pub(crate) struct Asked<'a> {
     pub out: Option<&'a Path>,
     pub shrink_runs: usize,
     pub shrink_time: Duration,
+    /// Keep a process per job and `reset` it between runs, when the runtime offers `reset`
+    /// (`--no-reset` turns it off).
+    pub reset: bool,
 }
 
 impl Asked<'_> {
@@ -111,6 +114,7 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         tool_latency: asked.faults && !asked.no_tool_latency,
     };
     let explored = outside::explored(&scenario);
+    let reuse = super::explore_reset::Reusing::new(asked.reset, &capabilities);
     let started = Instant::now();
     let stopping = std::sync::Arc::new(AtomicBool::new(false));
     {
@@ -149,69 +153,73 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             .expect("a valid template")
             .progress_chars("#> "),
     );
-    let work = || loop {
-        if stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        if asked.time.is_some_and(|t| started.elapsed() >= t) {
-            out_of_time.store(true, Ordering::SeqCst);
-            break;
-        }
-        let i = next.fetch_add(1, Ordering::SeqCst);
-        if i >= asked.runs {
-            break;
-        }
-        let seed = asked.first.wrapping_add(i);
-        let run = match rt.block_on(outside::run_seed(&explored, seed, &options, settings)) {
-            Ok(run) => run,
-            Err(e) => {
-                *refused.lock().expect("no worker panics") = Some(e);
-                stopping.store(true, Ordering::SeqCst);
+    let work = || {
+        let options = reuse.job(&options);
+        loop {
+            if stopping.load(Ordering::SeqCst) {
                 break;
             }
-        };
-        if asked.runs == 1 {
-            print!("{}", run.outcome.text());
-            let lines = run.fault_lines();
-            if !lines.is_empty() {
-                println!("faults of seed {seed}:");
-                for l in lines {
-                    println!("  {l}");
+            if asked.time.is_some_and(|t| started.elapsed() >= t) {
+                out_of_time.store(true, Ordering::SeqCst);
+                break;
+            }
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= asked.runs {
+                break;
+            }
+            let seed = asked.first.wrapping_add(i);
+            let run = match rt.block_on(outside::run_seed(&explored, seed, &options, settings)) {
+                Ok(run) => run,
+                Err(e) => {
+                    *refused.lock().expect("no worker panics") = Some(e);
+                    stopping.store(true, Ordering::SeqCst);
+                    break;
+                }
+            };
+            if asked.runs == 1 {
+                print!("{}", run.outcome.text());
+                let lines = run.fault_lines();
+                if !lines.is_empty() {
+                    println!("faults of seed {seed}:");
+                    for l in lines {
+                        println!("  {l}");
+                    }
                 }
             }
-        }
-        faults.fetch_add(
-            (outside::injected(&run.outcome).len()
-                + run.plan.restarts_after.len()
-                + run.outcome.tool_faults.len()) as u64,
-            Ordering::SeqCst,
-        );
-        match run.verdict() {
-            Verdict::Passed => {}
-            Verdict::Limit(kind) => {
-                *limits
-                    .lock()
-                    .expect("no worker panics")
-                    .entry(kind)
-                    .or_insert(0) += 1;
-            }
-            Verdict::Found(kind) => {
-                let mut found = found.lock().expect("no worker panics");
-                match found.get_mut(&kind) {
-                    Some((n, first)) => {
-                        *n += 1;
-                        if seed < first.seed {
-                            *first = run;
+            faults.fetch_add(
+                (outside::injected(&run.outcome).len()
+                    + run.plan.restarts_after.len()
+                    + run.outcome.tool_faults.len()) as u64,
+                Ordering::SeqCst,
+            );
+            match run.verdict() {
+                Verdict::Passed => {}
+                Verdict::Limit(kind) => {
+                    *limits
+                        .lock()
+                        .expect("no worker panics")
+                        .entry(kind)
+                        .or_insert(0) += 1;
+                }
+                Verdict::Found(kind) => {
+                    let mut found = found.lock().expect("no worker panics");
+                    match found.get_mut(&kind) {
+                        Some((n, first)) => {
+                            *n += 1;
+                            if seed < first.seed {
+                                *first = run;
+                            }
+                        }
+                        None => {
+                            found.insert(kind, (1, run));
                         }
                     }
-                    None => {
-                        found.insert(kind, (1, run));
-                    }
                 }
             }
+            done.fetch_add(1, Ordering::SeqCst);
+            bar.inc(1);
         }
-        done.fetch_add(1, Ordering::SeqCst);
-        bar.inc(1);
+        reuse.finish(&rt, &options);
     };
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..asked.jobs.max(1))
@@ -263,6 +271,7 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
     if asked.faults && !asked.no_restarts && !settings.restarts {
         println!("  (no kills: the runtime does not offer the `restart` capability)");
     }
+    println!("  {}", reuse.summary());
     let elapsed = started.elapsed().as_secs_f64();
     println!(
         "  {elapsed:.2}s, {:.1} runs/s, {} faults injected",
@@ -278,6 +287,10 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         );
     }
     let found = found.into_inner().expect("no worker panics");
+    let reset_broken = reuse.report_failures();
+    if found.is_empty() && reset_broken {
+        return ExitCode::FAILURE;
+    }
     if found.is_empty() {
         println!("  findings: none");
         return if interrupted {

@@ -6,6 +6,7 @@ pub(crate) mod bench;
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;
+mod explore_reset;
 mod explore_runtime;
 pub(crate) mod import;
 #[cfg(feature = "mock-server")]

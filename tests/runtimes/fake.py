@@ -12,6 +12,9 @@ With `restart` in CAPS it keeps its conversations in AGENTSIM_STATE_DIR and cont
 restart; the modes `resend-after-restart` (sends its last text again after a restart) and
 `lose-last-turn` (restores its conversations without their last exchange) break the `restart`
 check. `crash-on-tool-failure` exits when a tool fails.
+
+With `reset` in CAPS it starts a new run on `reset` (it forgets its conversations and answers the
+next `hello`); `reset-dies` exits on `reset` and `reset-hangs` never answers the `hello` after it.
 """
 
 import json
@@ -74,6 +77,19 @@ def main():
             if MODE == "no-exit":
                 time.sleep(60)
             return
+        if m["type"] == "reset":
+            if MODE == "reset-dies":
+                print("Traceback (most recent call last):\nRuntimeError: reset broke", file=sys.stderr)
+                sys.exit(3)
+            if MODE == "reset-hangs":
+                time.sleep(60)
+                return
+            hello = json.loads(sys.stdin.readline())
+            print(f"hello for run {hello['run']} after a reset", file=sys.stderr)
+            state = os.path.join(hello["state_dir"], "fake.json")
+            history, last_sent = {}, {}
+            out({"type": "ready", "protocol": 1, "capabilities": CAPS})
+            continue
         if m["type"] != "user":
             continue
         conv, seq = m["conversation"], m["seq"]
