@@ -315,6 +315,11 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             run.seed,
             report::terminal(&message)
         );
+        if matches!(kind.as_str(), "unexpected-exit" | "timeout") {
+            for line in run.outcome.stderr.iter().rev().take(10).rev() {
+                println!("  | {}", report::terminal(line));
+            }
+        }
         for line in run.fault_lines() {
             println!("  fault: {line}");
         }
