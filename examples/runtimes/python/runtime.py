@@ -135,13 +135,15 @@ def question_text(data: dict[str, Any]) -> str:
 
 class StackRuntime(Runtime):
     capabilities = tuple(c for c in ("stack", "tool-results", "response", "cancel-words", "ask-user",
-                                     "parallel-tools", "restart") if not (SILENT and c in REPORTED))
+                                     "parallel-tools", "restart", "reset") if not (SILENT and c in REPORTED))
     name = "agentsim reference runtime (python) 1" + (f", planted bug {BUG}" if BUG else "")
 
     def on_hello(self, hello: Hello) -> None:
         self.hello = hello
-        # No retries: each scripted model error is one failed call that the stack cascades.
-        self.client = anthropic.Anthropic(max_retries=0, timeout=30.0)
+        # No retries: each scripted model error is one failed call that the stack cascades. One
+        # client for the process: after a `reset` the mock server is at the same address.
+        if getattr(self, "client", None) is None:
+            self.client = anthropic.Anthropic(max_retries=0, timeout=30.0)
         self.path = os.path.join(hello.state_dir, "state.json")
         self.conversations: dict[str, Conversation] = {}
         if os.path.exists(self.path):
@@ -149,6 +151,11 @@ class StackRuntime(Runtime):
                 for key, c in json.load(f).items():
                     stack = [Frame(**frame) for frame in c["stack"]]
                     self.conversations[key] = Conversation(key, c["main_messages"], stack)
+
+    def on_reset(self) -> None:
+        """A new run in this process (capability `reset`): forget every conversation; the next
+        `hello` names the run's own state directory."""
+        self.conversations = {}
 
     def save(self) -> None:
         """Writes every conversation atomically: a crash leaves the old file or the new one."""
