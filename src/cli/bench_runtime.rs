@@ -96,20 +96,6 @@ fn quantile(sorted: &[Duration], q: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-/// CPU seconds (user + system) of this process and of its reaped children so far.
-fn cpu() -> (f64, f64) {
-    fn seconds(who: i32) -> f64 {
-        // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        if unsafe { libc::getrusage(who, &mut usage) } != 0 {
-            return 0.0;
-        }
-        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-        t(usage.ru_utime) + t(usage.ru_stime)
-    }
-    (seconds(libc::RUSAGE_SELF), seconds(libc::RUSAGE_CHILDREN))
-}
-
 /// Runs the bench for about `seconds` (at least three runs) with the default scenario, or once
 /// per workload (`w1`, `w2`) for about `seconds` each.
 pub(crate) fn bench_runtime(
@@ -212,7 +198,7 @@ fn measure(
     seconds: f64,
     workload: Option<(&'static str, u64)>,
 ) -> Result<Measured, ExitCode> {
-    let (self_before, children_before) = cpu();
+    let (self_before, children_before) = super::cpu::cpu();
     let started = Instant::now();
     let mut runs = 0u32;
     let mut messages = Vec::new();
@@ -237,7 +223,7 @@ fn measure(
         }
     }
     let wall = started.elapsed().as_secs_f64();
-    let (self_after, children_after) = cpu();
+    let (self_after, children_after) = super::cpu::cpu();
     messages.sort();
     Ok(Measured {
         workload,

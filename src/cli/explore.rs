@@ -175,7 +175,6 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
     } = args;
     if runtime.runtime.is_some() {
         let refused = [
-            (generated, "--generated"),
             (bug.is_some(), "--bug"),
             (interruptions.is_some(), "--interruptions"),
             (swarm.is_some(), "--swarm"),
@@ -214,12 +213,17 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let file = file.expect("clap requires FILE without --generated");
-        let scenario = match scenario::load(&file).and_then(|s| s.runnable().map(|()| s)) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {}", report::terminal(&e.to_string()));
-                return ExitCode::from(2);
+        // With --generated, the subject is named by the flag in the summary and rerun commands.
+        let file = file.unwrap_or_else(|| PathBuf::from("--generated"));
+        let subject = if generated {
+            super::explore_runtime::Subject::Generated
+        } else {
+            match scenario::load(&file).and_then(|s| s.runnable().map(|()| s)) {
+                Ok(s) => super::explore_runtime::Subject::File(Box::new(s)),
+                Err(e) => {
+                    eprintln!("error: {}", report::terminal(&e.to_string()));
+                    return ExitCode::from(2);
+                }
             }
         };
         if !no_write && out.exists() && !out.is_dir() {
@@ -230,7 +234,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
             return ExitCode::from(2);
         }
         return super::explore_runtime::command(
-            scenario,
+            subject,
             options,
             super::explore_runtime::Asked {
                 file: &file,

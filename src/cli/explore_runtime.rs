@@ -10,11 +10,20 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use agentsim::explore::outside::{self, OutsideSettings, SeedRun, Verdict};
+use agentsim::explore::outside_generated::{self, Expressible};
 use agentsim::outside_run::{join_command, NotRun, Options};
 use agentsim::report;
 use agentsim::scenario::Scenario;
 
 use super::shared::{write_new_with, Written};
+
+/// What is explored: one scenario file under many seeds, or a generated scenario per seed.
+pub(crate) enum Subject {
+    /// The scenario file.
+    File(Box<Scenario>),
+    /// `--generated`: a scenario per seed, kept to what the runtime's capabilities express.
+    Generated,
+}
 
 /// What `explore --runtime` was asked.
 pub(crate) struct Asked<'a> {
@@ -74,7 +83,7 @@ fn runtime_flags(options: &Options) -> String {
 }
 
 /// Runs the exploration.
-pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) -> ExitCode {
+pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -86,9 +95,15 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             return ExitCode::from(2);
         }
     };
-    let file = report::terminal(&asked.file.display().to_string()).into_owned();
+    let file = match &subject {
+        Subject::File(_) => report::terminal(&asked.file.display().to_string()).into_owned(),
+        Subject::Generated => "generated scenarios".to_owned(),
+    };
     // What the runtime offers decides which faults it can take: a run with no steps asks it.
-    let mut probe = scenario.clone();
+    let mut probe = match &subject {
+        Subject::File(scenario) => (**scenario).clone(),
+        Subject::Generated => outside_generated::generate(0, Expressible::default()),
+    };
     probe.steps.clear();
     probe.expect_violation = None;
     let capabilities = match rt.block_on(agentsim::outside_run::run(&probe, &options)) {
@@ -113,9 +128,15 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         tool_errors: asked.faults && !asked.no_tool_errors,
         tool_latency: asked.faults && !asked.no_tool_latency,
     };
-    let explored = outside::explored(&scenario);
+    let explored = match &subject {
+        Subject::File(scenario) => Some(outside::explored(scenario)),
+        Subject::Generated => None,
+    };
+    let expressible = Expressible::from_capabilities(&capabilities);
+    let explored_is_generated = explored.is_none();
     let reuse = super::explore_reset::Reusing::new(asked.reset, &capabilities);
     let started = Instant::now();
+    let cpu_before = super::cpu::cpu();
     let stopping = std::sync::Arc::new(AtomicBool::new(false));
     {
         let stopping = std::sync::Arc::clone(&stopping);
@@ -168,8 +189,27 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
                 break;
             }
             let seed = asked.first.wrapping_add(i);
-            let run = match rt.block_on(outside::run_seed(&explored, seed, &options, settings)) {
+            let generated;
+            let explored = match &explored {
+                Some(explored) => explored,
+                None => {
+                    generated = outside_generated::generate(seed, expressible);
+                    &generated
+                }
+            };
+            let run = match rt.block_on(outside::run_seed(explored, seed, &options, settings)) {
                 Ok(run) => run,
+                Err(NotRun::Unrunnable(_)) if explored_is_generated => {
+                    // A generated scenario the runtime cannot run: counted, not a finding.
+                    *limits
+                        .lock()
+                        .expect("no worker panics")
+                        .entry("not-expressible".to_owned())
+                        .or_insert(0) += 1;
+                    done.fetch_add(1, Ordering::SeqCst);
+                    bar.inc(1);
+                    continue;
+                }
                 Err(e) => {
                     *refused.lock().expect("no worker panics") = Some(e);
                     stopping.store(true, Ordering::SeqCst);
@@ -278,6 +318,7 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         runs_done as f64 / elapsed.max(1e-9),
         faults.load(Ordering::SeqCst)
     );
+    println!("  {}", cpu_line(cpu_before, runs_done));
     let limits = limits.into_inner().expect("no worker panics");
     if !limits.is_empty() {
         let list: Vec<String> = limits.iter().map(|(k, n)| format!("{k} {n}")).collect();
@@ -402,6 +443,21 @@ fn shrink_and_write(
         }
         Err(e) => println!("  could not write into {}: {e}", dir.display()),
     }
+}
+
+/// The CPU time of agentsim and of the runtime's processes since `before`, per run, and
+/// agentsim's share (the processes still running are not counted: every job has stopped its own
+/// by now).
+fn cpu_line(before: (f64, f64), runs: u64) -> String {
+    let after = super::cpu::cpu();
+    let (ours, theirs) = (after.0 - before.0, after.1 - before.1);
+    let per_run = |s: f64| s * 1000.0 / runs.max(1) as f64;
+    format!(
+        "CPU: agentsim {ours:.2} s ({:.2} ms a run), the runtime's processes {theirs:.2} s ({:.2} ms a run): agentsim's share {:.0}%",
+        per_run(ours),
+        per_run(theirs),
+        if ours + theirs > 0.0 { ours / (ours + theirs) * 100.0 } else { 0.0 }
+    )
 }
 
 fn not_run(e: &NotRun) -> ExitCode {

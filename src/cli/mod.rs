@@ -5,6 +5,7 @@ pub(crate) mod bench;
 #[cfg(feature = "mock-server")]
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
+mod cpu;
 pub(crate) mod explore;
 mod explore_reset;
 mod explore_runtime;

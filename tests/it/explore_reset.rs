@@ -60,8 +60,7 @@ fn results(all: &str) -> Vec<String> {
 }
 
 #[test]
-fn a_runtime_that_offers_reset_runs_in_one_process_per_job_with_the_results_of_a_process_per_run()
-{
+fn a_runtime_that_offers_reset_runs_in_one_process_per_job_with_the_results_of_a_process_per_run() {
     let reset = explore(SUBJECT, "ok", "restart,reset", "12", &["--jobs", "1"]);
     let all = text(&reset);
     assert_eq!(reset.status.code(), Some(0), "{all}");
@@ -100,7 +99,13 @@ fn a_runtime_that_offers_reset_runs_in_one_process_per_job_with_the_results_of_a
 
 #[test]
 fn a_runtime_that_dies_on_reset_is_a_reset_finding_with_its_stderr_and_every_run_still_runs() {
-    let o = explore(SUBJECT, "reset-dies", "restart,reset", "5", &["--jobs", "1"]);
+    let o = explore(
+        SUBJECT,
+        "reset-dies",
+        "restart,reset",
+        "5",
+        &["--jobs", "1"],
+    );
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains(": 5 runs from seed 0"), "{all}");

@@ -6,7 +6,9 @@ the standard library only, and misbehaves on purpose as MODE says.
 Modes: `ok` (a main agent that asks the mock model and sends its text; with `stack` and
 `tool-results` offered only when told by `--caps`), and one mode per fault agentsim must report:
 `garbage`, `silent`, `exit-on-user`, `no-idle`, `bad-idle`, `send-after-idle`,
-`request-after-idle`, `oversize`, `flood`, `unknown-tool`, `env`, `leak`, `no-exit`.
+`request-after-idle`, `oversize`, `flood`, `unknown-tool`, `env`, `leak`, `no-exit`; and
+`instant`, which answers every message with `idle` at once (no model call), for measuring what a
+run costs agentsim itself.
 
 With `restart` in CAPS it keeps its conversations in AGENTSIM_STATE_DIR and continues them after a
 restart; the modes `resend-after-restart` (sends its last text again after a restart) and
@@ -93,6 +95,9 @@ def main():
         if m["type"] != "user":
             continue
         conv, seq = m["conversation"], m["seq"]
+        if MODE == "instant":
+            out({"type": "idle", "seq": seq})  # answers at once: agentsim's own cost per run
+            continue
         if MODE == "exit-on-user":
             print("Traceback (most recent call last):\nValueError: the agent broke", file=sys.stderr)
             sys.exit(3)
