@@ -345,6 +345,8 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
         println!("    {kind}: {n} runs (first at seed {})", run.seed);
     }
     let runtime = runtime_flags(&options);
+    // Shrinking reruns the runtime many times: on one kept process too, when it offers `reset`.
+    let shrink_options = reuse.job(&options);
     for (kind, (_, run)) in found {
         let message = run
             .outcome
@@ -371,9 +373,10 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
             run.seed
         );
         if let Some(dir) = asked.out {
-            shrink_and_write(&rt, &run, &kind, &options, &asked, dir, &runtime);
+            shrink_and_write(&rt, &run, &kind, &shrink_options, &asked, dir, &runtime);
         }
     }
+    reuse.finish(&rt, &shrink_options);
     ExitCode::FAILURE
 }
 

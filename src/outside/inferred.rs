@@ -370,7 +370,10 @@ impl Inference {
         } else if let (Some(id), false) = (spawned, user) {
             self.push(x.agent, Some(id));
         } else if let Some(i) = below.filter(|&i| i + 1 < self.frames.len()) {
-            if user {
+            // A top frame that has used all its iterations takes the user's message and ends at
+            // its limit without a model call (seed 002): its parent's request comes first.
+            let spent = self.frames.last().is_some_and(|f| f.iterations >= f.limit);
+            if user && !spent {
                 out.push(violation(
                     names::ROUTING,
                     format!(

@@ -184,7 +184,14 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
         run.adopt(w);
     }
     let played = run.play().await;
-    let kept = match (&options.reuse, played.is_ok()) {
+    // A process is kept after a run that passed, or that failed a check or an expectation with
+    // the runtime idle (`release` asks); not after a protocol error, a timeout or an exit.
+    let keepable = match &played {
+        Ok(()) | Err(Stop::Reproduced { .. }) => true,
+        Err(Stop::Failed(f)) => matches!(f.kind, FailureKind::Check(_) | FailureKind::Expectation),
+        Err(Stop::Unrunnable(_)) => false,
+    };
+    let kept = match (&options.reuse, keepable) {
         (Some(reuse), true) => run.release().map(|w| reuse.put(w)),
         _ => None,
     };

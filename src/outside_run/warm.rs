@@ -4,8 +4,9 @@
 //! runtime read that address once, from its environment).
 //!
 //! What is kept, and when it is given up:
-//! - a process is handed back only after a run whose steps all passed and whose runtime was idle
-//!   at the end (a run that failed, or whose runtime died, stops its process as without reuse);
+//! - a process is handed back only after a run whose runtime was idle at the end, and whose steps
+//!   all passed or stopped at a broken check or expectation (a run that ended in a protocol
+//!   error, a timeout or an exit stops its process as without reuse);
 //! - a process that does not answer the `hello` after `reset` with `ready` within the ready
 //!   timeout, or that exits or breaks the protocol meanwhile, is killed and a fresh process is
 //!   started for the run, which then goes on as any other: the failed reset is recorded
