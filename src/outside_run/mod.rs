@@ -188,7 +188,12 @@ pub async fn run(scenario: &Scenario, options: &Options) -> Result<Outcome, NotR
     // the runtime idle (`release` asks); not after a protocol error, a timeout or an exit.
     let keepable = match &played {
         Ok(()) | Err(Stop::Reproduced { .. }) => true,
-        Err(Stop::Failed(f)) => matches!(f.kind, FailureKind::Check(_) | FailureKind::Expectation),
+        // Not after `idle`: a runtime that makes requests after its `idle` may still be at work.
+        Err(Stop::Failed(f)) => match &f.kind {
+            FailureKind::Check(check) => check != "idle",
+            FailureKind::Expectation => true,
+            _ => false,
+        },
         Err(Stop::Unrunnable(_)) => false,
     };
     let kept = match (&options.reuse, keepable) {

@@ -22,10 +22,15 @@ impl Run<'_> {
         self.line_no = warm.line_no;
     }
 
-    /// The process, to keep for the job's next run: only if it offered `reset`, is idle, and
-    /// its stdout is still open.
+    /// The process, to keep for the job's next run: only if it offered `reset`, is idle, has no
+    /// model request in flight, and its stdout is still open.
     pub(in crate::outside_run) fn release(&mut self) -> Option<Warm> {
         if !self.capabilities.iter().any(|c| c == "reset") || self.idle_seq < self.seq {
+            return None;
+        }
+        // Every model request answered: one still in flight would reach the next run's server.
+        self.read_journal();
+        if self.model_side.lines.len() as u64 != self.server.exchanges() {
             return None;
         }
         let mut proc = self.proc.take()?;
