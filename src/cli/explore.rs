@@ -184,7 +184,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         ];
         if let Some((_, flag)) = refused.iter().find(|(on, _)| *on) {
             eprintln!(
-                "error: {flag} is for agentsim's own runtime; explore --runtime runs one scenario file against yours"
+                "error: {flag} is for agentsim's own runtime; explore --runtime runs a scenario file or generated scenarios against yours"
             );
             return ExitCode::from(2);
         }
