@@ -248,6 +248,20 @@ impl Inference {
 
     /// The runtime said it is idle: every frame that does not wait for the user has ended.
     pub fn settle(&mut self) {
+        // A user message that reached a top frame with all its iterations used, and made no
+        // request: the frame ended at its limit (seed 002), the runtime told the user so.
+        if self.user_pending {
+            let main = self.frames.len() == 1;
+            if self
+                .frames
+                .last()
+                .is_some_and(|t| t.iterations >= t.limit && t.waits_for_user(main))
+            {
+                self.user_pending = false;
+                let f = self.frames.pop().expect("a top frame");
+                self.end(f, EndReason::MaxIterations);
+            }
+        }
         while let Some(top) = self.frames.last() {
             let main = self.frames.len() == 1;
             if top.waits_for_user(main) {

@@ -256,6 +256,42 @@ fn a_user_message_to_a_top_frame_at_its_limit_ends_it_and_its_parent_asks_first(
 }
 
 #[test]
+fn a_user_message_to_main_at_its_limit_ends_it_and_the_next_message_starts_a_new_main() {
+    // main (limit 3) asks the user at its third iteration; the answer ends it at its limit with
+    // no request; the next message's request starts a new main frame, not a fourth iteration.
+    let mut f = Feed::new();
+    f.inference.user(false);
+    let ask = || {
+        vec![Block::tool_use(
+            "q",
+            "ask_user",
+            json!({"question": "which?"}),
+        )]
+    };
+    f.call(
+        "main",
+        text("go"),
+        Some(vec![Block::tool_use("t", "t1", json!({}))]),
+    );
+    f.call(
+        "main",
+        result("t", "ok", false),
+        Some(vec![Block::tool_use("t2", "t1", json!({}))]),
+    );
+    f.call("main", result("t2", "ok", false), Some(ask()));
+    f.inference.settle();
+    assert_eq!(f.names(), ["main"]);
+    f.inference.user(false);
+    f.inference.sent("Agent reached maximum steps.");
+    f.inference.settle();
+    assert!(f.names().is_empty());
+    f.inference.user(false);
+    f.call("main", text("again"), Some(text("Hello again.")));
+    assert!(f.violations.is_empty(), "{:?}", f.violations);
+    assert_eq!(f.inference.ended[0].reason, EndReason::MaxIterations);
+}
+
+#[test]
 fn at_idle_a_frame_that_does_not_wait_for_the_user_has_ended() {
     // The writer agent reaches its limit of 2 with a tool use left: at idle it is gone, and the
     // main frame that waited on it too.
