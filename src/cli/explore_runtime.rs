@@ -397,7 +397,12 @@ fn shrink_and_write(
     };
     let Some(shrunk) = outside::shrink(failing, options, kind, budget, rt) else {
         println!(
-            "  not shrunk: with its faults made scripted errors and restart steps, the run no longer fails with {kind} (the runtime is not deterministic under scripted inputs, or the failure depends on timing); rerun the seed with the command above"
+            "  not shrunk: with its faults made scripted errors and restart steps, the run no longer fails with {kind} (the runtime is not deterministic under scripted inputs, or the failure depends on timing{}); rerun the seed with the command above",
+            if options.reuse.is_some() {
+                ", or on the runs its process served before its `reset`: --no-reset gives each run a process of its own"
+            } else {
+                ""
+            }
         );
         return;
     };
