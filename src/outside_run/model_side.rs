@@ -56,7 +56,13 @@ impl ModelSide {
         ModelSide {
             lines: Vec::new(),
             arrivals_read: 0,
-            inference: (conversations(scenario) <= 1).then(|| Inference::new(&scenario.catalog)),
+            inference: (conversations(scenario) <= 1).then(|| {
+                let mut inference = Inference::new(&scenario.catalog);
+                if scenario.config.query_user == crate::runtime::QueryUser::None {
+                    inference.asks_answered_at_once();
+                }
+                inference
+            }),
             pending: BTreeMap::new(),
             replies: BTreeMap::new(),
             next: 1,

@@ -292,6 +292,26 @@ fn a_user_message_to_main_at_its_limit_ends_it_and_the_next_message_starts_a_new
 }
 
 #[test]
+fn with_asks_answered_at_once_a_frame_that_asked_does_not_wait_for_the_user() {
+    let mut f = Feed::new();
+    f.inference.asks_answered_at_once();
+    f.inference.user(false);
+    let ask = vec![Block::tool_use(
+        "q",
+        "ask_user",
+        json!({"question": "which?"}),
+    )];
+    f.call("main", text("go"), Some(ask));
+    f.inference.sent("Agent reached maximum steps.");
+    f.inference.settle();
+    // It asked, was answered at once, and its turn ended: nothing waits at idle.
+    assert!(f.names().is_empty());
+    f.inference.user(false);
+    f.call("main", text("again"), Some(text("Hello again.")));
+    assert!(f.violations.is_empty(), "{:?}", f.violations);
+}
+
+#[test]
 fn at_idle_a_frame_that_does_not_wait_for_the_user_has_ended() {
     // The writer agent reaches its limit of 2 with a tool use left: at idle it is gone, and the
     // main frame that waited on it too.
