@@ -96,15 +96,6 @@ fn quantile(sorted: &[Duration], q: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-/// CPU seconds (user + system) of this process and of its reaped children so far.
-fn cpu() -> (f64, f64) {
-    use super::bench_cpu::rusage_seconds;
-    (
-        rusage_seconds(libc::RUSAGE_SELF),
-        rusage_seconds(libc::RUSAGE_CHILDREN),
-    )
-}
-
 /// Runs the bench for about `seconds` (at least three runs) with the default scenario, or once
 /// per workload (`w1`, `w2`) for about `seconds` each.
 pub(crate) fn bench_runtime(
@@ -207,7 +198,7 @@ fn measure(
     seconds: f64,
     workload: Option<(&'static str, u64)>,
 ) -> Result<Measured, ExitCode> {
-    let (self_before, children_before) = cpu();
+    let (self_before, children_before) = super::cpu::cpu();
     let started = Instant::now();
     let mut runs = 0u32;
     let mut messages = Vec::new();
@@ -232,7 +223,7 @@ fn measure(
         }
     }
     let wall = started.elapsed().as_secs_f64();
-    let (self_after, children_after) = cpu();
+    let (self_after, children_after) = super::cpu::cpu();
     messages.sort();
     Ok(Measured {
         workload,

@@ -95,6 +95,10 @@ pub(crate) struct ExploreArgs {
     /// With --runtime: seconds the shrinker may take per finding (no run starts after).
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds, requires = "runtime")]
     shrink_time: f64,
+    /// With --runtime: start a new process for every run even when the runtime offers `reset`
+    /// (by default one process per job is kept and reset between runs).
+    #[arg(long, requires = "runtime")]
+    no_reset: bool,
     #[command(flatten)]
     runtime: super::runtime_args::RuntimeArgs,
 }
@@ -166,11 +170,11 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         shrink_budget,
         shrink_runs,
         shrink_time,
+        no_reset,
         runtime,
     } = args;
     if runtime.runtime.is_some() {
         let refused = [
-            (generated, "--generated"),
             (bug.is_some(), "--bug"),
             (interruptions.is_some(), "--interruptions"),
             (swarm.is_some(), "--swarm"),
@@ -180,7 +184,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         ];
         if let Some((_, flag)) = refused.iter().find(|(on, _)| *on) {
             eprintln!(
-                "error: {flag} is for agentsim's own runtime; explore --runtime runs one scenario file against yours"
+                "error: {flag} is for agentsim's own runtime; explore --runtime runs a scenario file or generated scenarios against yours"
             );
             return ExitCode::from(2);
         }
@@ -209,12 +213,17 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let file = file.expect("clap requires FILE without --generated");
-        let scenario = match scenario::load(&file).and_then(|s| s.runnable().map(|()| s)) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {}", report::terminal(&e.to_string()));
-                return ExitCode::from(2);
+        // With --generated, the subject is named by the flag in the summary and rerun commands.
+        let file = file.unwrap_or_else(|| PathBuf::from("--generated"));
+        let subject = if generated {
+            super::explore_runtime::Subject::Generated
+        } else {
+            match scenario::load(&file).and_then(|s| s.runnable().map(|()| s)) {
+                Ok(s) => super::explore_runtime::Subject::File(Box::new(s)),
+                Err(e) => {
+                    eprintln!("error: {}", report::terminal(&e.to_string()));
+                    return ExitCode::from(2);
+                }
             }
         };
         if !no_write && out.exists() && !out.is_dir() {
@@ -225,7 +234,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
             return ExitCode::from(2);
         }
         return super::explore_runtime::command(
-            scenario,
+            subject,
             options,
             super::explore_runtime::Asked {
                 file: &file,
@@ -243,6 +252,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 out: (!no_write).then_some(out.as_path()),
                 shrink_runs,
                 shrink_time: std::time::Duration::from_secs_f64(shrink_time),
+                reset: !no_reset,
             },
         );
     }

@@ -10,11 +10,20 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use agentsim::explore::outside::{self, OutsideSettings, SeedRun, Verdict};
+use agentsim::explore::outside_generated::{self, Expressible};
 use agentsim::outside_run::{join_command, NotRun, Options};
 use agentsim::report;
 use agentsim::scenario::Scenario;
 
 use super::shared::{write_new_with, Written};
+
+/// What is explored: one scenario file under many seeds, or a generated scenario per seed.
+pub(crate) enum Subject {
+    /// The scenario file.
+    File(Box<Scenario>),
+    /// `--generated`: a scenario per seed, kept to what the runtime's capabilities express.
+    Generated,
+}
 
 /// What `explore --runtime` was asked.
 pub(crate) struct Asked<'a> {
@@ -36,6 +45,9 @@ pub(crate) struct Asked<'a> {
     pub out: Option<&'a Path>,
     pub shrink_runs: usize,
     pub shrink_time: Duration,
+    /// Keep a process per job and `reset` it between runs, when the runtime offers `reset`
+    /// (`--no-reset` turns it off).
+    pub reset: bool,
 }
 
 impl Asked<'_> {
@@ -71,7 +83,7 @@ fn runtime_flags(options: &Options) -> String {
 }
 
 /// Runs the exploration.
-pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) -> ExitCode {
+pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -83,9 +95,15 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             return ExitCode::from(2);
         }
     };
-    let file = report::terminal(&asked.file.display().to_string()).into_owned();
+    let file = match &subject {
+        Subject::File(_) => report::terminal(&asked.file.display().to_string()).into_owned(),
+        Subject::Generated => "generated scenarios".to_owned(),
+    };
     // What the runtime offers decides which faults it can take: a run with no steps asks it.
-    let mut probe = scenario.clone();
+    let mut probe = match &subject {
+        Subject::File(scenario) => (**scenario).clone(),
+        Subject::Generated => outside_generated::generate(0, Expressible::default()),
+    };
     probe.steps.clear();
     probe.expect_violation = None;
     let capabilities = match rt.block_on(agentsim::outside_run::run(&probe, &options)) {
@@ -110,8 +128,15 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         tool_errors: asked.faults && !asked.no_tool_errors,
         tool_latency: asked.faults && !asked.no_tool_latency,
     };
-    let explored = outside::explored(&scenario);
+    let explored = match &subject {
+        Subject::File(scenario) => Some(outside::explored(scenario)),
+        Subject::Generated => None,
+    };
+    let expressible = Expressible::from_capabilities(&capabilities);
+    let explored_is_generated = explored.is_none();
+    let reuse = super::explore_reset::Reusing::new(asked.reset, &capabilities);
     let started = Instant::now();
+    let cpu_before = super::cpu::cpu();
     let stopping = std::sync::Arc::new(AtomicBool::new(false));
     {
         let stopping = std::sync::Arc::clone(&stopping);
@@ -149,69 +174,92 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             .expect("a valid template")
             .progress_chars("#> "),
     );
-    let work = || loop {
-        if stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        if asked.time.is_some_and(|t| started.elapsed() >= t) {
-            out_of_time.store(true, Ordering::SeqCst);
-            break;
-        }
-        let i = next.fetch_add(1, Ordering::SeqCst);
-        if i >= asked.runs {
-            break;
-        }
-        let seed = asked.first.wrapping_add(i);
-        let run = match rt.block_on(outside::run_seed(&explored, seed, &options, settings)) {
-            Ok(run) => run,
-            Err(e) => {
-                *refused.lock().expect("no worker panics") = Some(e);
-                stopping.store(true, Ordering::SeqCst);
+    let work = || {
+        let options = reuse.job(&options);
+        loop {
+            if stopping.load(Ordering::SeqCst) {
                 break;
             }
-        };
-        if asked.runs == 1 {
-            print!("{}", run.outcome.text());
-            let lines = run.fault_lines();
-            if !lines.is_empty() {
-                println!("faults of seed {seed}:");
-                for l in lines {
-                    println!("  {l}");
+            if asked.time.is_some_and(|t| started.elapsed() >= t) {
+                out_of_time.store(true, Ordering::SeqCst);
+                break;
+            }
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= asked.runs {
+                break;
+            }
+            let seed = asked.first.wrapping_add(i);
+            let generated;
+            let explored = match &explored {
+                Some(explored) => explored,
+                None => {
+                    generated = outside_generated::generate(seed, expressible);
+                    &generated
+                }
+            };
+            let run = match rt.block_on(outside::run_seed(explored, seed, &options, settings)) {
+                Ok(run) => run,
+                Err(NotRun::Unrunnable(_)) if explored_is_generated => {
+                    // A generated scenario the runtime cannot run: counted, not a finding.
+                    *limits
+                        .lock()
+                        .expect("no worker panics")
+                        .entry("not-expressible".to_owned())
+                        .or_insert(0) += 1;
+                    done.fetch_add(1, Ordering::SeqCst);
+                    bar.inc(1);
+                    continue;
+                }
+                Err(e) => {
+                    *refused.lock().expect("no worker panics") = Some(e);
+                    stopping.store(true, Ordering::SeqCst);
+                    break;
+                }
+            };
+            if asked.runs == 1 {
+                print!("{}", run.outcome.text());
+                let lines = run.fault_lines();
+                if !lines.is_empty() {
+                    println!("faults of seed {seed}:");
+                    for l in lines {
+                        println!("  {l}");
+                    }
                 }
             }
-        }
-        faults.fetch_add(
-            (outside::injected(&run.outcome).len()
-                + run.plan.restarts_after.len()
-                + run.outcome.tool_faults.len()) as u64,
-            Ordering::SeqCst,
-        );
-        match run.verdict() {
-            Verdict::Passed => {}
-            Verdict::Limit(kind) => {
-                *limits
-                    .lock()
-                    .expect("no worker panics")
-                    .entry(kind)
-                    .or_insert(0) += 1;
-            }
-            Verdict::Found(kind) => {
-                let mut found = found.lock().expect("no worker panics");
-                match found.get_mut(&kind) {
-                    Some((n, first)) => {
-                        *n += 1;
-                        if seed < first.seed {
-                            *first = run;
+            faults.fetch_add(
+                (outside::injected(&run.outcome).len()
+                    + run.plan.restarts_after.len()
+                    + run.outcome.tool_faults.len()) as u64,
+                Ordering::SeqCst,
+            );
+            match run.verdict() {
+                Verdict::Passed => {}
+                Verdict::Limit(kind) => {
+                    *limits
+                        .lock()
+                        .expect("no worker panics")
+                        .entry(kind)
+                        .or_insert(0) += 1;
+                }
+                Verdict::Found(kind) => {
+                    let mut found = found.lock().expect("no worker panics");
+                    match found.get_mut(&kind) {
+                        Some((n, first)) => {
+                            *n += 1;
+                            if seed < first.seed {
+                                *first = run;
+                            }
+                        }
+                        None => {
+                            found.insert(kind, (1, run));
                         }
                     }
-                    None => {
-                        found.insert(kind, (1, run));
-                    }
                 }
             }
+            done.fetch_add(1, Ordering::SeqCst);
+            bar.inc(1);
         }
-        done.fetch_add(1, Ordering::SeqCst);
-        bar.inc(1);
+        reuse.finish(&rt, &options);
     };
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..asked.jobs.max(1))
@@ -263,12 +311,14 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
     if asked.faults && !asked.no_restarts && !settings.restarts {
         println!("  (no kills: the runtime does not offer the `restart` capability)");
     }
+    println!("  {}", reuse.summary());
     let elapsed = started.elapsed().as_secs_f64();
     println!(
         "  {elapsed:.2}s, {:.1} runs/s, {} faults injected",
         runs_done as f64 / elapsed.max(1e-9),
         faults.load(Ordering::SeqCst)
     );
+    println!("  {}", cpu_line(cpu_before, runs_done));
     let limits = limits.into_inner().expect("no worker panics");
     if !limits.is_empty() {
         let list: Vec<String> = limits.iter().map(|(k, n)| format!("{k} {n}")).collect();
@@ -278,6 +328,10 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         );
     }
     let found = found.into_inner().expect("no worker panics");
+    let reset_broken = reuse.report_failures();
+    if found.is_empty() && reset_broken {
+        return ExitCode::FAILURE;
+    }
     if found.is_empty() {
         println!("  findings: none");
         return if interrupted {
@@ -291,6 +345,8 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         println!("    {kind}: {n} runs (first at seed {})", run.seed);
     }
     let runtime = runtime_flags(&options);
+    // Shrinking reruns the runtime many times: on one kept process too, when it offers `reset`.
+    let shrink_options = reuse.job(&options);
     for (kind, (_, run)) in found {
         let message = run
             .outcome
@@ -302,6 +358,11 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             run.seed,
             report::terminal(&message)
         );
+        if matches!(kind.as_str(), "unexpected-exit" | "timeout") {
+            for line in run.outcome.stderr.iter().rev().take(10).rev() {
+                println!("  | {}", report::terminal(line));
+            }
+        }
         for line in run.fault_lines() {
             println!("  fault: {line}");
         }
@@ -312,9 +373,10 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
             run.seed
         );
         if let Some(dir) = asked.out {
-            shrink_and_write(&rt, &run, &kind, &options, &asked, dir, &runtime);
+            shrink_and_write(&rt, &run, &kind, &shrink_options, &asked, dir, &runtime);
         }
     }
+    reuse.finish(&rt, &shrink_options);
     ExitCode::FAILURE
 }
 
@@ -335,7 +397,12 @@ fn shrink_and_write(
     };
     let Some(shrunk) = outside::shrink(failing, options, kind, budget, rt) else {
         println!(
-            "  not shrunk: with its faults made scripted errors and restart steps, the run no longer fails with {kind} (the runtime is not deterministic under scripted inputs, or the failure depends on timing); rerun the seed with the command above"
+            "  not shrunk: with its faults made scripted errors and restart steps, the run no longer fails with {kind} (the runtime is not deterministic under scripted inputs, or the failure depends on timing{}); rerun the seed with the command above",
+            if options.reuse.is_some() {
+                ", or on the runs its process served before its `reset`: --no-reset gives each run a process of its own"
+            } else {
+                ""
+            }
         );
         return;
     };
@@ -384,6 +451,21 @@ fn shrink_and_write(
         }
         Err(e) => println!("  could not write into {}: {e}", dir.display()),
     }
+}
+
+/// The CPU time of agentsim and of the runtime's processes since `before`, per run, and
+/// agentsim's share (the processes still running are not counted: every job has stopped its own
+/// by now).
+fn cpu_line(before: (f64, f64), runs: u64) -> String {
+    let after = super::cpu::cpu();
+    let (ours, theirs) = (after.0 - before.0, after.1 - before.1);
+    let per_run = |s: f64| s * 1000.0 / runs.max(1) as f64;
+    format!(
+        "CPU: agentsim {ours:.2} s ({:.2} ms a run), the runtime's processes {theirs:.2} s ({:.2} ms a run): agentsim's share {:.0}%",
+        per_run(ours),
+        per_run(theirs),
+        if ours + theirs > 0.0 { ours / (ours + theirs) * 100.0 } else { 0.0 }
+    )
 }
 
 fn not_run(e: &NotRun) -> ExitCode {

@@ -7,7 +7,9 @@ mod bench_cpu;
 #[cfg(feature = "mock-server")]
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
+mod cpu;
 pub(crate) mod explore;
+mod explore_reset;
 mod explore_runtime;
 pub(crate) mod import;
 #[cfg(feature = "mock-server")]

@@ -115,6 +115,7 @@ impl RuntimeArgs {
             seed,
             model_faults: None,
             tool_faults: None,
+            reuse: None,
         }))
     }
 }

@@ -4,12 +4,15 @@
 //! - `run`: one exploration run, and the plain scenario that replays a failing one.
 //! - [`generate`]: random scenarios from a seed.
 //! - [`outside`]: exploration against a runtime under test (`explore FILE --runtime CMD`).
+//! - [`outside_generated`]: generated scenarios for a runtime under test (`explore --runtime CMD
+//!   --generated`), kept to what its capabilities express.
 //! - [`shrink`]: greedy minimisation of a failing scenario.
 //! - [`planted`]: which invariant catches each planted bug.
 //! - [`steer`]: swarm configurations of the generator, weighted by the coverage they reach.
 
 pub mod generate;
 pub mod outside;
+pub mod outside_generated;
 pub mod planted;
 mod run;
 pub mod shrink;

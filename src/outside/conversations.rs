@@ -61,6 +61,12 @@ impl Inferences {
         }
     }
 
+    /// Every conversation's `ask_user` is answered at once (the scenario's `query_user: none`), so
+    /// an ask does not leave its frame waiting for the user.
+    pub fn asks_answered_at_once(&mut self) {
+        self.blank.asks_answered_at_once();
+    }
+
     /// How requests tell their conversation.
     pub fn addressing(&self) -> &Addressing {
         &self.addressing

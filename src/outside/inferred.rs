@@ -82,10 +82,10 @@ struct Frame {
 
 impl Frame {
     /// Whether it waits for the user's next message (and so is still on the stack at idle).
-    fn waits_for_user(&self, main: bool) -> bool {
+    fn waits_for_user(&self, main: bool, asks_wait: bool) -> bool {
         match &self.last {
             Last::Text => !main,
-            Last::Tools { asks, .. } => *asks,
+            Last::Tools { asks, .. } => *asks && asks_wait,
             Last::Nothing | Last::Failed => false,
         }
     }
@@ -172,6 +172,8 @@ pub struct Inference {
     user_pending: bool,
     /// Why the stack could not be followed, from the first request that lost it.
     lost: Option<String>,
+    /// `ask_user` waits for the user (`query_user: interactive`), else it is answered at once.
+    asks_wait: bool,
 }
 
 impl Inference {
@@ -203,7 +205,14 @@ impl Inference {
             last_sent: None,
             user_pending: false,
             lost: None,
+            asks_wait: true,
         }
+    }
+
+    /// `ask_user` is answered at once (`query_user: none`): a frame that asked does not wait
+    /// for the user.
+    pub fn asks_answered_at_once(&mut self) {
+        self.asks_wait = false;
     }
 
     /// The live frames, bottom first, or why the stack could not be inferred.
@@ -248,9 +257,23 @@ impl Inference {
 
     /// The runtime said it is idle: every frame that does not wait for the user has ended.
     pub fn settle(&mut self) {
+        // A user message that reached a top frame with all its iterations used, and made no
+        // request: the frame ended at its limit (seed 002), the runtime told the user so.
+        if self.user_pending {
+            let main = self.frames.len() == 1;
+            if self
+                .frames
+                .last()
+                .is_some_and(|t| t.iterations >= t.limit && t.waits_for_user(main, self.asks_wait))
+            {
+                self.user_pending = false;
+                let f = self.frames.pop().expect("a top frame");
+                self.end(f, EndReason::MaxIterations);
+            }
+        }
         while let Some(top) = self.frames.last() {
             let main = self.frames.len() == 1;
-            if top.waits_for_user(main) {
+            if top.waits_for_user(main, self.asks_wait) {
                 break;
             }
             let reason = top.end_reason(main);
@@ -370,7 +393,10 @@ impl Inference {
         } else if let (Some(id), false) = (spawned, user) {
             self.push(x.agent, Some(id));
         } else if let Some(i) = below.filter(|&i| i + 1 < self.frames.len()) {
-            if user {
+            // A top frame that has used all its iterations takes the user's message and ends at
+            // its limit without a model call (seed 002): its parent's request comes first.
+            let spent = self.frames.last().is_some_and(|f| f.iterations >= f.limit);
+            if user && !spent {
                 out.push(violation(
                     names::ROUTING,
                     format!(

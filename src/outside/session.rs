@@ -12,8 +12,10 @@
 //!   Conversations, the `seq`s sent and the highest `idle` are the run's, so they survive a
 //!   restart: a restarted runtime's `stack` for a restored conversation, or its `idle` for
 //!   `hello.awaiting_idle`, is in order.
-//! - A `reset` starts a new run in the same process: conversations, `seq`s, the highest `idle` and
-//!   `ready` are forgotten; the call ids are not (same process).
+//! - A `reset` starts a new run in the same process: conversations, `seq`s, the highest `idle`,
+//!   `ready` and the call ids are forgotten (agentsim sends no result of a call made before a
+//!   `reset` after it, so an id used again cannot be mistaken; and a finding never depends on the
+//!   runs a process served before, which a rerun of its seed alone would not repeat).
 //! - A `ready` is accepted before agentsim's `hello` is recorded (the two lines may cross); a
 //!   `tool_call` checked before any `hello` names an unknown agent.
 //! - After `shutdown`, lines "are recorded in the transcript and judged by nothing": every decoded
@@ -34,8 +36,6 @@ use super::codec::{
 pub struct Session {
     /// The runtime's `ready` answered the current `hello`.
     ready: bool,
-    /// agentsim wrote `reset`, and no `hello` since: the next `hello` is the same process's.
-    after_reset: bool,
     /// agentsim wrote `shutdown`.
     shut_down: bool,
     /// The agents of the last `hello`.
@@ -49,7 +49,7 @@ pub struct Session {
     seqs: BTreeSet<u64>,
     /// The highest `idle` received in this run.
     idle: Option<u64>,
-    /// The call ids this process used.
+    /// The call ids this process used since it started or was last reset.
     calls: BTreeSet<String>,
 }
 
@@ -70,13 +70,10 @@ impl Session {
         }
     }
 
-    /// Records a `hello`: the agents and tools a `tool_call` may name. A `hello` not preceded by
-    /// `reset` starts a new process: `ready` is awaited again and the call ids start afresh.
+    /// Records a `hello`: the agents and tools a `tool_call` may name. `ready` is awaited again
+    /// and the call ids start afresh (a new process, or a new run after `reset`).
     pub fn sent_hello(&mut self, hello: &Hello) {
-        if !self.after_reset {
-            self.calls.clear();
-        }
-        self.after_reset = false;
+        self.calls.clear();
         self.ready = false;
         self.shut_down = false;
         self.agents = hello.agents.iter().map(|a| a.name.clone()).collect();
@@ -100,8 +97,8 @@ impl Session {
 
     /// Records a `reset`: a new run in the same process.
     pub fn sent_reset(&mut self) {
-        self.after_reset = true;
         self.ready = false;
+        self.calls.clear();
         self.conversations.clear();
         self.seqs.clear();
         self.idle = None;

@@ -32,6 +32,7 @@ mod page;
 mod process;
 mod restart_check;
 mod run;
+mod warm;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,7 @@ pub use options::{
     join_command, split_command, EnvEntry, Options, Timeouts, ToolFault, ToolFaults,
 };
 pub use outcome::{Entry, Failure, FailureKind, Outcome};
+pub use warm::{ResetFailure, Reuse};
 
 use outcome::Failure as F;
 use run::{Run, Stop};
@@ -163,23 +165,58 @@ pub async fn run_with_model(
     let state_dir = work.0.join("state");
     std::fs::create_dir(&state_dir)
         .map_err(|e| NotRun::Setup(format!("cannot make the state directory: {e}")))?;
-    let running = server::start(
-        scenario,
-        server::Options {
-            keep_journal: true,
-            scripted_usage_only: true,
-            time_scale,
-            faults: options.model_faults,
-            ..server::Options::default()
-        },
-    )
-    .await
-    .map_err(|e| NotRun::Setup(format!("cannot start the mock model server: {e}")))?;
+    let server_options = server::Options {
+        keep_journal: true,
+        scripted_usage_only: true,
+        time_scale,
+        faults: options.model_faults,
+        ..server::Options::default()
+    };
+    // A process kept from the job's previous run is `reset` on a server at its old address.
+    let mut warm = options.reuse.as_ref().and_then(Reuse::take);
+    let at_old_address = match &warm {
+        Some(w) => warm::start_server_at(scenario, server_options.clone(), w.addr)
+            .await
+            .ok(),
+        None => None,
+    };
+    let running = match at_old_address {
+        Some(running) => running,
+        None => {
+            // No process kept, or its address is taken: a new process on a new server.
+            warm = None;
+            server::start(scenario, server_options)
+                .await
+                .map_err(|e| NotRun::Setup(format!("cannot start the mock model server: {e}")))?
+        }
+    };
     let env = environment(options, model.unwrap_or(running.addr), &state_dir);
     let seed = options.seed.unwrap_or(scenario.seed);
     let mut run = Run::new(scenario, options, running, state_dir, env, seed, time_scale);
+    if let Some(w) = warm {
+        run.adopt(w);
+    }
     let played = run.play().await;
-    let stopped = run.stop(played.is_ok()).await;
+    // A process is kept after a run that passed, or that failed a check or an expectation with
+    // the runtime idle (`release` asks); not after a protocol error, a timeout or an exit.
+    let keepable = match &played {
+        Ok(()) | Err(Stop::Reproduced { .. }) => true,
+        // Not after `idle`: a runtime that makes requests after its `idle` may still be at work.
+        Err(Stop::Failed(f)) => match &f.kind {
+            FailureKind::Check(check) => check != "idle",
+            FailureKind::Expectation => true,
+            _ => false,
+        },
+        Err(Stop::Unrunnable(_)) => false,
+    };
+    let kept = match (&options.reuse, keepable) {
+        (Some(reuse), true) => run.release().map(|w| reuse.put(w)),
+        _ => None,
+    };
+    let stopped = match kept {
+        Some(()) => None,
+        None => run.stop(played.is_ok()).await,
+    };
     run.read_journal();
     let stderr = run.stderr_lines();
     run.server.stop();

@@ -46,6 +46,8 @@ pub(super) struct ModelSide {
     conversations: Vec<String>,
     /// Whether [`ModelSide::address`] was called (requests wait until it is).
     addressed: bool,
+    /// The scenario answers `ask_user` at once (`query_user: none`): an ask is not a wait.
+    asks_at_once: bool,
     /// The inference: for a scenario of one conversation, or a runtime that names each
     /// request's conversation.
     pub inference: Option<Inferences>,
@@ -68,6 +70,7 @@ impl ModelSide {
             lines: Vec::new(),
             arrivals_read: 0,
             conversations: conversations(scenario),
+            asks_at_once: scenario.config.query_user == crate::runtime::QueryUser::None,
             addressed: false,
             inference: None,
             pending: BTreeMap::new(),
@@ -98,7 +101,13 @@ impl ModelSide {
         } else {
             None
         };
-        self.inference = addressing.map(|a| Inferences::new(&self.catalog, a));
+        self.inference = addressing.map(|a| {
+            let mut inferences = Inferences::new(&self.catalog, a);
+            if self.asks_at_once {
+                inferences.asks_answered_at_once();
+            }
+            inferences
+        });
         self.feed(false);
     }
 

@@ -105,6 +105,9 @@ pub struct Options {
     pub model_faults: Option<crate::mock_llm::server::RandomFaults>,
     /// Tool faults agentsim injects into the scripted tools' outcomes (`explore --runtime`).
     pub tool_faults: Option<ToolFaults>,
+    /// Keep the runtime's process between runs and `reset` it, when it offers `reset`
+    /// (`explore --runtime`): the slot of one job, see [`super::Reuse`].
+    pub reuse: Option<super::Reuse>,
 }
 
 /// Tool faults injected at a rate, each decision a function of the seed, the tool's name and the
@@ -163,6 +166,7 @@ impl Options {
             seed: None,
             model_faults: None,
             tool_faults: None,
+            reuse: None,
         }
     }
 

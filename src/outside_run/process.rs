@@ -45,6 +45,12 @@ impl StderrTail {
         }
     }
 
+    /// Forgets what was kept (a kept process starts a new run).
+    pub(super) fn clear(&mut self) {
+        self.bytes.clear();
+        self.dropped = false;
+    }
+
     /// Its lines (lossy UTF-8), the first one dropped if it was cut.
     pub(super) fn lines(&self) -> Vec<String> {
         let (a, b) = self.bytes.as_slices();
@@ -159,6 +165,19 @@ impl Process {
             .ok_or_else(|| std::io::Error::other("stdin is closed"))?;
         stdin.write_all(line.as_bytes()).await?;
         stdin.flush().await
+    }
+
+    /// Drops the lines already read but not taken (a kept process's lines written after its
+    /// run's last `idle`, judged by nothing, as lines crossing `shutdown` are); `false` if its
+    /// stdout is closed.
+    pub(super) fn drain(&mut self) -> bool {
+        loop {
+            match self.out.try_recv() {
+                Ok(Out::Line(_)) => {}
+                Ok(Out::Eof) | Err(mpsc::error::TryRecvError::Disconnected) => return false,
+                Err(mpsc::error::TryRecvError::Empty) => return true,
+            }
+        }
     }
 
     /// Closes its stdin (after `shutdown`).

@@ -194,8 +194,17 @@ fn flags_for_agentsims_own_runtime_are_refused_with_runtime() {
         let o = agentsim(&args);
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
     }
-    let o = agentsim(&["explore", "--generated", "--runtime", "python3 x.py"]);
+    // `--generated` runs against a runtime; steering its generator is agentsim's own.
+    let o = agentsim(&[
+        "explore",
+        "--generated",
+        "--swarm",
+        "deep",
+        "--runtime",
+        "python3 x.py",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--swarm is for agentsim's own runtime"));
 }
 
 #[test]

@@ -6,7 +6,9 @@ the standard library only, and misbehaves on purpose as MODE says.
 Modes: `ok` (a main agent that asks the mock model and sends its text; with `stack` and
 `tool-results` offered only when told by `--caps`), and one mode per fault agentsim must report:
 `garbage`, `silent`, `exit-on-user`, `no-idle`, `bad-idle`, `send-after-idle`,
-`request-after-idle`, `oversize`, `flood`, `unknown-tool`, `env`, `leak`, `no-exit`.
+`request-after-idle`, `oversize`, `flood`, `unknown-tool`, `env`, `leak`, `no-exit`; and
+`instant`, which answers every message with `idle` at once (no model call), for measuring what a
+run costs agentsim itself.
 
 With `restart` in CAPS it keeps its conversations in AGENTSIM_STATE_DIR and continues them after a
 restart; the modes `resend-after-restart` (sends its last text again after a restart) and
@@ -19,6 +21,9 @@ With `conversation-header` in CAPS it names each model request's conversation wi
 
 With `usage` in CAPS it reports its conversation's token usage, summed over the model's replies,
 after each reply; the mode `usage-last` reports the last reply's usage instead of the sum.
+
+With `reset` in CAPS it starts a new run on `reset` (it forgets its conversations and answers the
+next `hello`); `reset-dies` exits on `reset` and `reset-hangs` never answers the `hello` after it.
 """
 
 import json
@@ -83,9 +88,25 @@ def main():
             if MODE == "no-exit":
                 time.sleep(60)
             return
+        if m["type"] == "reset":
+            if MODE == "reset-dies":
+                print("Traceback (most recent call last):\nRuntimeError: reset broke", file=sys.stderr)
+                sys.exit(3)
+            if MODE == "reset-hangs":
+                time.sleep(60)
+                return
+            hello = json.loads(sys.stdin.readline())
+            print(f"hello for run {hello['run']} after a reset", file=sys.stderr)
+            state = os.path.join(hello["state_dir"], "fake.json")
+            history, last_sent = {}, {}
+            out({"type": "ready", "protocol": 1, "capabilities": CAPS})
+            continue
         if m["type"] != "user":
             continue
         conv, seq = m["conversation"], m["seq"]
+        if MODE == "instant":
+            out({"type": "idle", "seq": seq})  # answers at once: agentsim's own cost per run
+            continue
         if MODE == "exit-on-user":
             print("Traceback (most recent call last):\nValueError: the agent broke", file=sys.stderr)
             sys.exit(3)

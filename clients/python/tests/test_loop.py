@@ -365,3 +365,75 @@ def test_model_headers_name_the_turns_conversation_and_usage_is_an_event() -> No
     assert out[1] == {"type": "event", "conversation": "telegram_1", "kind": "usage",
                       "input_tokens": 100, "output_tokens": 20}
     assert model_headers("c") == {CONVERSATION_HEADER: "c"}
+
+
+class Counting(Runtime):
+    """Keeps a count in the instance: a fresh instance per run starts it again."""
+
+    capabilities = ("stack",)
+    made = 0
+
+    def __init__(self) -> None:
+        Counting.made += 1
+        self.seen = 0
+
+    def on_user(self, conversation: str, text: str, io: IO) -> None:
+        self.seen += 1
+        io.send(f"{text} is message {self.seen} of runtime {Counting.made}")
+
+
+def test_run_fresh_makes_a_new_runtime_for_every_run_and_offers_reset() -> None:
+    Counting.made = 0
+    status, out = play_fresh(lambda: Counting(), lines(
+        hello(), user(1, "a"), user(2, "b"), {"type": "reset"}, hello(run="b#0"), user(1, "c"), SHUTDOWN))
+    assert status == 0
+    assert out[0] == {"type": "ready", "protocol": 1, "capabilities": ["stack", "reset"]}
+    sent = [m["text"] for m in out if m["type"] == "send"]
+    assert sent == ["a is message 1 of runtime 1", "b is message 2 of runtime 1", "c is message 1 of runtime 2"]
+    assert [m["type"] for m in out].count("ready") == 2
+
+
+def play_fresh(factory: Any, stdin: bytes) -> tuple[int, list[dict[str, Any]]]:
+    from agentsim_runtime import run_fresh
+    out = io.BytesIO()
+    status = run_fresh(factory, stdin=io.BytesIO(stdin), stdout=out, exit=False)
+    return status, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_a_runtime_that_offers_reset_without_a_way_to_forget_is_refused() -> None:
+    class Forgetful(Runtime):
+        capabilities = ("reset",)
+
+        def on_user(self, conversation: str, text: str, io: IO) -> None:
+            pass
+
+    with pytest.raises(ValueError, match="offers `reset` but cannot forget"):
+        play(Forgetful(), lines(hello(), SHUTDOWN))
+    with pytest.raises(ValueError, match="offers `reset` but cannot forget"):
+        play(echo, lines(hello(), SHUTDOWN), capabilities=["reset"])
+
+
+def test_a_function_runtime_forgets_its_state_with_its_on_reset() -> None:
+    seen: list[str] = []
+
+    def remember(conversation: str, text: str, io: IO) -> None:
+        seen.append(text)
+        io.send(",".join(seen))
+
+    status, out = play(remember, lines(
+        hello(), user(1, "a"), {"type": "reset"}, hello(), user(1, "b"), SHUTDOWN),
+        capabilities=["reset"], on_reset=seen.clear)
+    assert status == 0
+    assert [m["text"] for m in out if m["type"] == "send"] == ["a", "b"]
+
+
+def test_an_exception_in_on_reset_is_reported_and_exits_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    class Broken(Resettable):
+        def on_reset(self) -> None:
+            raise RuntimeError("cannot forget")
+
+    status, out = play(Broken(), lines(hello(), user(1, "x"), result("c1", "ok"), {"type": "reset"}, hello(), SHUTDOWN))
+    assert status == 2
+    assert out[-1] == {"type": "error", "message": "the runtime's on_reset raised RuntimeError: cannot forget"}
+    assert "Traceback" in capsys.readouterr().err

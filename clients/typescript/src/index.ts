@@ -21,6 +21,7 @@ export {
   IO,
   type OnUser,
   run,
+  runFresh,
   type RunOptions,
   type Runtime,
   ShutdownRequested,

@@ -108,7 +108,11 @@ export interface Runtime {
   onReady?(io: IO): Awaitable<void>;
   /** After a restart in the middle of a turn: finish it from your persisted state. */
   onResume?(seq: number, io: IO): Awaitable<void>;
-  /** Forget every conversation (capability `reset`); a `hello` follows. */
+  /**
+   * Forget every conversation and every in-memory state (capability `reset`); a `hello` for the
+   * next run follows. A runtime that offers `reset` has it, or is run with {@link runFresh},
+   * which makes a new runtime instead.
+   */
   onReset?(): Awaitable<void>;
   /** The run is over; the process exits after this. */
   onShutdown?(): Awaitable<void>;
@@ -408,6 +412,8 @@ export interface RunOptions {
   readonly capabilities?: readonly Capability[];
   /** With a plain `onUser`: the runtime's name and version. */
   readonly name?: string;
+  /** With a plain `onUser` that offers `reset`: forgets the function's state. */
+  readonly onReset?: () => Awaitable<void>;
   /** Where agentsim's lines come from; default `process.stdin`. */
   readonly input?: Readable;
   /** Where the runtime's lines go; default `process.stdout`. */
@@ -430,6 +436,7 @@ export async function run(handler: Runtime | OnUser, options: RunOptions = {}): 
     runtime = { onUser: handler };
     if (options.capabilities !== undefined) runtime = { ...runtime, capabilities: options.capabilities };
     if (options.name !== undefined) runtime = { ...runtime, name: options.name };
+    if (options.onReset !== undefined) runtime = { ...runtime, onReset: options.onReset };
   } else if (typeof handler === "object" && handler !== null && typeof handler.onUser === "function") {
     runtime = handler;
   } else {
@@ -453,7 +460,45 @@ function capabilities(runtime: Runtime): Capability[] {
   if (unknown.length > 0) {
     throw new TypeError(`unknown capabilities ${JSON.stringify(unknown)}; protocol ${PROTOCOL} has ${CAPABILITIES.join(", ")}`);
   }
+  if (caps.includes("reset") && typeof runtime.onReset !== "function") {
+    throw new TypeError(
+      "the runtime offers `reset` but cannot forget its state: give it onReset (options.onReset with a function), or run it with runFresh(factory), which makes a new runtime for every run",
+    );
+  }
   return caps;
+}
+
+/**
+ * As {@link run}, with a new runtime from `factory()` for every run: one at the start and one at
+ * every `reset`, which it offers (agentsim's `explore` then runs many runs in one process).
+ * Nothing of a run's runtime survives into the next but what its module keeps.
+ */
+export async function runFresh(factory: () => Runtime, options: Omit<RunOptions, "capabilities" | "name" | "onReset"> = {}): Promise<number> {
+  const make = (): Runtime => {
+    const made = factory();
+    if (typeof made !== "object" || made === null || typeof made.onUser !== "function") {
+      throw new TypeError("runFresh(): the factory did not return a Runtime (an object with onUser)");
+    }
+    return made;
+  };
+  let current = make();
+  const caps = [...(current.capabilities ?? [])];
+  if (!caps.includes("reset")) caps.push("reset");
+  const fresh: Runtime = {
+    capabilities: caps,
+    ...(current.name !== undefined ? { name: current.name } : {}),
+    onHello: (hello) => current.onHello?.(hello),
+    onUser: (conversation, text, io) => current.onUser(conversation, text, io),
+    interrupts: (conversation, text) => current.interrupts?.(conversation, text) ?? false,
+    onReady: (io) => current.onReady?.(io),
+    onResume: (seq, io) => current.onResume?.(seq, io),
+    onReset: async () => {
+      await current.onReset?.();
+      current = make();
+    },
+    onShutdown: () => current.onShutdown?.(),
+  };
+  return run(fresh, options);
 }
 
 async function serve(runtime: Runtime, caps: Capability[], ch: Channel): Promise<number> {
@@ -484,7 +529,11 @@ async function serve(runtime: Runtime, caps: Capability[], ch: Channel): Promise
             throw new ProtocolError("reset, but this runtime did not offer the `reset` capability", ch.line);
           }
           await hook("onReset", () => runtime.onReset?.());
+          // A new run: its call ids, seqs and waits start afresh.
           ch.issued.clear();
+          ch.waiting.clear();
+          ch.queue.length = 0;
+          ch.interruptions.clear();
           ch.calls = 0;
           ch.lastSeq = 0;
           hello = await handshake(runtime, caps, ch);

@@ -12,6 +12,7 @@ import {
   MAX_LINE,
   modelHeaders,
   run,
+  runFresh,
   type RunOptions,
   type Runtime,
 } from "../src/index.js";
@@ -406,6 +407,64 @@ test("reset starts a new run in the same process, and call ids start over", asyn
   assert.equal(status, 0);
   assert.deepEqual(runtime.events, ["hello a#0 awaiting null", "ready", "user x", "reset", "hello b#0 awaiting null", "ready", "user y"]);
   assert.equal(out.filter((m) => m["type"] === "ready").length, 2);
+});
+
+class Counting implements Runtime {
+  static made = 0;
+  readonly capabilities = ["stack"] as const;
+  seen = 0;
+  constructor() {
+    Counting.made += 1;
+  }
+  onUser(_c: string, text: string, io: IO): void {
+    this.seen += 1;
+    io.send(`${text} is message ${this.seen} of runtime ${Counting.made}`);
+  }
+}
+
+test("runFresh makes a new runtime for every run and offers reset", async () => {
+  Counting.made = 0;
+  const written: Buffer[] = [];
+  const output = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      written.push(chunk);
+      callback();
+    },
+  });
+  const input = Readable.from([lines(hello(), user(1, "a"), user(2, "b"), { type: "reset" }, hello({ run: "b#0" }), user(1, "c"), SHUTDOWN)]);
+  const status = await runFresh(() => new Counting(), { input, output, exit: false });
+  assert.equal(status, 0);
+  const out = Buffer.concat(written).toString("utf-8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Obj);
+  assert.deepEqual(out[0], { type: "ready", protocol: 1, capabilities: ["stack", "reset"] });
+  assert.deepEqual(
+    out.filter((m) => m["type"] === "send").map((m) => m["text"]),
+    ["a is message 1 of runtime 1", "b is message 2 of runtime 1", "c is message 1 of runtime 2"],
+  );
+});
+
+test("a runtime that offers reset without a way to forget is refused", async () => {
+  const forgetful: Runtime = { capabilities: ["reset"], onUser: () => {} };
+  await assert.rejects(play(forgetful, lines(hello(), SHUTDOWN)), /offers `reset` but cannot forget/);
+  await assert.rejects(play(() => {}, lines(hello(), SHUTDOWN), { capabilities: ["reset"] }), /offers `reset` but cannot forget/);
+});
+
+test("a function runtime forgets its state with its onReset", async () => {
+  const seen: string[] = [];
+  const remember = (_c: string, text: string, io: IO): void => {
+    seen.push(text);
+    io.send(seen.join(","));
+  };
+  const [status, out] = await play(remember, lines(hello(), user(1, "a"), { type: "reset" }, hello(), user(1, "b"), SHUTDOWN), {
+    capabilities: ["reset"],
+    onReset: () => {
+      seen.length = 0;
+    },
+  });
+  assert.equal(status, 0);
+  assert.deepEqual(
+    out.filter((m) => m["type"] === "send").map((m) => m["text"]),
+    ["a", "b"],
+  );
 });
 
 test("after a restart the runtime resumes the turn and says idle for it", async () => {

@@ -137,14 +137,17 @@ def question_text(data: dict[str, Any]) -> str:
 
 class StackRuntime(Runtime):
     capabilities = tuple(c for c in ("stack", "tool-results", "response", "cancel-words", "ask-user",
-                                     "parallel-tools", "restart", "conversation-header", "usage")
+                                     "parallel-tools", "restart", "conversation-header", "usage",
+                                     "reset")
                          if not (SILENT and c in REPORTED))
     name = "agentsim reference runtime (python) 1" + (f", planted bug {BUG}" if BUG else "")
 
     def on_hello(self, hello: Hello) -> None:
         self.hello = hello
-        # No retries: each scripted model error is one failed call that the stack cascades.
-        self.client = anthropic.Anthropic(max_retries=0, timeout=30.0)
+        # No retries: each scripted model error is one failed call that the stack cascades. One
+        # client for the process: after a `reset` the mock server is at the same address.
+        if getattr(self, "client", None) is None:
+            self.client = anthropic.Anthropic(max_retries=0, timeout=30.0)
         self.path = os.path.join(hello.state_dir, "state.json")
         self.conversations: dict[str, Conversation] = {}
         if os.path.exists(self.path):
@@ -153,6 +156,11 @@ class StackRuntime(Runtime):
                     stack = [Frame(**frame) for frame in c["stack"]]
                     self.conversations[key] = Conversation(key, c["main_messages"], stack,
                                                            usage=c.get("usage", [0, 0]))
+
+    def on_reset(self) -> None:
+        """A new run in this process (capability `reset`): forget every conversation; the next
+        `hello` names the run's own state directory."""
+        self.conversations = {}
 
     def save(self) -> None:
         """Writes every conversation atomically: a crash leaves the old file or the new one."""

@@ -170,17 +170,19 @@ class StackRuntime implements Runtime {
     "parallel-tools",
     "restart",
     "conversation-header",
+    "reset",
   ] as const;
   readonly name = "agentsim reference runtime (typescript) 1" + (BUG === "" ? "" : `, planted bug ${BUG}`);
   private hello!: Hello;
-  private client!: Anthropic;
+  private client: Anthropic | undefined;
   private path = "";
   private conversations = new Map<string, Conversation>();
 
   onHello(hello: Hello): void {
     this.hello = hello;
-    // No retries: each scripted model error is one failed call that the stack cascades.
-    this.client = new Anthropic({ maxRetries: 0, timeout: 30_000 });
+    // No retries: each scripted model error is one failed call that the stack cascades. One
+    // client for the process: after a `reset` the mock server is at the same address.
+    this.client ??= new Anthropic({ maxRetries: 0, timeout: 30_000 });
     this.path = join(hello.stateDir, "state.json");
     this.conversations = new Map();
     if (existsSync(this.path)) {
@@ -189,6 +191,11 @@ class StackRuntime implements Runtime {
         this.conversations.set(key, { key, mainMessages: c.mainMessages, stack: c.stack, ended: [] });
       }
     }
+  }
+
+  /** A new run in this process (capability `reset`): forget every conversation. */
+  onReset(): void {
+    this.conversations = new Map();
   }
 
   /** Writes every conversation atomically: a crash leaves the old file or the new one. */
@@ -419,7 +426,7 @@ class StackRuntime implements Runtime {
     const agent = this.hello.agent(frame.agent);
     let reply: Anthropic.Message;
     try {
-      reply = await this.client.messages.create(
+      reply = await this.client!.messages.create(
         { model: agent.model, max_tokens: 1024, system: agent.system, messages: frame.messages, tools: this.toolsFor(frame) },
         { headers: modelHeaders(c.key, agent.name) },
       );

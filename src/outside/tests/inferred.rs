@@ -230,6 +230,89 @@ fn a_user_message_reaching_a_frame_below_the_top_breaks_routing() {
 }
 
 #[test]
+fn a_user_message_to_a_top_frame_at_its_limit_ends_it_and_its_parent_asks_first() {
+    // `writer` (limit 2) asks the user at its last iteration; the answer ends it at its limit,
+    // and the parent's request carrying that error comes first: no routing error.
+    let mut f = Feed::new();
+    f.inference.user(false);
+    let use_writer = vec![Block::tool_use(
+        "u1",
+        "use_agent",
+        json!({"agent": "writer", "message": "m"}),
+    )];
+    f.call("main", text("go"), Some(use_writer));
+    f.call("writer", text("m"), Some(text("working")));
+    f.inference.settle();
+    f.inference.user(false);
+    f.call("writer", text("more"), Some(text("Which version?")));
+    f.inference.settle();
+    assert_eq!(f.names(), ["main", "agent:writer"]);
+    f.inference.user(false);
+    f.call(
+        "main",
+        result("u1", "Agent reached maximum iterations.", true),
+        Some(text("It gave up.")),
+    );
+    assert!(f.violations.is_empty(), "{:?}", f.violations);
+}
+
+#[test]
+fn a_user_message_to_main_at_its_limit_ends_it_and_the_next_message_starts_a_new_main() {
+    // main (limit 3) asks the user at its third iteration; the answer ends it at its limit with
+    // no request; the next message's request starts a new main frame, not a fourth iteration.
+    let mut f = Feed::new();
+    f.inference.user(false);
+    let ask = || {
+        vec![Block::tool_use(
+            "q",
+            "ask_user",
+            json!({"question": "which?"}),
+        )]
+    };
+    f.call(
+        "main",
+        text("go"),
+        Some(vec![Block::tool_use("t", "t1", json!({}))]),
+    );
+    f.call(
+        "main",
+        result("t", "ok", false),
+        Some(vec![Block::tool_use("t2", "t1", json!({}))]),
+    );
+    f.call("main", result("t2", "ok", false), Some(ask()));
+    f.inference.settle();
+    assert_eq!(f.names(), ["main"]);
+    f.inference.user(false);
+    f.inference.sent("Agent reached maximum steps.");
+    f.inference.settle();
+    assert!(f.names().is_empty());
+    f.inference.user(false);
+    f.call("main", text("again"), Some(text("Hello again.")));
+    assert!(f.violations.is_empty(), "{:?}", f.violations);
+    assert_eq!(f.inference.ended[0].reason, EndReason::MaxIterations);
+}
+
+#[test]
+fn with_asks_answered_at_once_a_frame_that_asked_does_not_wait_for_the_user() {
+    let mut f = Feed::new();
+    f.inference.asks_answered_at_once();
+    f.inference.user(false);
+    let ask = vec![Block::tool_use(
+        "q",
+        "ask_user",
+        json!({"question": "which?"}),
+    )];
+    f.call("main", text("go"), Some(ask));
+    f.inference.sent("Agent reached maximum steps.");
+    f.inference.settle();
+    // It asked, was answered at once, and its turn ended: nothing waits at idle.
+    assert!(f.names().is_empty());
+    f.inference.user(false);
+    f.call("main", text("again"), Some(text("Hello again.")));
+    assert!(f.violations.is_empty(), "{:?}", f.violations);
+}
+
+#[test]
 fn at_idle_a_frame_that_does_not_wait_for_the_user_has_ended() {
     // The writer agent reaches its limit of 2 with a tool use left: at idle it is gone, and the
     // main frame that waited on it too.

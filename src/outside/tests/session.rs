@@ -126,14 +126,14 @@ fn a_tool_call_before_any_hello_names_an_unknown_agent() {
 const CALL_C1: &str = r#"{"type":"tool_call","call":"c1","conversation":"default","agent":"research","name":"web_search","input":{}}"#;
 
 #[test]
-fn duplicate_call_within_a_process_even_across_a_reset_but_not_after_a_restart() {
+fn duplicate_call_within_a_run_of_a_process_but_not_after_a_reset_or_a_restart() {
     let mut s = started();
     ok(&mut s, CALL_C1, 2);
     let e = seq_err(&mut s, CALL_C1, 3);
     assert_eq!(e.kind, K::DuplicateCall);
     assert!(e.message.contains("\"c1\""), "{e}");
 
-    // A reset keeps the process, so its ids stay used.
+    // A reset starts a new run, whose ids start afresh.
     let mut s = started();
     ok(&mut s, CALL_C1, 2);
     s.sent(&ToRuntime::Reset);
@@ -144,7 +144,8 @@ fn duplicate_call_within_a_process_even_across_a_reset_but_not_after_a_restart()
         3,
     );
     s.sent_user(1, "default");
-    assert_eq!(seq_err(&mut s, CALL_C1, 4).kind, K::DuplicateCall);
+    ok(&mut s, CALL_C1, 4);
+    assert_eq!(seq_err(&mut s, CALL_C1, 5).kind, K::DuplicateCall);
 
     // A restart is a new process, whose ids start afresh.
     let mut s = started();

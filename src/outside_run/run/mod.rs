@@ -3,6 +3,7 @@
 //! checks and expectations judged, and the process stopped.
 
 mod lines;
+mod reset;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -238,6 +239,10 @@ impl<'a> Run<'a> {
                 time_scale: self.time_scale,
             },
         );
+        if self.proc.is_some() && self.reset_kept(&hello).await {
+            // A process kept from the job's previous run answered `ready` after `reset`.
+            return Ok(());
+        }
         let proc = process::spawn(
             &self.options.command,
             self.options.cwd.as_deref(),

@@ -9,7 +9,7 @@
   fixture, which fails the test when the server's report fails.
 """
 
-from .loop import IO, Interrupted, Runtime, ShutdownRequested, ToolCall, ToolResult, run
+from .loop import IO, Interrupted, Runtime, ShutdownRequested, ToolCall, ToolResult, run, run_fresh
 from .mock_llm import MockLlm, MockLlmError, Report, find_agentsim
 from .runs import NotRunnable, RunResult, run_scenario
 from .protocol import (
@@ -53,6 +53,7 @@ __all__ = [
     "find_agentsim",
     "model_headers",
     "run",
+    "run_fresh",
     "run_scenario",
 ]
 

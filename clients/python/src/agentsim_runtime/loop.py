@@ -123,7 +123,9 @@ class Runtime:
         """After a restart in the middle of a turn: finish it from your persisted state."""
 
     def on_reset(self) -> None:
-        """Forget every conversation (capability ``reset``); a ``hello`` follows."""
+        """Forget every conversation and every in-memory state (capability ``reset``); a ``hello``
+        for the next run follows. A runtime that offers ``reset`` overrides it, or is run with
+        :func:`run_fresh`, which makes a new instance instead."""
 
     def on_shutdown(self) -> None:
         """The run is over; the process exits after this."""
@@ -133,13 +135,60 @@ OnUser = Callable[[str, str, "IO"], None]
 
 
 class _FunctionRuntime(Runtime):
-    def __init__(self, on_user: OnUser, capabilities: Sequence[str], name: str | None) -> None:
+    def __init__(self, on_user: OnUser, capabilities: Sequence[str], name: str | None,
+                 on_reset: Callable[[], None] | None) -> None:
         self._on_user = on_user
+        self._on_reset = on_reset
         self.capabilities = tuple(capabilities)
         self.name = name
 
     def on_user(self, conversation: str, text: str, io: IO) -> None:
         self._on_user(conversation, text, io)
+
+    def on_reset(self) -> None:
+        if self._on_reset is not None:
+            self._on_reset()
+
+
+class _Fresh(Runtime):
+    """A runtime made anew by its factory for every run: at the start and at every ``reset``."""
+
+    def __init__(self, factory: Callable[[], Runtime]) -> None:
+        self._factory = factory
+        self._current = self._make()
+        caps = list(self._current.capabilities)
+        if "reset" not in caps:
+            caps.append("reset")
+        self.capabilities = tuple(caps)
+        self.name = self._current.name
+
+    def _make(self) -> Runtime:
+        made = self._factory()
+        if not isinstance(made, Runtime):
+            raise TypeError(f"run_fresh(): the factory returned {type(made).__name__}, not a Runtime")
+        return made
+
+    def on_hello(self, hello: Hello) -> None:
+        self._current.on_hello(hello)
+
+    def on_user(self, conversation: str, text: str, io: IO) -> None:
+        self._current.on_user(conversation, text, io)
+
+    def interrupts(self, conversation: str, text: str) -> bool:
+        return self._current.interrupts(conversation, text)
+
+    def on_ready(self, io: IO) -> None:
+        self._current.on_ready(io)
+
+    def on_resume(self, seq: int, io: IO) -> None:
+        self._current.on_resume(seq, io)
+
+    def on_reset(self) -> None:
+        self._current.on_reset()
+        self._current = self._make()
+
+    def on_shutdown(self) -> None:
+        self._current.on_shutdown()
 
 
 class _Channel:
@@ -324,22 +373,31 @@ def _capabilities(runtime: Runtime) -> list[str]:
     unknown = [c for c in caps if c not in CAPABILITIES]
     if unknown:
         raise ValueError(f"unknown capabilities {unknown}; protocol {PROTOCOL} has {', '.join(CAPABILITIES)}")
+    if "reset" in caps:
+        no_hook = (type(runtime).on_reset is Runtime.on_reset
+                   or (isinstance(runtime, _FunctionRuntime) and runtime._on_reset is None))
+        if no_hook:
+            raise ValueError("the runtime offers `reset` but cannot forget its state: override "
+                             "on_reset (or pass on_reset=... with a function), or run it with "
+                             "run_fresh(factory), which makes a new runtime for every run")
     return caps
 
 
 def run(handler: Runtime | OnUser, *, capabilities: Sequence[str] = (), name: str | None = None,
+        on_reset: Callable[[], None] | None = None,
         stdin: BinaryIO | None = None, stdout: BinaryIO | None = None, exit: bool = True) -> int:
     """Speaks the protocol on stdin/stdout until ``shutdown``; returns (or exits with) the status.
 
     ``handler`` is a :class:`Runtime`, or a function ``on_user(conversation, text, io)`` (then
-    ``capabilities`` and ``name`` go into ``ready``). Status 0 after ``shutdown`` or the end of
-    stdin; 2 after a protocol error (reported first as an ``error`` line) or an exception of the
-    runtime (its traceback on stderr). With ``exit=True`` (the default) the process exits with it.
+    ``capabilities``, ``name`` and ``on_reset``, which forgets the function's state when it offers
+    ``reset``, go with it). Status 0 after ``shutdown`` or the end of stdin; 2 after a protocol
+    error (reported first as an ``error`` line) or an exception of the runtime (its traceback on
+    stderr). With ``exit=True`` (the default) the process exits with it.
     """
     if isinstance(handler, Runtime):
         runtime = handler
     elif callable(handler):
-        runtime = _FunctionRuntime(handler, capabilities, name)
+        runtime = _FunctionRuntime(handler, capabilities, name, on_reset)
     else:
         raise TypeError("run() takes a Runtime or a function on_user(conversation, text, io)")
     caps = _capabilities(runtime)
@@ -349,6 +407,14 @@ def run(handler: Runtime | OnUser, *, capabilities: Sequence[str] = (), name: st
     if exit:
         sys.exit(status)
     return status
+
+
+def run_fresh(factory: Callable[[], Runtime], *, stdin: BinaryIO | None = None,
+              stdout: BinaryIO | None = None, exit: bool = True) -> int:
+    """As :func:`run`, with a new runtime from ``factory()`` for every run: one at the start and
+    one at every ``reset``, which it offers (agentsim's ``explore`` then runs many runs in one
+    process). Nothing of a run's runtime survives into the next but what its module keeps."""
+    return run(_Fresh(factory), stdin=stdin, stdout=stdout, exit=exit)
 
 
 def _serve(runtime: Runtime, caps: list[str], ch: _Channel) -> int:
@@ -373,8 +439,11 @@ def _serve(runtime: Runtime, caps: list[str], ch: _Channel) -> int:
             elif isinstance(message, Reset):
                 if "reset" not in caps:
                     raise ProtocolError("reset, but this runtime did not offer the `reset` capability", ch.line)
-                runtime.on_reset()
+                _call(runtime.on_reset)
+                # A new run: its call ids, seqs and waits start afresh.
                 ch.issued.clear()
+                ch.waiting.clear()
+                ch.queue.clear()
                 ch.calls = 0
                 ch.last_seq = 0
                 hello = _handshake(runtime, caps, ch)
@@ -464,4 +533,5 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "run",
+    "run_fresh",
 ]
