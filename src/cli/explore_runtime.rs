@@ -14,6 +14,7 @@ use agentsim::outside_run::{join_command, NotRun, Options};
 use agentsim::report;
 use agentsim::scenario::Scenario;
 
+use super::explore_turns::NoTurnFaults;
 use super::shared::{write_new_with, Written};
 
 /// What `explore --runtime` was asked.
@@ -32,6 +33,8 @@ pub(crate) struct Asked<'a> {
     pub no_tool_errors: bool,
     /// `--no-fault tool-latency`.
     pub no_tool_latency: bool,
+    /// `--no-fault user-message`, `--no-fault cancel`, `--no-fault restart-mid-turn`.
+    pub no_turns: NoTurnFaults,
     pub time: Option<Duration>,
     pub out: Option<&'a Path>,
     pub shrink_runs: usize,
@@ -56,6 +59,9 @@ impl Asked<'_> {
         }
         if self.faults && self.no_tool_latency {
             flags.push_str(" --no-fault tool-latency");
+        }
+        if self.faults {
+            flags.push_str(&self.no_turns.flags());
         }
         flags
     }
@@ -109,6 +115,7 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         restarts: asked.faults && !asked.no_restarts && capabilities.iter().any(|c| c == "restart"),
         tool_errors: asked.faults && !asked.no_tool_errors,
         tool_latency: asked.faults && !asked.no_tool_latency,
+        turns: asked.no_turns.settings(asked.faults, !asked.no_restarts, &capabilities),
     };
     let explored = outside::explored(&scenario);
     let started = Instant::now();
@@ -183,6 +190,7 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         faults.fetch_add(
             (outside::injected(&run.outcome).len()
                 + run.plan.restarts_after.len()
+                + run.turns.interjections.len()
                 + run.outcome.tool_faults.len()) as u64,
             Ordering::SeqCst,
         );
@@ -244,6 +252,9 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         (settings.restarts, "kill -9 and restart"),
         (settings.tool_errors, "tool errors"),
         (settings.tool_latency, "tool latency"),
+        (settings.turns.user_messages, "user interjections"),
+        (settings.turns.cancels, "cancel words"),
+        (settings.turns.kills_mid_turn, "kills mid-turn"),
     ]
     .iter()
     .filter(|(on, _)| *on)

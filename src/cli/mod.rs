@@ -7,6 +7,7 @@ pub(crate) mod bench_runtime;
 pub(crate) mod check;
 pub(crate) mod explore;
 mod explore_runtime;
+mod explore_turns;
 pub(crate) mod import;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;

@@ -10,6 +10,7 @@
 
 pub mod generate;
 pub mod outside;
+pub mod outside_turns;
 pub mod planted;
 mod run;
 pub mod shrink;
