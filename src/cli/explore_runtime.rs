@@ -115,7 +115,9 @@ pub(crate) fn command(scenario: Scenario, options: Options, asked: Asked<'_>) ->
         restarts: asked.faults && !asked.no_restarts && capabilities.iter().any(|c| c == "restart"),
         tool_errors: asked.faults && !asked.no_tool_errors,
         tool_latency: asked.faults && !asked.no_tool_latency,
-        turns: asked.no_turns.settings(asked.faults, !asked.no_restarts, &capabilities),
+        turns: asked
+            .no_turns
+            .settings(asked.faults, !asked.no_restarts, &capabilities),
     };
     let explored = outside::explored(&scenario);
     let started = Instant::now();

@@ -348,8 +348,7 @@ pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool
     match outside_run::run(s, &options).await {
         Ok(o) => {
             verdict(&o) == Verdict::Found(finding.to_owned())
-                && o
-                    .model
+                && o.model
                     .misses
                     .iter()
                     .all(|m| o.broke_at.is_some_and(|at| m.exchange >= at))

@@ -159,7 +159,9 @@ pub fn played(explored: &Scenario, restarts_after: &[usize], turns: &TurnPlan) -
         let at = |kind| Step { line, column, kind };
         let mid_kill = turns.kills_mid_turn.iter().find(|(k, _)| *k == i);
         let interjection = turns.interjections.iter().find(|j| j.after == i);
-        let in_turn = mid_kill.map(|(_, ms)| *ms).or(interjection.and_then(|j| j.during));
+        let in_turn = mid_kill
+            .map(|(_, ms)| *ms)
+            .or(interjection.and_then(|j| j.during));
         if let (Some(_), StepKind::User { wait, .. }) = (in_turn, &mut step.kind) {
             *wait = false;
         }
@@ -213,13 +215,20 @@ mod tests {
             assert!(plan(seed, &s, &[1], TurnSettings::default()) == TurnPlan::default());
             for j in &p.interjections {
                 assert!(matches!(s.steps[j.after].kind, StepKind::User { .. }));
-                assert_ne!(j.after, 1, "a step followed by a kill takes no interjection");
+                assert_ne!(
+                    j.after, 1,
+                    "a step followed by a kill takes no interjection"
+                );
                 if j.after == 2 {
                     assert!(j.during.is_some(), "a `wait: false` step's turn is running");
                 }
             }
             interjected += usize::from(!p.interjections.is_empty());
-            cancels += p.interjections.iter().filter(|j| j.text == "cancel").count();
+            cancels += p
+                .interjections
+                .iter()
+                .filter(|j| j.text == "cancel")
+                .count();
             mid_turn += p.kills_mid_turn.len();
             let only_messages = TurnSettings {
                 user_messages: true,
@@ -228,7 +237,11 @@ mod tests {
             let q = plan(seed, &s, &[1, 2], only_messages);
             assert!(q.interjections.iter().all(|j| j.text == INTERJECTION));
             assert!(q.kills_mid_turn.is_empty());
-            assert_eq!(q.kills_left_out, [2], "a kill in a running turn needs kills mid-turn");
+            assert_eq!(
+                q.kills_left_out,
+                [2],
+                "a kill in a running turn needs kills mid-turn"
+            );
             let r = plan(seed, &s, &[2], ALL);
             assert!(r.kills_mid_turn.iter().any(|(i, _)| *i == 2), "{r:?}");
         }
