@@ -337,9 +337,9 @@ pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
 }
 
 /// Whether `s`, run against the runtime of `options` with no injected fault, fails with
-/// `finding` and every model request it made before the one the check broke on had a reply (so
-/// that the file, once the bug is fixed, has the replies a fixed runtime asks for; the requests
-/// from the broken one on are the bug's doing, which a fixed runtime does not make).
+/// `finding` and every model request it made had a reply, but those that are the bug's doing
+/// ([`miss_is_the_bugs`]): so that the file, once the bug is fixed, has the replies a fixed
+/// runtime asks for.
 pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool {
     let mut options = options.clone();
     options.model_faults = None;
@@ -351,10 +351,27 @@ pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool
                 && o.model
                     .misses
                     .iter()
-                    .all(|m| o.broke_at.is_some_and(|at| m.exchange >= at))
+                    .all(|m| miss_is_the_bugs(finding, o.broke_at, m.exchange))
                 && refused_have_replies(&o.model)
         }
         Err(_) => false,
+    }
+}
+
+/// Whether a model request with no reply (exchange `miss`) is the bug's doing, so that a file
+/// may leave it without one: after a request a wire check refused (the refusal's error took the
+/// runtime where a fixed one does not go), or from the request a check broke on when a fixed
+/// runtime does not make that request at all (a call past the iteration limit, a request carrying
+/// a display-only text). Any other request must have its reply.
+fn miss_is_the_bugs(finding: &str, broke_at: Option<u64>, miss: u64) -> bool {
+    use crate::observe::names;
+    let Some(at) = broke_at else {
+        return false;
+    };
+    match finding {
+        names::ITERATION_LIMIT | names::NO_DISPLAY_LEAK => miss >= at,
+        f if f == names::TOOL_PAIRING || names::WIRE.contains(&f) => miss > at,
+        _ => false,
     }
 }
 

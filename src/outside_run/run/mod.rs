@@ -663,6 +663,7 @@ impl<'a> Run<'a> {
         }
         self.catch_up();
         if let Some(f) = self.display_leak() {
+            self.broke_at = self.model_side.leak.as_ref().map(|(n, _)| *n);
             return Err(self.stop_for(f));
         }
         self.restart_check.requests(&self.model_side.lines);
