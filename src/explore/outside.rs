@@ -360,16 +360,16 @@ pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool
 
 /// Whether a model request with no reply (exchange `miss`) is the bug's doing, so that a file
 /// may leave it without one: after a request a wire check refused (the refusal's error took the
-/// runtime where a fixed one does not go), or from the request a check broke on when a fixed
-/// runtime does not make that request at all (a call past the iteration limit, a request carrying
-/// a display-only text). Any other request must have its reply.
+/// runtime where a fixed one does not go), or the request a check broke on when a fixed runtime
+/// does not make that request at all (a call past the iteration limit, a request carrying a
+/// display-only text). Any other request must have its reply.
 fn miss_is_the_bugs(finding: &str, broke_at: Option<u64>, miss: u64) -> bool {
     use crate::observe::names;
     let Some(at) = broke_at else {
         return false;
     };
     match finding {
-        names::ITERATION_LIMIT | names::NO_DISPLAY_LEAK => miss >= at,
+        names::ITERATION_LIMIT | names::NO_DISPLAY_LEAK => miss == at,
         f if f == names::TOOL_PAIRING || names::WIRE.contains(&f) => miss > at,
         _ => false,
     }
@@ -437,6 +437,24 @@ pub fn shrink(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_requests_that_are_the_bugs_doing_may_go_without_a_reply() {
+        // The call past the limit, and the request carrying a display text: a fixed runtime
+        // makes neither; what comes after, it may make.
+        for check in ["iteration-limit", "no-display-leak"] {
+            assert!(miss_is_the_bugs(check, Some(5), 5));
+            assert!(!miss_is_the_bugs(check, Some(5), 6));
+            assert!(!miss_is_the_bugs(check, Some(5), 4));
+        }
+        // A refused request got an error: what followed it is the error's doing.
+        assert!(miss_is_the_bugs("tool-pairing", Some(3), 4));
+        assert!(!miss_is_the_bugs("tool-pairing", Some(3), 3));
+        assert!(miss_is_the_bugs("replayed-history", Some(3), 4));
+        // A parent's request with a wrong result is one a fixed runtime makes too.
+        assert!(!miss_is_the_bugs("error-cascade", Some(3), 3));
+        assert!(!miss_is_the_bugs("iteration-limit", None, 3));
+    }
 
     #[test]
     fn a_plan_is_a_function_of_the_seed_and_respects_what_the_runtime_offers() {
