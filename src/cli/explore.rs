@@ -197,10 +197,12 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                     | FaultKind::RestartMidTurn
                     | FaultKind::ToolError
                     | FaultKind::ToolLatency
+                    | FaultKind::UserMessage
+                    | FaultKind::Cancel
             )
         }) {
             eprintln!(
-                "error: --no-fault {}: against a runtime, the faults are llm-error (model errors), restart (kill -9 and restart), tool-error and tool-latency",
+                "error: --no-fault {}: against a runtime, the faults are llm-error (model errors), restart (kill -9 and restart), restart-mid-turn (a kill in the middle of a turn), tool-error, tool-latency, user-message (user interjections) and cancel (cancel words)",
                 k.name()
             );
             return ExitCode::from(2);
@@ -243,11 +245,14 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 jobs: jobs.map_or(1, |j| j as usize),
                 faults: !no_faults,
                 no_model_faults: no_fault.contains(&FaultKind::LlmError),
-                no_restarts: no_fault
-                    .iter()
-                    .any(|k| matches!(k, FaultKind::Restart | FaultKind::RestartMidTurn)),
+                no_restarts: no_fault.contains(&FaultKind::Restart),
                 no_tool_errors: no_fault.contains(&FaultKind::ToolError),
                 no_tool_latency: no_fault.contains(&FaultKind::ToolLatency),
+                no_turns: super::explore_turns::NoTurnFaults {
+                    user_messages: no_fault.contains(&FaultKind::UserMessage),
+                    cancels: no_fault.contains(&FaultKind::Cancel),
+                    kills_mid_turn: no_fault.contains(&FaultKind::RestartMidTurn),
+                },
                 time: time.map(std::time::Duration::from_secs_f64),
                 out: (!no_write).then_some(out.as_path()),
                 shrink_runs,

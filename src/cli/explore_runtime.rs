@@ -15,6 +15,7 @@ use agentsim::outside_run::{join_command, NotRun, Options};
 use agentsim::report;
 use agentsim::scenario::Scenario;
 
+use super::explore_turns::NoTurnFaults;
 use super::shared::{write_new_with, Written};
 
 /// What is explored: one scenario file under many seeds, or a generated scenario per seed.
@@ -41,6 +42,8 @@ pub(crate) struct Asked<'a> {
     pub no_tool_errors: bool,
     /// `--no-fault tool-latency`.
     pub no_tool_latency: bool,
+    /// `--no-fault user-message`, `--no-fault cancel`, `--no-fault restart-mid-turn`.
+    pub no_turns: NoTurnFaults,
     pub time: Option<Duration>,
     pub out: Option<&'a Path>,
     pub shrink_runs: usize,
@@ -68,6 +71,9 @@ impl Asked<'_> {
         }
         if self.faults && self.no_tool_latency {
             flags.push_str(" --no-fault tool-latency");
+        }
+        if self.faults {
+            flags.push_str(&self.no_turns.flags());
         }
         flags
     }
@@ -127,6 +133,9 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
         restarts: asked.faults && !asked.no_restarts && capabilities.iter().any(|c| c == "restart"),
         tool_errors: asked.faults && !asked.no_tool_errors,
         tool_latency: asked.faults && !asked.no_tool_latency,
+        turns: asked
+            .no_turns
+            .settings(asked.faults, !asked.no_restarts, &capabilities),
     };
     let explored = match &subject {
         Subject::File(scenario) => Some(outside::explored(scenario)),
@@ -229,6 +238,7 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
             faults.fetch_add(
                 (outside::injected(&run.outcome).len()
                     + run.plan.restarts_after.len()
+                    + run.turns.interjections.len()
                     + run.outcome.tool_faults.len()) as u64,
                 Ordering::SeqCst,
             );
@@ -292,6 +302,9 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
         (settings.restarts, "kill -9 and restart"),
         (settings.tool_errors, "tool errors"),
         (settings.tool_latency, "tool latency"),
+        (settings.turns.user_messages, "user interjections"),
+        (settings.turns.cancels, "cancel words"),
+        (settings.turns.kills_mid_turn, "kills mid-turn"),
     ]
     .iter()
     .filter(|(on, _)| *on)

@@ -11,6 +11,7 @@ mod cpu;
 pub(crate) mod explore;
 mod explore_reset;
 mod explore_runtime;
+mod explore_turns;
 pub(crate) mod import;
 #[cfg(feature = "mock-server")]
 pub(crate) mod mock_llm;

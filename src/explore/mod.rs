@@ -13,6 +13,7 @@
 pub mod generate;
 pub mod outside;
 pub mod outside_generated;
+pub mod outside_turns;
 pub mod planted;
 mod run;
 pub mod shrink;

@@ -11,7 +11,9 @@
 //!   runtime that offers the `restart` capability): agentsim kills the runtime with SIGKILL and
 //!   starts it again on the same state directory;
 //! - **tool faults**: a scripted tool fails in place of its outcome, or answers later, each
-//!   decision a function of the seed, the tool and the call's number ([`ToolFaults`]).
+//!   decision a function of the seed, the tool and the call's number ([`ToolFaults`]);
+//! - **conversation faults** ([`outside_turns`]): user interjections and cancel words between and
+//!   during turns, and kills that land in the middle of a turn.
 //!
 //! Every fault is journaled: restarts are steps of the played scenario and lines of the
 //! transcript, injected model faults are lines of the mock server's journal
@@ -26,6 +28,7 @@ use serde_json::Value;
 
 use crate::drive::scripted::ToolScript;
 use crate::drive::scripted::{Attempts, ReplyKind, ScriptedReply};
+use crate::explore::outside_turns::{self, TurnPlan, TurnSettings};
 use crate::explore::shrink::{shrink_by, Shrunk};
 use crate::mock_llm::server::RandomFaults;
 use crate::model::llm::{LlmErrorKind, Usage};
@@ -47,6 +50,8 @@ pub struct OutsideSettings {
     pub tool_errors: bool,
     /// Tool outcomes later than scripted.
     pub tool_latency: bool,
+    /// User interjections, cancel words and kills in the middle of a turn.
+    pub turns: TurnSettings,
 }
 
 /// The faults of one seed.
@@ -155,6 +160,8 @@ pub struct SeedRun {
     pub seed: u64,
     /// Its faults.
     pub plan: Plan,
+    /// Its conversation faults.
+    pub turns: TurnPlan,
     /// The scenario played (expectations removed, restarts inserted).
     pub played: Scenario,
     /// What the run gave.
@@ -176,6 +183,7 @@ impl SeedRun {
             .iter()
             .map(|i| format!("kill -9 and restart after step {}", i + 1))
             .collect();
+        lines.extend(self.turns.lines());
         if self.plan.model_rate > 0.0 {
             lines.push(format!(
                 "model faults at rate {} (seed {})",
@@ -217,7 +225,8 @@ pub async fn run_seed(
     settings: OutsideSettings,
 ) -> Result<SeedRun, NotRun> {
     let plan = plan(seed, explored.steps.len(), settings);
-    let played = with_restarts(explored, &plan);
+    let turns = outside_turns::plan(seed, explored, &plan.restarts_after, settings.turns);
+    let played = outside_turns::played(explored, &plan.restarts_after, &turns);
     let mut options = options.clone();
     options.seed = Some(seed);
     options.model_faults = (plan.model_rate > 0.0).then_some(RandomFaults {
@@ -234,6 +243,7 @@ pub async fn run_seed(
     Ok(SeedRun {
         seed,
         plan,
+        turns,
         played,
         outcome,
     })
@@ -327,8 +337,9 @@ pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
 }
 
 /// Whether `s`, run against the runtime of `options` with no injected fault, fails with
-/// `finding` and every model request it made had a reply (so that the file, once the bug is
-/// fixed, has the replies a fixed runtime asks for).
+/// `finding` and every model request it made had a reply, but those that are the bug's doing
+/// ([`miss_is_the_bugs`]): so that the file, once the bug is fixed, has the replies a fixed
+/// runtime asks for.
 pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool {
     let mut options = options.clone();
     options.model_faults = None;
@@ -337,10 +348,30 @@ pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool
     match outside_run::run(s, &options).await {
         Ok(o) => {
             verdict(&o) == Verdict::Found(finding.to_owned())
-                && o.model.misses.is_empty()
+                && o.model
+                    .misses
+                    .iter()
+                    .all(|m| miss_is_the_bugs(finding, o.broke_at, m.exchange))
                 && refused_have_replies(&o.model)
         }
         Err(_) => false,
+    }
+}
+
+/// Whether a model request with no reply (exchange `miss`) is the bug's doing, so that a file
+/// may leave it without one: after a request a wire check refused (the refusal's error took the
+/// runtime where a fixed one does not go), or the request a check broke on when a fixed runtime
+/// does not make that request at all (a call past the iteration limit, a request carrying a
+/// display-only text). Any other request must have its reply.
+fn miss_is_the_bugs(finding: &str, broke_at: Option<u64>, miss: u64) -> bool {
+    use crate::observe::names;
+    let Some(at) = broke_at else {
+        return false;
+    };
+    match finding {
+        names::ITERATION_LIMIT | names::NO_DISPLAY_LEAK => miss == at,
+        f if f == names::TOOL_PAIRING || names::WIRE.contains(&f) => miss > at,
+        _ => false,
     }
 }
 
@@ -408,12 +439,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_the_requests_that_are_the_bugs_doing_may_go_without_a_reply() {
+        // The call past the limit, and the request carrying a display text: a fixed runtime
+        // makes neither; what comes after, it may make.
+        for check in ["iteration-limit", "no-display-leak"] {
+            assert!(miss_is_the_bugs(check, Some(5), 5));
+            assert!(!miss_is_the_bugs(check, Some(5), 6));
+            assert!(!miss_is_the_bugs(check, Some(5), 4));
+        }
+        // A refused request got an error: what followed it is the error's doing.
+        assert!(miss_is_the_bugs("tool-pairing", Some(3), 4));
+        assert!(!miss_is_the_bugs("tool-pairing", Some(3), 3));
+        assert!(miss_is_the_bugs("replayed-history", Some(3), 4));
+        // A parent's request with a wrong result is one a fixed runtime makes too.
+        assert!(!miss_is_the_bugs("error-cascade", Some(3), 3));
+        assert!(!miss_is_the_bugs("iteration-limit", None, 3));
+    }
+
+    #[test]
     fn a_plan_is_a_function_of_the_seed_and_respects_what_the_runtime_offers() {
         let all = OutsideSettings {
             model_faults: true,
             restarts: true,
             tool_errors: true,
             tool_latency: true,
+            turns: TurnSettings::default(),
         };
         for seed in 0..200 {
             assert_eq!(plan(seed, 6, all), plan(seed, 6, all));

@@ -103,10 +103,20 @@ pub(crate) const ERROR_CASCADE: &str = "error-cascade";
 /// Against an outside runtime: no frame makes more model calls than its iteration limit, as
 /// read from the model requests (the outside face of `iteration-bound`).
 pub(crate) const ITERATION_LIMIT: &str = "iteration-limit";
+/// Against an outside runtime: after a kill and restart, the next request of every conversation
+/// replays what had been served before the kill (nothing lost, nothing duplicated, no tool use
+/// left unanswered), and the user is not sent a text twice.
+pub(crate) const RESTART: &str = "restart";
 
 /// The checks of a run against an outside runtime that have no in-process invariant of the
 /// same name.
-pub(crate) const OUTSIDE: [&str; 4] = [IDLE, COMPLETE_DELIVERY, ERROR_CASCADE, ITERATION_LIMIT];
+pub(crate) const OUTSIDE: [&str; 5] = [
+    IDLE,
+    COMPLETE_DELIVERY,
+    ERROR_CASCADE,
+    ITERATION_LIMIT,
+    RESTART,
+];
 
 /// Whether a broken check `broke` is what a scenario's `expect_violation: expected` asks for:
 /// the same name, or an outside check and the in-process invariant it stands for, so that one

@@ -269,6 +269,7 @@ pub async fn run_with_model(
         timed_steps: run.timed_steps.clone(),
         tool_steps: std::mem::take(&mut run.tool_steps),
         tool_faults: std::mem::take(&mut run.tool_faults),
+        broke_at: run.broke_at,
         time_scale,
         flags: options.rerun_flags(),
         user_steps: std::mem::take(&mut run.user_steps),

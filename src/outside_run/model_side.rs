@@ -142,6 +142,16 @@ impl ModelSide {
             }
         }
         for line in journal {
+            // A routed request the script had no reply for is refused, journaled with its
+            // address, and never listed as an arrival: it is a model call all the same (a
+            // frame past its limit makes one), so it takes its place in the order here.
+            let n = number(&line);
+            let missed = line.get("outcome").and_then(Value::as_str) == Some("miss");
+            if missed && line.get("address").is_some() && n >= self.next {
+                if let Some(a) = decode_request(&line) {
+                    self.pending.entry(n).or_insert(a);
+                }
+            }
             if line.get("address").is_some() {
                 self.replies.insert(number(&line), decode_reply(&line));
             }

@@ -141,6 +141,9 @@ pub struct Outcome {
     pub tool_steps: std::collections::BTreeMap<String, Vec<crate::drive::backend::ToolStep>>,
     /// The tool faults injected, as (tool, call number from 1, fault).
     pub tool_faults: Vec<(String, usize, super::ToolFault)>,
+    /// The model request (exchange number) at which the failing check broke, when it broke on
+    /// a model request (a wire check, or a check read from the requests).
+    pub broke_at: Option<u64>,
     /// The runtime's flags beyond `--runtime` that a rerun needs (`--runtime-env`, ...), each
     /// with a leading space.
     pub flags: String,

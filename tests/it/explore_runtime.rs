@@ -121,7 +121,21 @@ fn a_text_sent_again_after_a_kill_is_found_shrunk_and_written_as_a_file_that_fai
 #[test]
 fn a_turn_lost_in_a_restart_is_found_by_the_replayed_history_rule() {
     let out = fresh("lose");
-    let o = explore("lose-last-turn", &out, &["--no-fault", "llm-error"]);
+    // Kills between turns only: this runtime's bug is in what it keeps across one.
+    let o = explore(
+        "lose-last-turn",
+        &out,
+        &[
+            "--no-fault",
+            "llm-error",
+            "--no-fault",
+            "user-message",
+            "--no-fault",
+            "cancel",
+            "--no-fault",
+            "restart-mid-turn",
+        ],
+    );
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("    replayed-history: "), "{all}");
@@ -187,7 +201,7 @@ fn flags_for_agentsims_own_runtime_are_refused_with_runtime() {
     for extra in [
         &["--bug", "double-delivery"][..],
         &["--coverage"][..],
-        &["--no-fault", "cancel"][..],
+        &["--no-fault", "intervene"][..],
     ] {
         let mut args = vec!["explore", SUBJECT, "--runtime", "python3 x.py"];
         args.extend_from_slice(extra);
@@ -223,12 +237,14 @@ fn a_tool_failure_injected_by_seed_is_found_and_written_as_a_scripted_tool_error
         "2",
         "--no-fault",
         "llm-error",
+        "--no-fault",
+        "user-message",
         "--out",
         out.to_str().unwrap(),
     ]);
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
-    assert!(all.contains("faults tool errors, tool latency"), "{all}");
+    assert!(all.contains("faults tool errors, tool latency\n"), "{all}");
     assert!(all.contains("    unexpected-exit: "), "{all}");
     assert!(
         all.contains("fault: tool fault injected: call 1 of weather fails"),

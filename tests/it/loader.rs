@@ -65,6 +65,19 @@ fn semantic_errors_point_at_the_offending_entry() {
     let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
     assert!(e.message.contains("unknown invariant"), "{e}");
     assert_eq!(e.line, 2, "{e}");
+    assert!(
+        e.message.contains("restart"),
+        "the known names list it: {e}"
+    );
+
+    // The outside checks are names a shrunk file may expect to break, `restart` among them.
+    let src = "name: x\nexpect_violation: restart\nsteps: []\n";
+    let s = scenario::parse(src, Path::new("s.yaml")).unwrap();
+    assert_eq!(s.expect_violation.as_deref(), Some("restart"));
+    let src = "name: x\nexpect_violation: restarts\nsteps: []\n";
+    let e = scenario::parse(src, Path::new("s.yaml")).unwrap_err();
+    assert!(e.message.contains("unknown invariant 'restarts'"), "{e}");
+    assert_eq!((e.line, e.column), (2, 19), "{e}");
 }
 
 #[test]

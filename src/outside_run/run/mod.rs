@@ -119,6 +119,8 @@ pub(super) struct Run<'a> {
     pub tool_steps: BTreeMap<String, Vec<crate::drive::backend::ToolStep>>,
     /// The tool faults injected: (tool, call from 1, fault).
     pub tool_faults: Vec<(String, usize, super::ToolFault)>,
+    /// The model request at which a check broke, when one did on a request.
+    pub broke_at: Option<u64>,
 }
 
 impl<'a> Run<'a> {
@@ -170,6 +172,7 @@ impl<'a> Run<'a> {
             restart_check: RestartCheck::default(),
             tool_steps: BTreeMap::new(),
             tool_faults: Vec::new(),
+            broke_at: None,
         }
     }
 
@@ -718,6 +721,7 @@ impl<'a> Run<'a> {
         let report = self.server.report();
         if let Some(v) = report.violations.get(self.seen_violations) {
             self.seen_violations = report.violations.len();
+            self.broke_at = Some(v.exchange);
             let check = v.invariant.unwrap_or("request-format").to_owned();
             let f = self.fail(
                 FailureKind::Check(check.clone()),
@@ -730,16 +734,18 @@ impl<'a> Run<'a> {
         }
         self.catch_up();
         if let Some(f) = self.display_leak() {
+            self.broke_at = self.model_side.leak.as_ref().map(|(n, _)| *n);
             return Err(self.stop_for(f));
         }
         self.restart_check.requests(&self.model_side.lines);
         if !self.restart_check.violations.is_empty() {
             let message = self.restart_check.violations.remove(0);
-            let f = self.fail(FailureKind::Check("restart".to_owned()), message);
+            let f = self.fail(FailureKind::Check(names::RESTART.to_owned()), message);
             return Err(self.stop_for(f));
         }
         if let Some(v) = self.model_side.violations.get(self.seen_inferred) {
             self.seen_inferred += 1;
+            self.broke_at = Some(v.exchange);
             let f = self.fail(
                 FailureKind::Check(v.check.to_owned()),
                 format!("{}: {}", v.check, v.message),

@@ -164,38 +164,79 @@ def test_a_bug_report_about_the_runtime_is_a_passing_file(tmp_path: Path) -> Non
     assert not fixed["passed"] and fixed["failure"]["kind"] == "expected-violation", fixed["failure"]
 
 
-# --- explore --runtime: the planted bug found by seed, with nobody scripting the fault -------------
+# --- explore --runtime: every planted bug found from seed 0, and shrunk ---------------------------
 
-EXPLORED = OWN / "explore-a-skill-that-may-fail.yaml"
-# Seeds 0 to 7 (the first with a model fault in the skill's call is seed 7), without kills, so
-# that a run is one process start.
-EXPLORE = ("explore", str(EXPLORED), "--runs", "8", "--jobs", "2", "--no-fault", "restart",
-           "--shrink-runs", "40")
+# What reveals each planted bug under `agentsim explore --runtime` from seed 0 (the README's table,
+# with the runs and steps measured there): the scenario explored, the faults drawn, the budget of
+# runs within which the bug is found, and the finding. The budgets here are those of the table,
+# and the shrinking budget is small to keep the suite quick: the file must be at most 10 steps
+# and still fail with the finding.
+ONLY_CANCELS = ("--no-fault", "llm-error", "--no-fault", "tool-error", "--no-fault", "tool-latency",
+                "--no-fault", "restart", "--no-fault", "user-message")
+EXPLORED_BUGS = {
+    # No error is scripted: a model fault fails the skill's call (seed 7).
+    "child-error-as-success": (OWN / "explore-a-skill-that-may-fail.yaml",
+                               ("--no-fault", "restart", "--no-fault", "user-message", "--no-fault", "cancel"),
+                               8, "error-cascade"),
+    # No step cancels: a cancel word interjected while the skill's tool runs (seed 0).
+    "interruption-leak": (OWN / "explore-a-skill-with-a-slow-tool.yaml", ONLY_CANCELS, 1, "no-display-leak"),
+    "unanswered-tool-use-after-cancel": (OWN / "explore-a-skill-with-a-slow-tool.yaml", ONLY_CANCELS, 1,
+                                         "tool-pairing"),
+    # The scenario scripts what reveals these two (an empty reply; a skill talked to past its
+    # limit); the checks of every run find them, with no fault.
+    "empty-reply-replayed": (SPEC / "stack-child-empty-reply-sends-nothing-and-waits-for-user.yaml",
+                             ("--no-faults",), 1, "tool-pairing"),
+    "iteration-reset-on-resume": (SPEC / "stack-iterations-counted-per-frame-across-user-turns-until-limit.yaml",
+                                  ("--no-faults",), 1, "iteration-limit"),
+}
 
 
-def test_explore_finds_child_error_as_success_from_seed_0_and_shrinks_it(tmp_path: Path) -> None:
-    """No scenario scripts a model error here: exploration's model faults make the skill's call
-    fail, the planted bug hands the failure to the parent as a success, `error-cascade` breaks,
-    and the failing run is shrunk against the runtime into a file that fails while the bug is
-    there and passes once it is fixed."""
-    p = agentsim(*EXPLORE, "--out", str(tmp_path), bug="child-error-as-success")
+def explore(scenario: Path, flags: tuple[str, ...], runs: int, out: Path, bug: str | None = None,
+            shrink_runs: int = 4) -> subprocess.CompletedProcess[str]:
+    return agentsim("explore", str(scenario), *flags, "--runs", str(runs), "--jobs", "2",
+                    "--shrink-runs", str(shrink_runs), "--out", str(out), bug=bug)
+
+
+@pytest.mark.parametrize("bug", sorted(EXPLORED_BUGS))
+def test_explore_finds_each_planted_bug_from_seed_0_and_shrinks_it(bug: str, tmp_path: Path) -> None:
+    """The bug is found within its budget of runs from seed 0, and the failing run is shrunk
+    against the runtime into a file of at most 10 steps that fails with the same finding while the
+    bug is there, and not once it is fixed."""
+    scenario, flags, runs, finding = EXPLORED_BUGS[bug]
+    p = explore(scenario, flags, runs, tmp_path, bug=bug)
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "    error-cascade: " in p.stdout, p.stdout
+    assert f"    {finding}: " in p.stdout, p.stdout
     assert "rerun: agentsim explore " in p.stdout and " --runs 1" in p.stdout
-    files = list(tmp_path.glob("error-cascade-*.yaml"))
+    files = list(tmp_path.glob(f"{finding}-*.yaml"))
     assert len(files) == 1, p.stdout
     text = files[0].read_text(encoding="utf-8")
     steps = text.split("\nsteps:\n")[1]
     assert 1 <= sum(line.startswith("  - ") for line in steps.splitlines()) <= 10, text
-    assert "a model fault injected by explore" in text, text  # the fault, made a scripted error
     assert f"#   agentsim run {files[0]} --runtime " in text
-    assert run(files[0], "child-error-as-success")["failure"]["kind"] == "error-cascade"
-    assert run(files[0])["passed"]
+    assert run(files[0], bug)["failure"]["kind"] == finding
+    # Fixed, the finding is gone: the file passes, or (a small shrinking budget leaves replies the
+    # bug's path used) stops at a clean limit.
+    fixed = run(files[0])
+    assert fixed["passed"] or fixed["failure"]["kind"] in ("model-miss", "unused-replies"), fixed["failure"]
 
 
-def test_explore_finds_nothing_in_the_runtime_without_a_bug(tmp_path: Path) -> None:
-    p = agentsim(*EXPLORE, "--out", str(tmp_path))
+@pytest.mark.parametrize("scenario", sorted({(str(s), f, n) for s, f, n, _ in EXPLORED_BUGS.values()}))
+def test_explore_finds_nothing_in_the_runtime_without_a_bug(scenario: tuple[str, tuple[str, ...], int],
+                                                             tmp_path: Path) -> None:
+    path, flags, runs = scenario
+    p = explore(Path(path), flags, runs, tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "findings: none" in p.stdout
-    assert "faults model errors" in p.stdout
     assert not list(tmp_path.iterdir())
+
+
+def test_explore_journals_the_interjected_cancel_and_replays_it_from_the_seed(tmp_path: Path) -> None:
+    """A conversation fault is a line of the seed's summary and of its transcript, and the seed
+    replays it."""
+    scenario, flags, _, _ = EXPLORED_BUGS["interruption-leak"]
+    p = explore(scenario, flags, 1, tmp_path, bug="interruption-leak")
+    assert '  fault: user interjection "cancel" ' in p.stdout, p.stdout
+    replay = agentsim("explore", str(scenario), *flags, "--seed", "0", "--runs", "1", "--no-write",
+                      bug="interruption-leak")
+    assert 'faults of seed 0:\n  user interjection "cancel" ' in replay.stdout, replay.stdout
+    assert 'user → default (seq 2): "cancel"' in replay.stdout, replay.stdout
