@@ -21,7 +21,7 @@ use std::path::Path;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Exchange, ImportError, Outcome, Skip, MAX_LINE_BYTES};
+use super::{Exchange, ImportError, Outcome, Skip};
 use crate::mock_llm::book::Address;
 use crate::model::transcript::{Block, Session};
 use crate::persist::{self, ContextEntry};
@@ -141,23 +141,10 @@ pub(super) fn read(
     for (i, raw) in raws.iter().enumerate() {
         let line = i + 1;
         let err = |message: String| ImportError::at(path, line, message);
-        if raw.iter().all(u8::is_ascii_whitespace) {
+        let Some(text) = super::line_text(path, line, raw, "context.jsonl")? else {
             continue;
-        }
-        if raw.len() > MAX_LINE_BYTES {
-            return Err(err(format!(
-                "the line is {} bytes, over the {} bytes a journal line may have",
-                raw.len(),
-                MAX_LINE_BYTES
-            )));
-        }
+        };
         let last = i + 1 == raws.len();
-        let text = std::str::from_utf8(raw).map_err(|e| {
-            err(format!(
-                "the line is not UTF-8 (at byte {}): context.jsonl is JSON text",
-                e.valid_up_to()
-            ))
-        })?;
         let value: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) if e.is_eof() && last && !ends_cleanly => {

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Exchange, Fault, ImportError, Outcome, Skip, MAX_LINE_BYTES};
+use super::{Exchange, Fault, ImportError, Outcome, Skip};
 use crate::mock_llm::book::Address;
 use crate::model::llm::LlmErrorKind;
 use crate::wire::reply::{self, ErrorKind};
@@ -23,22 +23,9 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
     for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = i + 1;
         let err = |message: String| ImportError::at(path, line, message);
-        if raw.iter().all(u8::is_ascii_whitespace) {
+        let Some(text) = super::line_text(path, line, raw, "a journal")? else {
             continue;
-        }
-        if raw.len() > MAX_LINE_BYTES {
-            return Err(err(format!(
-                "the line is {} bytes, over the {} bytes a journal line may have",
-                raw.len(),
-                MAX_LINE_BYTES
-            )));
-        }
-        let text = std::str::from_utf8(raw).map_err(|e| {
-            err(format!(
-                "the line is not UTF-8 (at byte {}): a journal is JSON text",
-                e.valid_up_to()
-            ))
-        })?;
+        };
         let record: Value = serde_json::from_str(text).map_err(|e| {
             let what = if e.is_eof() {
                 "the line ends before its JSON does (a truncated journal?)"

@@ -43,6 +43,40 @@ pub const MAX_INPUT_BYTES: usize = 512 * 1024 * 1024;
 /// (32 MiB) and room for the reply.
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
+/// The text of line `line` of a JSON-lines input (`what` names it in the errors: "a journal",
+/// "context.jsonl"), or `None` for a blank line; a line over [`MAX_LINE_BYTES`] or not UTF-8 is
+/// an error located at it.
+fn line_text<'a>(
+    path: &Path,
+    line: usize,
+    raw: &'a [u8],
+    what: &str,
+) -> Result<Option<&'a str>, ImportError> {
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    if raw.len() > MAX_LINE_BYTES {
+        return Err(ImportError::at(
+            path,
+            line,
+            format!(
+                "the line is {} bytes, over the {MAX_LINE_BYTES} bytes a journal line may have",
+                raw.len()
+            ),
+        ));
+    }
+    std::str::from_utf8(raw).map(Some).map_err(|e| {
+        ImportError::at(
+            path,
+            line,
+            format!(
+                "the line is not UTF-8 (at byte {}): {what} is JSON text",
+                e.valid_up_to()
+            ),
+        )
+    })
+}
+
 /// One model call of the log: the request, where it was routed, what answered it.
 #[derive(Clone, Debug)]
 pub struct Exchange {
