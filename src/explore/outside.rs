@@ -338,7 +338,7 @@ pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
 
 /// Whether `s`, run against the runtime of `options` with no injected fault, fails with
 /// `finding` and every model request it made had a reply, but those that are the bug's doing
-/// ([`miss_is_the_bugs`]): so that the file, once the bug is fixed, has the replies a fixed
+/// (`miss_is_the_bugs`): so that the file, once the bug is fixed, has the replies a fixed
 /// runtime asks for.
 pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool {
     let mut options = options.clone();
