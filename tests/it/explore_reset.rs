@@ -147,7 +147,18 @@ fn a_runtime_that_dies_during_a_reused_run_is_that_runs_finding_and_the_next_run
         "crash-on-tool-failure",
         "reset",
         "12",
-        &["--jobs", "1", "--no-fault", "llm-error"],
+        // Only tool failures: an interjected user line would reach the fake where it waits for
+        // a tool result, and it dies of that first.
+        &[
+            "--jobs",
+            "1",
+            "--no-fault",
+            "llm-error",
+            "--no-fault",
+            "user-message",
+            "--no-fault",
+            "cancel",
+        ],
     );
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
