@@ -226,10 +226,27 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
             }
         };
         let determinism = if determinism {
-            match agentsim::explore::outside_determinism::patterns(&nondeterministic) {
+            // The config file's `runtime.nondeterministic` patterns, and the flags'.
+            let from_config = match super::runtime_config::config_path(runtime.config.as_deref()) {
+                Some(path) => match super::runtime_config::load(&path) {
+                    Ok(c) => c.map(|c| c.nondeterministic).unwrap_or_default(),
+                    Err(e) => {
+                        eprintln!("error: {}", report::terminal(&e));
+                        return ExitCode::from(2);
+                    }
+                },
+                None => Vec::new(),
+            };
+            let all: Vec<String> = from_config
+                .iter()
+                .chain(&nondeterministic)
+                .cloned()
+                .collect();
+            match agentsim::explore::outside_determinism::patterns(&all) {
                 Ok(patterns) => Some(super::explore_determinism::Determinism {
                     patterns,
                     given: nondeterministic,
+                    from_config,
                 }),
                 Err(e) => {
                     eprintln!("error: {}", report::terminal(&e));

@@ -12,8 +12,10 @@ use regex::Regex;
 pub(crate) struct Determinism {
     /// The patterns of known nondeterminism, compiled.
     pub patterns: Vec<Regex>,
-    /// As given, for rerun commands.
+    /// As given on the command line, for rerun commands.
     pub given: Vec<String>,
+    /// As the config file's `runtime.nondeterministic` gives them (a rerun reads them again).
+    pub from_config: Vec<String>,
 }
 
 impl Determinism {

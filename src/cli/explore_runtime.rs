@@ -346,12 +346,18 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
     if let Some(d) = &asked.determinism {
         println!(
             "  determinism: each seed that did not fail run a second time with the same faults and compared; a difference is reported, not shrunk{}",
-            if d.given.is_empty() {
+            if d.given.is_empty() && d.from_config.is_empty() {
                 String::new()
             } else {
+                let all: Vec<&str> = d
+                    .from_config
+                    .iter()
+                    .chain(&d.given)
+                    .map(String::as_str)
+                    .collect();
                 format!(
                     "; ignored as known nondeterminism: {}",
-                    report::terminal(&d.given.join(", "))
+                    report::terminal(&all.join(", "))
                 )
             }
         );
