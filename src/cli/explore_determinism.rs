@@ -25,7 +25,7 @@ impl Determinism {
         for p in &self.given {
             flags.push_str(&format!(
                 " --nondeterministic {}",
-                join_command(&[p.clone()])
+                join_command(std::slice::from_ref(p))
             ));
         }
         flags
