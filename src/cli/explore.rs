@@ -99,6 +99,14 @@ pub(crate) struct ExploreArgs {
     /// (by default one process per job is kept and reset between runs).
     #[arg(long, requires = "runtime")]
     no_reset: bool,
+    /// With --runtime: run every seed a second time, with the same faults, and report a runtime
+    /// whose model requests, sent texts or tool calls differ as the finding `determinism`.
+    #[arg(long, requires = "runtime")]
+    determinism: bool,
+    /// With --determinism: known nondeterminism, a regular expression whose matches in any
+    /// compared string (request body, sent text, tool input) are ignored (repeatable).
+    #[arg(long, value_name = "PATTERN", requires = "determinism")]
+    nondeterministic: Vec<String>,
     #[command(flatten)]
     runtime: super::runtime_args::RuntimeArgs,
 }
@@ -171,6 +179,8 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
         shrink_runs,
         shrink_time,
         no_reset,
+        determinism,
+        nondeterministic,
         runtime,
     } = args;
     if runtime.runtime.is_some() {
@@ -215,6 +225,37 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        let determinism = if determinism {
+            // The config file's `runtime.nondeterministic` patterns, and the flags'.
+            let from_config = match super::runtime_config::config_path(runtime.config.as_deref()) {
+                Some(path) => match super::runtime_config::load(&path) {
+                    Ok(c) => c.map(|c| c.nondeterministic).unwrap_or_default(),
+                    Err(e) => {
+                        eprintln!("error: {}", report::terminal(&e));
+                        return ExitCode::from(2);
+                    }
+                },
+                None => Vec::new(),
+            };
+            let all: Vec<String> = from_config
+                .iter()
+                .chain(&nondeterministic)
+                .cloned()
+                .collect();
+            match agentsim::explore::outside_determinism::patterns(&all) {
+                Ok(patterns) => Some(super::explore_determinism::Determinism {
+                    patterns,
+                    given: nondeterministic,
+                    from_config,
+                }),
+                Err(e) => {
+                    eprintln!("error: {}", report::terminal(&e));
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            None
+        };
         // With --generated, the subject is named by the flag in the summary and rerun commands.
         let file = file.unwrap_or_else(|| PathBuf::from("--generated"));
         let subject = if generated {
@@ -258,6 +299,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 shrink_runs,
                 shrink_time: std::time::Duration::from_secs_f64(shrink_time),
                 reset: !no_reset,
+                determinism,
             },
         );
     }

@@ -51,6 +51,8 @@ pub(crate) struct Asked<'a> {
     /// Keep a process per job and `reset` it between runs, when the runtime offers `reset`
     /// (`--no-reset` turns it off).
     pub reset: bool,
+    /// `--determinism`: each seed run twice and compared.
+    pub determinism: Option<super::explore_determinism::Determinism>,
 }
 
 impl Asked<'_> {
@@ -74,6 +76,9 @@ impl Asked<'_> {
         }
         if self.faults {
             flags.push_str(&self.no_turns.flags());
+        }
+        if let Some(d) = &self.determinism {
+            flags.push_str(&d.flags());
         }
         flags
     }
@@ -207,7 +212,21 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
                 }
             };
             let run = match rt.block_on(outside::run_seed(explored, seed, &options, settings)) {
-                Ok(run) => run,
+                Ok(mut run) => match &asked.determinism {
+                    Some(d) => {
+                        match super::explore_determinism::check(
+                            &rt, &mut run, explored, &options, settings, d,
+                        ) {
+                            Ok(()) => run,
+                            Err(e) => {
+                                *refused.lock().expect("no worker panics") = Some(e);
+                                stopping.store(true, Ordering::SeqCst);
+                                break;
+                            }
+                        }
+                    }
+                    None => run,
+                },
                 Err(NotRun::Unrunnable(_)) if explored_is_generated => {
                     // A generated scenario the runtime cannot run: counted, not a finding.
                     *limits
@@ -324,6 +343,25 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
     if asked.faults && !asked.no_restarts && !settings.restarts {
         println!("  (no kills: the runtime does not offer the `restart` capability)");
     }
+    if let Some(d) = &asked.determinism {
+        println!(
+            "  determinism: each seed that did not fail run a second time with the same faults and compared; a difference is reported, not shrunk{}",
+            if d.given.is_empty() && d.from_config.is_empty() {
+                String::new()
+            } else {
+                let all: Vec<&str> = d
+                    .from_config
+                    .iter()
+                    .chain(&d.given)
+                    .map(String::as_str)
+                    .collect();
+                format!(
+                    "; ignored as known nondeterminism: {}",
+                    report::terminal(&all.join(", "))
+                )
+            }
+        );
+    }
     println!("  {}", reuse.summary());
     let elapsed = started.elapsed().as_secs_f64();
     println!(
@@ -385,7 +423,11 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
             asked.fault_flags(),
             run.seed
         );
-        if let Some(dir) = asked.out {
+        if kind == agentsim::explore::outside_determinism::DETERMINISM {
+            println!(
+                "  not shrunk: a runtime that does not repeat itself under the same inputs cannot be shrunk against; make it deterministic, or declare what varies with --nondeterministic PATTERN"
+            );
+        } else if let Some(dir) = asked.out {
             shrink_and_write(&rt, &run, &kind, &shrink_options, &asked, dir, &runtime);
         }
     }

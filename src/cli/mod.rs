@@ -9,6 +9,7 @@ pub(crate) mod bench_runtime;
 pub(crate) mod check;
 mod cpu;
 pub(crate) mod explore;
+mod explore_determinism;
 mod explore_reset;
 mod explore_runtime;
 mod explore_turns;

@@ -10,6 +10,7 @@
 //!   env: [OPENAI_ORG, MODE=test]       # as --runtime-env
 //!   time_scale: 0.2                    # as --time-scale
 //!   timeouts: { ready: 10s, idle: 30s, shutdown: 5s, run: 5m }
+//!   nondeterministic: ['[0-9]{2}:[0-9]{2}:[0-9]{2}']  # as --nondeterministic (explore --determinism)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,8 @@ struct Block {
     env: Vec<String>,
     time_scale: Option<f64>,
     timeouts: Option<TimeoutsBlock>,
+    #[serde(default)]
+    nondeterministic: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -68,6 +71,8 @@ pub(crate) struct RuntimeConfig {
     pub(crate) idle: Option<Duration>,
     pub(crate) shutdown: Option<Duration>,
     pub(crate) run: Option<Duration>,
+    /// Known nondeterminism, as `--nondeterministic` (checked patterns).
+    pub(crate) nondeterministic: Vec<String>,
 }
 
 /// The config file that applies: `explicit`, else `agentsim.yaml` in the current directory if
@@ -132,6 +137,10 @@ pub(crate) fn load(path: &Path) -> Result<Option<RuntimeConfig>, String> {
         shutdown: None,
         run: None,
     });
+    for (i, p) in block.nondeterministic.iter().enumerate() {
+        agentsim::explore::outside_determinism::patterns(std::slice::from_ref(p))
+            .map_err(|m| at(format!("runtime.nondeterministic[{i}]: {m}")))?;
+    }
     Ok(Some(RuntimeConfig {
         command,
         cwd,
@@ -141,6 +150,7 @@ pub(crate) fn load(path: &Path) -> Result<Option<RuntimeConfig>, String> {
         idle: timeout("idle", &t.idle)?,
         shutdown: timeout("shutdown", &t.shutdown)?,
         run: timeout("run", &t.run)?,
+        nondeterministic: block.nondeterministic,
     }))
 }
 

@@ -4,6 +4,8 @@
 //! - `run`: one exploration run, and the plain scenario that replays a failing one.
 //! - [`generate`]: random scenarios from a seed.
 //! - [`outside`]: exploration against a runtime under test (`explore FILE --runtime CMD`).
+//! - [`outside_determinism`]: the `determinism` check (`explore --runtime CMD --determinism`):
+//!   a seed run twice gives the same exchanges.
 //! - [`outside_generated`]: generated scenarios for a runtime under test (`explore --runtime CMD
 //!   --generated`), kept to what its capabilities express.
 //! - [`shrink`]: greedy minimisation of a failing scenario.
@@ -12,6 +14,7 @@
 
 pub mod generate;
 pub mod outside;
+pub mod outside_determinism;
 pub mod outside_generated;
 pub mod outside_turns;
 pub mod planted;

@@ -263,6 +263,7 @@ pub async fn run_with_model(
         entries: std::mem::take(&mut run.entries),
         sent: std::mem::take(&mut run.sent),
         sent_seq: std::mem::take(&mut run.sent_seq),
+        tool_calls: std::mem::take(&mut run.tool_calls),
         exchanges: run.model_side.take_sorted(),
         model,
         stderr,

@@ -126,6 +126,8 @@ pub struct Outcome {
     pub sent: Vec<(String, String)>,
     /// For each send of `sent`, the `seq` of the last `user` line written before it.
     pub sent_seq: Vec<u64>,
+    /// Every `tool_call` of the runtime, as (conversation, tool, input), in order.
+    pub tool_calls: Vec<(String, String, Value)>,
     /// The mock server's journal, one JSON value per exchange.
     pub exchanges: Vec<Value>,
     /// The mock server's report.

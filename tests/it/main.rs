@@ -12,6 +12,7 @@ mod cli_explore;
 mod cli_honest;
 mod docs;
 mod explore;
+mod explore_determinism;
 mod explore_reset;
 mod explore_runtime;
 mod fuzz_loader;

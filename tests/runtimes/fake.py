@@ -24,6 +24,9 @@ after each reply; the mode `usage-last` reports the last reply's usage instead o
 
 With `reset` in CAPS it starts a new run on `reset` (it forgets its conversations and answers the
 next `hello`); `reset-dies` exits on `reset` and `reset-hangs` never answers the `hello` after it.
+
+The mode `clock` puts the wall time into its system text: a runtime that is not deterministic
+under scripted inputs, for the `determinism` check of `explore --runtime --determinism`.
 """
 
 import json
@@ -44,7 +47,10 @@ def out(message):
 
 def ask(messages, conv):
     """One Anthropic Messages call to the mock server; the reply's text."""
-    body = json.dumps({"model": "main", "max_tokens": 100, "system": "You are main.",
+    system = "You are main."
+    if MODE == "clock":
+        system += f" The time is {time.time():.6f}."  # nondeterministic under scripted inputs
+    body = json.dumps({"model": "main", "max_tokens": 100, "system": system,
                        "messages": messages}).encode()
     headers = {"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
                "anthropic-version": "2023-06-01"}

@@ -68,6 +68,11 @@ impl Run<'_> {
                         reply: false,
                     },
                 );
+                self.tool_calls.push((
+                    call.conversation.clone(),
+                    call.name.clone(),
+                    call.input.clone(),
+                ));
                 let step = self.tools.next(&call.name, &call.input).map_err(|e| {
                     self.fail(
                         FailureKind::ToolScriptExhausted,

@@ -99,6 +99,8 @@ pub(super) struct Run<'a> {
     pub sent: Vec<(String, String)>,
     /// For each send, the `seq` of the last `user` line written before it.
     pub sent_seq: Vec<u64>,
+    /// Every `tool_call`, as (conversation, tool, input).
+    pub tool_calls: Vec<(String, String, serde_json::Value)>,
     /// Exchanges begun when the runtime said idle for the last `seq` (the `idle` check).
     idle_exchanges: Option<u64>,
     pub timed_steps: Vec<usize>,
@@ -161,6 +163,7 @@ impl<'a> Run<'a> {
             entries: Vec::new(),
             sent: Vec::new(),
             sent_seq: Vec::new(),
+            tool_calls: Vec::new(),
             idle_exchanges: None,
             timed_steps: Vec::new(),
             step: 0,
