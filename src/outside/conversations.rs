@@ -47,6 +47,8 @@ pub struct Inferences {
     owners: BTreeMap<u64, String>,
     /// The first request that broke the addressing; nothing is followed after it.
     unaddressed: Option<Unaddressed>,
+    /// Whether a broken check names its conversation (the scenario may talk in several).
+    names_conversations: bool,
 }
 
 impl Inferences {
@@ -58,7 +60,14 @@ impl Inferences {
             by_conversation: BTreeMap::new(),
             owners: BTreeMap::new(),
             unaddressed: None,
+            names_conversations: true,
         }
+    }
+
+    /// The scenario talks in one conversation: a broken check need not say which (the
+    /// addressing may still be [`Addressing::Header`], whose promise is checked all the same).
+    pub fn in_one_conversation(&mut self) {
+        self.names_conversations = false;
     }
 
     /// Every conversation's `ask_user` is answered at once (the scenario's `query_user: none`), so
@@ -155,7 +164,7 @@ impl Inferences {
         };
         self.owners.insert(x.number, conversation.clone());
         let mut broken = self.entry(&conversation).request(x);
-        if self.addressing == Addressing::Header {
+        if self.addressing == Addressing::Header && self.names_conversations {
             // Several conversations may be judged: say whose stack broke the check.
             for v in &mut broken {
                 v.message = format!("in conversation `{conversation}`, {}", v.message);

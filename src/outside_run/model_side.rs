@@ -106,6 +106,9 @@ impl ModelSide {
             if self.asks_at_once {
                 inferences.asks_answered_at_once();
             }
+            if self.conversations.len() <= 1 {
+                inferences.in_one_conversation();
+            }
             inferences
         });
         self.feed(false);

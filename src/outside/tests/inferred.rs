@@ -551,3 +551,21 @@ fn a_request_without_the_header_or_naming_an_unknown_conversation_stops_the_infe
     assert!(m.inferences.unaddressed().is_none());
     assert_eq!(m.inferences.of("a").responses.len(), 1);
 }
+
+#[test]
+fn a_check_broken_in_the_one_conversation_of_a_scenario_does_not_name_it() {
+    // A runtime may promise the header in a scenario of one conversation: the promise is held,
+    // and the message stays as it is without the header.
+    let mut m = Many::new(Addressing::Header);
+    m.inferences.in_one_conversation();
+    m.inferences.user("a", false);
+    m.call(Some("a"), "research", text("hello"), text("Hi."));
+    assert_eq!(m.violations.len(), 1, "{:?}", m.violations);
+    assert!(
+        m.violations[0]
+            .message
+            .starts_with("the user's message with an empty stack goes to the main agent `main`"),
+        "{}",
+        m.violations[0].message
+    );
+}
