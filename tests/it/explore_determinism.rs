@@ -5,7 +5,9 @@
 //! bad patterns are located errors.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use super::explore_runtime::{agentsim, text};
 
 const SUBJECT: &str = "tests/runtimes/three-turns.yaml";
 /// The faults that land at a time into a turn (their effect depends on timing) left out.
@@ -17,23 +19,6 @@ const UNTIMED: [&str; 6] = [
     "--no-fault",
     "restart-mid-turn",
 ];
-
-fn agentsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("AGENTSIM_SEED")
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn fresh(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))

@@ -5,26 +5,11 @@
 //! run's finding, and the next run starts a new process.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use super::explore_runtime::{agentsim, text};
 
 const SUBJECT: &str = "tests/runtimes/three-turns.yaml";
-
-fn agentsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("AGENTSIM_SEED")
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// `explore SUBJECT` against fake.py in `mode` with `caps`, `runs` seeds from 0, no files.
 fn explore(subject: &str, mode: &str, caps: &str, runs: &str, extra: &[&str]) -> Output {

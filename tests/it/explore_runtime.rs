@@ -17,7 +17,8 @@ fn fresh(name: &str) -> PathBuf {
     dir
 }
 
-fn agentsim(args: &[&str]) -> Output {
+/// `agentsim ARGS` run from the crate's root, with no seed from the environment.
+pub(super) fn agentsim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agentsim"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -26,7 +27,8 @@ fn agentsim(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-fn text(o: &Output) -> String {
+/// A command's stdout then stderr.
+pub(super) fn text(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
