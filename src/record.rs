@@ -159,9 +159,9 @@ pub async fn start(options: Options) -> std::io::Result<Running> {
         stop,
     });
     let app = Router::new()
-        .route("/v1/messages", post(anthropic))
-        .route("/v1/chat/completions", post(openai_chat))
-        .route("/v1/responses", post(openai_responses))
+        .route(Provider::Anthropic.path(), post(anthropic))
+        .route(Provider::OpenAiChat.path(), post(openai_chat))
+        .route(Provider::OpenAiResponses.path(), post(openai_responses))
         .route("/v1/models", get(models))
         .route("/_agentsim/shutdown", post(shutdown))
         .fallback(unknown)
@@ -177,18 +177,11 @@ pub async fn start(options: Options) -> std::io::Result<Running> {
 }
 
 async fn anthropic(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
-    exchange(s, Provider::Anthropic, "/v1/messages", headers, body).await
+    exchange(s, Provider::Anthropic, headers, body).await
 }
 
 async fn openai_chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
-    exchange(
-        s,
-        Provider::OpenAiChat,
-        "/v1/chat/completions",
-        headers,
-        body,
-    )
-    .await
+    exchange(s, Provider::OpenAiChat, headers, body).await
 }
 
 async fn openai_responses(
@@ -196,7 +189,7 @@ async fn openai_responses(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    exchange(s, Provider::OpenAiResponses, "/v1/responses", headers, body).await
+    exchange(s, Provider::OpenAiResponses, headers, body).await
 }
 
 async fn shutdown(State(s): State<Arc<Shared>>) -> Response {
@@ -301,13 +294,8 @@ fn upstream_unreachable(provider: Provider, why: &str) -> Response {
 }
 
 /// One exchange: read, check, forward, pass the answer back, keep it in the journal.
-async fn exchange(
-    s: Arc<Shared>,
-    provider: Provider,
-    path: &'static str,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn exchange(s: Arc<Shared>, provider: Provider, headers: HeaderMap, body: Body) -> Response {
+    let path = provider.path();
     let n = s.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
     let mut line = json!({"exchange": n, "method": "POST", "path": path});
     let refuse = |mut line: Value, status: u16, body: Value, violation: Option<&str>| {

@@ -46,6 +46,10 @@ pub(crate) struct CheckArgs {
     /// reported and not followed).
     #[arg(long)]
     follow_links: bool,
+    /// With --runtime: start a new process for every scenario, even when the runtime offers
+    /// `reset` (by default each job keeps one process and resets it between scenarios).
+    #[arg(long)]
+    no_reset: bool,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -69,6 +73,7 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
         fail_fast,
         jobs,
         follow_links,
+        no_reset,
         runtime,
     } = args;
     let runtime = match runtime.options(seed) {
@@ -78,6 +83,10 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if no_reset && runtime.is_none() {
+        eprintln!("error: --no-reset is for a check against your runtime: give --runtime CMD, or a config file with a `runtime:` block (agentsim.yaml, or --config FILE)");
+        return ExitCode::from(2);
+    }
     check(
         &paths,
         CheckOptions {
@@ -89,6 +98,7 @@ pub(crate) fn command(args: CheckArgs) -> ExitCode {
             fail_fast,
             follow_links,
             runtime,
+            reset: !no_reset,
             jobs: jobs.map_or_else(
                 || std::thread::available_parallelism().map_or(1, |n| n.get()),
                 |j| j as usize,
@@ -283,6 +293,8 @@ struct CheckOptions {
     jobs: usize,
     /// Run against this runtime instead of agentsim's own.
     runtime: Option<agentsim::outside_run::Options>,
+    /// Keep a process per job across scenarios when the runtime offers `reset`.
+    reset: bool,
 }
 
 /// One entry `check` goes through: a scenario file, a file with a scenario's name it does not run
@@ -308,7 +320,7 @@ fn check_one(
     seed: Option<u64>,
     color: bool,
     html: Option<&Path>,
-    runtime: Option<&agentsim::outside_run::Options>,
+    runtime: Option<&super::check_runtime::Worker<'_>>,
 ) -> (report::check::Case, Option<String>) {
     let mut shown = None;
     use report::check::{Case, CaseResult};
@@ -337,12 +349,11 @@ fn check_one(
                 },
             ),
             Ok(scenario) if runtime.is_some() => {
-                let options = runtime.expect("checked");
-                let page = html.map(|dir| dir.join(page_name(&file.display().to_string())));
-                (
-                    file.display().to_string(),
-                    outside_case(&scenario, options, page.as_deref()),
-                )
+                let worker = runtime.expect("checked");
+                let path = file.display().to_string();
+                let page = html.map(|dir| dir.join(page_name(&path)));
+                let result = worker.case(&path, &scenario, page.as_deref());
+                (path, result)
             }
             Ok(scenario) => {
                 let outcome = scenario::run(
@@ -387,67 +398,6 @@ fn check_one(
         result,
     };
     (case, shown)
-}
-
-/// The result of one scenario run against an outside runtime: a scenario the runtime cannot
-/// express is skipped with the located reason (the capability it lacks), never passed.
-fn outside_case(
-    scenario: &scenario::Scenario,
-    options: &agentsim::outside_run::Options,
-    page: Option<&Path>,
-) -> report::check::CaseResult {
-    use agentsim::outside_run::{self, NotRun};
-    use report::check::CaseResult;
-    let ran = outside_run::run_blocking(scenario, options);
-    if let (Some(page), Ok(outcome)) = (page, &ran) {
-        if let Err(e) = write_atomic(page, outcome.html().as_bytes()) {
-            eprintln!("warning: cannot write {}: {e}", page.display());
-        }
-    }
-    match ran {
-        Err(NotRun::Unrunnable(e)) => CaseResult::Skipped {
-            reason: e.to_string(),
-        },
-        Err(NotRun::Setup(e)) => CaseResult::Broken {
-            message: e,
-            location: None,
-        },
-        Ok(outcome) => match &outcome.failure {
-            None => CaseResult::Passed {
-                name: outcome.name.clone(),
-                seed: outcome.seed,
-                reproduced: outcome.reproduced.clone(),
-            },
-            Some(f) => {
-                let mut failure = f.to_json();
-                if !outcome.stderr.is_empty() {
-                    let tail: Vec<&String> = outcome.stderr.iter().rev().take(20).rev().collect();
-                    failure["stderr"] = serde_json::json!(tail);
-                    // The line a person reads first: the runtime's last words on stderr.
-                    let last: Vec<&str> = tail
-                        .iter()
-                        .rev()
-                        .take(3)
-                        .rev()
-                        .map(|l| l.as_str())
-                        .collect();
-                    let message = format!(
-                        "{}\n  the runtime's last stderr lines:\n  | {}",
-                        f.message,
-                        last.join("\n  | ")
-                    );
-                    failure["message"] = message.into();
-                }
-                CaseResult::Failed {
-                    name: outcome.name.clone(),
-                    seed: outcome.seed,
-                    failure,
-                    location: (f.location.0 > 0).then_some(f.location),
-                    rerun: outcome.rerun_command(),
-                }
-            }
-        },
-    }
 }
 
 /// The file name of a scenario's page in `check --html DIR`, unique by construction: its path
@@ -635,24 +585,43 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
             let _ = std::io::Write::flush(&mut std::io::stdout());
         }
     };
-    let work = || loop {
-        if stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed) {
-            return;
+    let outside = options
+        .runtime
+        .clone()
+        .map(|o| super::check_runtime::Shared::new(o, options.reset));
+    let work = || {
+        // Each worker runs its scenarios on an async runtime of its own, on one kept process
+        // when the runtime offers `reset`.
+        let worker = match outside.as_ref().map(|o| o.worker()).transpose() {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("error: {e}");
+                stop.store(true, Ordering::Relaxed);
+                return;
+            }
+        };
+        loop {
+            if stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed) {
+                break;
+            }
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(entry) = entries.get(i) else { break };
+            let case = check_one(
+                entry,
+                options.seed,
+                color,
+                options.html.as_deref(),
+                worker.as_ref(),
+            );
+            if options.fail_fast && case.0.failed() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(case);
+            flush();
         }
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(entry) = entries.get(i) else { return };
-        let case = check_one(
-            entry,
-            options.seed,
-            color,
-            options.html.as_deref(),
-            options.runtime.as_ref(),
-        );
-        if options.fail_fast && case.0.failed() {
-            stop.store(true, Ordering::Relaxed);
+        if let Some(worker) = worker {
+            worker.finish();
         }
-        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(case);
-        flush();
     };
     std::thread::scope(|scope| {
         let mut workers = Vec::new();
@@ -711,21 +680,34 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
         }
         print!("{rest}");
     }
-    let cases: Vec<report::check::Case> = ran.into_iter().map(|(case, ..)| case).collect();
+    let mut cases: Vec<report::check::Case> = ran.into_iter().map(|(case, ..)| case).collect();
+    // A reset the runtime did not come back from is a failed case of its own, after the
+    // scenarios' (it has no page).
+    let scenario_cases = cases.len();
+    let failed_resets = outside
+        .as_ref()
+        .map_or_else(Vec::new, |o| o.failed_resets());
+    if text {
+        for case in &failed_resets {
+            print!("{}", case_text(case, None));
+        }
+    }
+    let resets_failed = failed_resets.len();
+    cases.extend(failed_resets);
     let seconds = started.elapsed().as_secs_f64();
     let passed = cases.iter().filter(|c| c.passed()).count();
     let skipped = cases.iter().filter(|c| c.skipped()).count();
     let failed = cases.len() - passed - skipped;
     if let Some(dir) = &options.html {
         let mut index = String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>agentsim check</title></head>\n<body>\n<h1>agentsim check</h1>\n<ul>\n");
-        for case in &cases {
+        for (i, case) in cases.iter().enumerate() {
             let (status, linked) = match &case.result {
                 report::check::CaseResult::Passed { .. } => ("ok", true),
                 report::check::CaseResult::Failed { .. } => ("FAIL", true),
                 report::check::CaseResult::Broken { .. } => ("FAIL", false),
                 report::check::CaseResult::Skipped { .. } => ("skip", false),
             };
-            let link = if linked {
+            let link = if linked && i < scenario_cases {
                 format!(
                     "<a href=\"{}\">{}</a>",
                     report::check::markup(&page_name(&case.path)),
@@ -778,9 +760,17 @@ fn check(paths: &[PathBuf], options: CheckOptions) -> ExitCode {
             if interrupted {
                 tail.push_str(&format!(", {never_started} not run (interrupted)"));
             }
+            if resets_failed > 0 {
+                tail.push_str(&format!(", {resets_failed} failed reset(s) of the runtime"));
+            }
+            let reused = match outside.as_ref().map(|o| o.resets()) {
+                Some(n) if n > 0 => format!("; {n} on a process reused with `reset`"),
+                _ => String::new(),
+            };
             println!(
-                "{} scenarios: {passed} passed, {failed} failed{tail} ({seconds:.2}s)",
-                entries.len()
+                "{} scenarios: {passed} passed, {} failed{tail} ({seconds:.2}s{reused})",
+                entries.len(),
+                failed - resets_failed
             );
         }
     }

@@ -37,7 +37,8 @@ pub(crate) struct ExploreArgs {
     no_faults: bool,
     /// Leave out one kind of fault (repeatable): llm-error, llm-stall, llm-latency,
     /// tool-error, tool-latency, user-message, cancel, restart, restart-mid-turn, intervene.
-    /// The other kinds keep the rates each seed draws.
+    /// The other kinds keep the rates each seed draws. With --runtime, tool-latency also covers
+    /// the hangs of tools with a `timeout`, and intervene is not injected.
     #[arg(long, value_name = "KIND", value_parser = parse_fault_kind, conflicts_with = "no_faults")]
     no_fault: Vec<agentsim::drive::faults::FaultKind>,
     /// Stop starting runs after this many seconds (runs in flight finish; what was found is
@@ -203,6 +204,8 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
             !matches!(
                 k,
                 FaultKind::LlmError
+                    | FaultKind::LlmStall
+                    | FaultKind::LlmLatency
                     | FaultKind::Restart
                     | FaultKind::RestartMidTurn
                     | FaultKind::ToolError
@@ -212,7 +215,7 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
             )
         }) {
             eprintln!(
-                "error: --no-fault {}: against a runtime, the faults are llm-error (model errors), restart (kill -9 and restart), restart-mid-turn (a kill in the middle of a turn), tool-error, tool-latency, user-message (user interjections) and cancel (cancel words)",
+                "error: --no-fault {}: against a runtime, the faults are llm-error (model errors), llm-stall (a model call with no answer for seconds, then a dropped connection), llm-latency (a model reply served late), restart (kill -9 and restart), restart-mid-turn (a kill in the middle of a turn), tool-error, tool-latency (also a tool with a `timeout` that never answers), user-message (user interjections) and cancel (cancel words)",
                 k.name()
             );
             return ExitCode::from(2);
@@ -286,6 +289,8 @@ pub(crate) fn command(args: ExploreArgs) -> ExitCode {
                 jobs: jobs.map_or(1, |j| j as usize),
                 faults: !no_faults,
                 no_model_faults: no_fault.contains(&FaultKind::LlmError),
+                no_model_stalls: no_fault.contains(&FaultKind::LlmStall),
+                no_model_latency: no_fault.contains(&FaultKind::LlmLatency),
                 no_restarts: no_fault.contains(&FaultKind::Restart),
                 no_tool_errors: no_fault.contains(&FaultKind::ToolError),
                 no_tool_latency: no_fault.contains(&FaultKind::ToolLatency),

@@ -36,11 +36,15 @@ pub(crate) struct Asked<'a> {
     pub faults: bool,
     /// `--no-fault llm-error`.
     pub no_model_faults: bool,
+    /// `--no-fault llm-stall`.
+    pub no_model_stalls: bool,
+    /// `--no-fault llm-latency`.
+    pub no_model_latency: bool,
     /// `--no-fault restart`.
     pub no_restarts: bool,
     /// `--no-fault tool-error`.
     pub no_tool_errors: bool,
-    /// `--no-fault tool-latency`.
+    /// `--no-fault tool-latency` (also the hangs of tools with a `timeout`).
     pub no_tool_latency: bool,
     /// `--no-fault user-message`, `--no-fault cancel`, `--no-fault restart-mid-turn`.
     pub no_turns: NoTurnFaults,
@@ -64,6 +68,12 @@ impl Asked<'_> {
         }
         if self.faults && self.no_model_faults {
             flags.push_str(" --no-fault llm-error");
+        }
+        if self.faults && self.no_model_stalls {
+            flags.push_str(" --no-fault llm-stall");
+        }
+        if self.faults && self.no_model_latency {
+            flags.push_str(" --no-fault llm-latency");
         }
         if self.faults && self.no_restarts {
             flags.push_str(" --no-fault restart");
@@ -135,9 +145,14 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
     };
     let settings = OutsideSettings {
         model_faults: asked.faults && !asked.no_model_faults,
+        model_stalls: asked.faults && !asked.no_model_stalls,
+        model_latency: asked.faults && !asked.no_model_latency,
         restarts: asked.faults && !asked.no_restarts && capabilities.iter().any(|c| c == "restart"),
         tool_errors: asked.faults && !asked.no_tool_errors,
         tool_latency: asked.faults && !asked.no_tool_latency,
+        tool_hangs: asked.faults
+            && !asked.no_tool_latency
+            && capabilities.iter().any(|c| c == "tool-timeouts"),
         turns: asked
             .no_turns
             .settings(asked.faults, !asked.no_restarts, &capabilities),
@@ -318,9 +333,12 @@ pub(crate) fn command(subject: Subject, options: Options, asked: Asked<'_>) -> E
     };
     let kinds: Vec<&str> = [
         (settings.model_faults, "model errors"),
+        (settings.model_stalls, "model stalls"),
+        (settings.model_latency, "model latency"),
         (settings.restarts, "kill -9 and restart"),
         (settings.tool_errors, "tool errors"),
         (settings.tool_latency, "tool latency"),
+        (settings.tool_hangs, "tool hangs"),
         (settings.turns.user_messages, "user interjections"),
         (settings.turns.cancels, "cancel words"),
         (settings.turns.kills_mid_turn, "kills mid-turn"),
@@ -446,9 +464,12 @@ fn shrink_and_write(
     runtime: &str,
 ) {
     let failing = outside::materialize(&run.played, &run.outcome);
+    // An outside runtime runs in real time, so its shrinking has a deadline in real time.
+    let deadline = Instant::now() + asked.shrink_time;
+    let out_of_time = move || Instant::now() >= deadline;
     let budget = outside::Budget {
         runs: asked.shrink_runs,
-        deadline: Some(Instant::now() + asked.shrink_time),
+        out_of_time: Some(&out_of_time),
     };
     let Some(shrunk) = outside::shrink(failing, options, kind, budget, rt) else {
         println!(

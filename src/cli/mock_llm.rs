@@ -71,7 +71,7 @@ pub(crate) fn command(args: MockLlmArgs) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let faults = faults.map(|rate| agentsim::mock_llm::server::RandomFaults { rate, seed });
+    let faults = faults.map(|rate| agentsim::mock_llm::server::RandomFaults::errors(rate, seed));
     let options = server::Options {
         addr,
         journal,

@@ -7,6 +7,7 @@ mod bench_cpu;
 #[cfg(feature = "mock-server")]
 pub(crate) mod bench_runtime;
 pub(crate) mod check;
+pub(crate) mod check_runtime;
 mod cpu;
 pub(crate) mod explore;
 mod explore_determinism;

@@ -120,10 +120,7 @@ impl HttpModel {
         }
         let root = base_url.trim_end_matches('/');
         let root = root.strip_suffix("/v1").unwrap_or(root);
-        let path = match provider {
-            Provider::Anthropic => "/v1/messages",
-            _ => "/v1/chat/completions",
-        };
+        let path = provider.path();
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .build()

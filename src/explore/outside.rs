@@ -4,13 +4,15 @@
 //!
 //! The faults of a seed ([`Plan`]):
 //! - **model faults**: the mock server replaces replies with errors (rate limits, overloads,
-//!   server errors, dropped connections; cut streams for streamed requests) at a rate the seed
-//!   draws, each decision a function of the seed and of where the request was routed (agent,
-//!   conversation, turn, attempt), never of timing ([`RandomFaults`]);
+//!   server errors, dropped connections; cut streams for streamed requests), stalls (no answer
+//!   for seconds, then a dropped connection) or serves them late, at rates the seed draws, each
+//!   decision a function of the seed and of where the request was routed (agent, conversation,
+//!   turn, attempt), never of timing ([`RandomFaults`]);
 //! - **kills**: `restart` steps inserted between steps at places the seed draws (only for a
 //!   runtime that offers the `restart` capability): agentsim kills the runtime with SIGKILL and
 //!   starts it again on the same state directory;
-//! - **tool faults**: a scripted tool fails in place of its outcome, or answers later, each
+//! - **tool faults**: a scripted tool fails in place of its outcome, answers later, or (a tool
+//!   with a `timeout`, against a runtime that offers `tool-timeouts`) never answers, each
 //!   decision a function of the seed, the tool and the call's number ([`ToolFaults`]);
 //! - **conversation faults** ([`outside_turns`]): user interjections and cancel words between and
 //!   during turns, and kills that land in the middle of a turn.
@@ -22,7 +24,6 @@
 //! makes it smaller while the runtime still fails it the same way.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -44,12 +45,19 @@ pub const MAX_RESTARTS: usize = 3;
 pub struct OutsideSettings {
     /// Model faults.
     pub model_faults: bool,
+    /// Model stalls (no answer for seconds, then a dropped connection).
+    pub model_stalls: bool,
+    /// Model replies later than scripted.
+    pub model_latency: bool,
     /// Kills and restarts (the runtime offers `restart`).
     pub restarts: bool,
     /// Tool failures in place of scripted outcomes.
     pub tool_errors: bool,
     /// Tool outcomes later than scripted.
     pub tool_latency: bool,
+    /// Tool calls that never answer, for tools with a `timeout` (the runtime offers
+    /// `tool-timeouts`).
+    pub tool_hangs: bool,
     /// User interjections, cancel words and kills in the middle of a turn.
     pub turns: TurnSettings,
 }
@@ -66,6 +74,12 @@ pub struct Plan {
     pub tool_error_rate: f64,
     /// The share of tool calls whose outcome comes later (0: none).
     pub tool_latency_rate: f64,
+    /// The share of model replies that stall (0: none).
+    pub model_stall_rate: f64,
+    /// The share of model replies that come later (0: none).
+    pub model_latency_rate: f64,
+    /// The share of the calls of tools with a `timeout` that never answer (0: none).
+    pub tool_hang_rate: f64,
 }
 
 /// The faults of `seed` for a scenario of `steps` steps (expectations removed). Swarm-style, as
@@ -87,12 +101,22 @@ pub fn plan(seed: u64, steps: usize, settings: OutsideSettings) -> Plan {
     let tool_error_rate = [0.1, 0.25, 0.5][rng.below(3) as usize];
     let tool_latency_on = rng.chance(0.5);
     let tool_latency_rate = [0.2, 0.5][rng.below(2) as usize];
+    // Drawn after the older kinds, so that a seed's other faults stay what they were.
+    let stalls_on = rng.chance(0.5);
+    let stall_rate = [0.05, 0.15][rng.below(2) as usize];
+    let model_latency_on = rng.chance(0.5);
+    let model_latency_rate = [0.1, 0.3][rng.below(2) as usize];
+    let hangs_on = rng.chance(0.5);
+    let hang_rate = [0.2, 0.5][rng.below(2) as usize];
     let on = |allowed: bool, drawn: bool, rate: f64| if allowed && drawn { rate } else { 0.0 };
     Plan {
         model_rate: on(settings.model_faults, model_on, model_rate),
         restarts_after,
         tool_error_rate: on(settings.tool_errors, tool_errors_on, tool_error_rate),
         tool_latency_rate: on(settings.tool_latency, tool_latency_on, tool_latency_rate),
+        model_stall_rate: on(settings.model_stalls, stalls_on, stall_rate),
+        model_latency_rate: on(settings.model_latency, model_latency_on, model_latency_rate),
+        tool_hang_rate: on(settings.tool_hangs, hangs_on, hang_rate),
     }
 }
 
@@ -184,16 +208,17 @@ impl SeedRun {
             .map(|i| format!("kill -9 and restart after step {}", i + 1))
             .collect();
         lines.extend(self.turns.lines());
-        if self.plan.model_rate > 0.0 {
+        let p = &self.plan;
+        if p.model_rate + p.model_stall_rate + p.model_latency_rate > 0.0 {
             lines.push(format!(
-                "model faults at rate {} (seed {})",
-                self.plan.model_rate, self.seed
+                "model faults: errors at rate {}, stalls at rate {}, latency at rate {} (seed {})",
+                p.model_rate, p.model_stall_rate, p.model_latency_rate, self.seed
             ));
         }
-        if self.plan.tool_error_rate > 0.0 || self.plan.tool_latency_rate > 0.0 {
+        if p.tool_error_rate + p.tool_latency_rate + p.tool_hang_rate > 0.0 {
             lines.push(format!(
-                "tool faults: failures at rate {}, latency at rate {} (seed {})",
-                self.plan.tool_error_rate, self.plan.tool_latency_rate, self.seed
+                "tool faults: failures at rate {}, latency at rate {}, hangs at rate {} (seed {})",
+                p.tool_error_rate, p.tool_latency_rate, p.tool_hang_rate, self.seed
             ));
         }
         lines.extend(
@@ -205,13 +230,24 @@ impl SeedRun {
                     ToolFault::Latency(ms) => {
                         format!("tool fault injected: call {call} of {tool} takes {ms} ms longer")
                     }
+                    ToolFault::Hang => {
+                        format!("tool fault injected: call {call} of {tool} never answers")
+                    }
                 }),
         );
-        lines.extend(injected(&self.outcome).iter().map(|f| {
-            format!(
+        lines.extend(injected(&self.outcome).iter().map(|f| match f.fault.as_str() {
+            "stall" => format!(
+                "model fault injected: a stall of {} ms, then a dropped connection, for agent {} (exchange #{}, before its script entry {})",
+                f.ms, f.agent, f.exchange, f.entry
+            ),
+            LATENCY => format!(
+                "model fault injected: {} ms of latency for agent {} (exchange #{}, its script entry {})",
+                f.ms, f.agent, f.exchange, f.entry
+            ),
+            _ => format!(
                 "model fault injected: {} for agent {} (exchange #{}, in place of its script entry {})",
                 f.fault, f.agent, f.exchange, f.entry
-            )
+            ),
         }));
         lines
     }
@@ -229,14 +265,20 @@ pub async fn run_seed(
     let played = outside_turns::played(explored, &plan.restarts_after, &turns);
     let mut options = options.clone();
     options.seed = Some(seed);
-    options.model_faults = (plan.model_rate > 0.0).then_some(RandomFaults {
-        rate: plan.model_rate,
-        seed,
-    });
-    options.tool_faults =
-        (plan.tool_error_rate > 0.0 || plan.tool_latency_rate > 0.0).then_some(ToolFaults {
+    options.model_faults = (plan.model_rate + plan.model_stall_rate + plan.model_latency_rate
+        > 0.0)
+        .then_some(RandomFaults {
+            rate: plan.model_rate,
+            seed,
+            stall_rate: plan.model_stall_rate,
+            latency_rate: plan.model_latency_rate,
+        });
+    options.tool_faults = (plan.tool_error_rate + plan.tool_latency_rate + plan.tool_hang_rate
+        > 0.0)
+        .then_some(ToolFaults {
             error_rate: plan.tool_error_rate,
             latency_rate: plan.tool_latency_rate,
+            hang_rate: plan.tool_hang_rate,
             seed,
         });
     let outcome = outside_run::run(&played, &options).await?;
@@ -249,6 +291,9 @@ pub async fn run_seed(
     })
 }
 
+/// The name [`injected`] gives a latency injected before a reply.
+pub const LATENCY: &str = "latency";
+
 /// A model fault the mock server injected, read from its journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Injected {
@@ -259,22 +304,32 @@ pub struct Injected {
     /// The script entry (1-based) whose reply the fault replaced.
     pub entry: usize,
     /// The fault's name (`rate_limit`, `overloaded`, `server_error`, `connection_dropped`,
-    /// `stream_error`, `stream_cut`).
+    /// `stream_error`, `stream_cut`, `stall`; [`LATENCY`] for a reply served late).
     pub fault: String,
+    /// A stall's or a latency's length in scripted milliseconds (0 for the others).
+    pub ms: u64,
 }
 
-/// The faults injected in a run, in order of exchange.
+/// The faults injected in a run, in order of exchange: those in place of a reply, and the
+/// latencies before one.
 pub fn injected(outcome: &Outcome) -> Vec<Injected> {
     let mut out: Vec<Injected> = outcome
         .exchanges
         .iter()
         .filter_map(|line| {
-            let fault = line.pointer("/faults/injected")?.as_str()?;
+            let latency = line.pointer("/faults/latency_ms").and_then(Value::as_u64);
+            let fault = match line.pointer("/faults/injected").and_then(Value::as_str) {
+                Some(fault) => fault,
+                None if latency.is_some() => LATENCY,
+                None => return None,
+            };
+            let ms = line.pointer("/faults/ms").and_then(Value::as_u64);
             Some(Injected {
                 exchange: line.get("exchange").and_then(Value::as_u64).unwrap_or(0),
                 agent: line.pointer("/address/agent")?.as_str()?.to_owned(),
                 entry: line.pointer("/address/entry")?.as_u64()? as usize,
                 fault: fault.to_owned(),
+                ms: ms.or(latency).unwrap_or(0),
             })
         })
         .collect();
@@ -282,16 +337,19 @@ pub fn injected(outcome: &Outcome) -> Vec<Injected> {
     out
 }
 
-/// The scripted error that does what an injected fault did.
-fn scripted(fault: &str) -> ScriptedReply {
-    let (kind, mid_stream) = match fault {
+/// The scripted error that does what an injected fault did (a stall: a dropped connection after
+/// its length).
+fn scripted(fault: &Injected) -> ScriptedReply {
+    let (kind, mid_stream) = match fault.fault.as_str() {
         "rate_limit" => (LlmErrorKind::RateLimit, false),
         "overloaded" => (LlmErrorKind::Overloaded, false),
-        "connection_dropped" => (LlmErrorKind::Network, false),
+        "connection_dropped" | "stall" => (LlmErrorKind::Network, false),
         "stream_error" => (LlmErrorKind::Overloaded, true),
         "stream_cut" => (LlmErrorKind::Network, true),
         _ => (LlmErrorKind::Other, false),
     };
+    let after_ms = if fault.fault == "stall" { fault.ms } else { 0 };
+    let fault = &fault.fault;
     ScriptedReply {
         kind: ReplyKind::Error {
             kind,
@@ -300,15 +358,15 @@ fn scripted(fault: &str) -> ScriptedReply {
             times: Attempts::Times(1),
             retry_after_ms: None,
         },
-        after_ms: 0,
+        after_ms,
         usage: Usage::default(),
     }
 }
 
 /// `played` with every model fault `outcome` journaled made a scripted error, placed in the
-/// agent's script before the reply it replaced: a plain scenario that replays the run with no
-/// fault plan (a retry of the turn meets the reply after the error, as it met the reply the
-/// fault had held back).
+/// agent's script before the reply it replaced, and every latency added to its reply's `after`:
+/// a plain scenario that replays the run with no fault plan (a retry of the turn meets the reply
+/// after the error, as it met the reply the fault had held back).
 pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
     let mut s = played.clone();
     s.seed = outcome.seed;
@@ -319,9 +377,13 @@ pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
             continue;
         }
         let mut out = Vec::with_capacity(entries.len() + mine.len());
-        for (i, entry) in entries.drain(..).enumerate() {
+        for (i, mut entry) in entries.drain(..).enumerate() {
             for f in mine.iter().filter(|f| f.entry == i + 1) {
-                out.push(scripted(&f.fault));
+                if f.fault == LATENCY {
+                    entry.after_ms += f.ms;
+                } else {
+                    out.push(scripted(f));
+                }
             }
             out.push(entry);
         }
@@ -341,21 +403,61 @@ pub fn materialize(played: &Scenario, outcome: &Outcome) -> Scenario {
 /// (`miss_is_the_bugs`): so that the file, once the bug is fixed, has the replies a fixed
 /// runtime asks for.
 pub async fn still_fails(s: &Scenario, options: &Options, finding: &str) -> bool {
+    fails_as(s, options, finding).await.is_some()
+}
+
+/// [`still_fails`], with the replies the run left unused: their 1-based entries per agent.
+async fn fails_as(
+    s: &Scenario,
+    options: &Options,
+    finding: &str,
+) -> Option<std::collections::BTreeMap<String, Vec<usize>>> {
     let mut options = options.clone();
     options.model_faults = None;
     options.tool_faults = None;
     options.seed = Some(s.seed);
-    match outside_run::run(s, &options).await {
-        Ok(o) => {
-            verdict(&o) == Verdict::Found(finding.to_owned())
-                && o.model
-                    .misses
-                    .iter()
-                    .all(|m| miss_is_the_bugs(finding, o.broke_at, m.exchange))
-                && refused_have_replies(&o.model)
+    let o = outside_run::run(s, &options).await.ok()?;
+    let fails = verdict(&o) == Verdict::Found(finding.to_owned())
+        && o.model
+            .misses
+            .iter()
+            .all(|m| miss_is_the_bugs(finding, o.broke_at, m.exchange))
+        && refused_have_replies(&o.model);
+    fails.then(|| {
+        o.model
+            .unused
+            .iter()
+            .map(|u| (u.agent.clone(), u.entries.clone()))
+            .collect()
+    })
+}
+
+/// Whether a finding stops the runtime where it happened (it hangs, exits or reports an error
+/// of its own): a fixed runtime goes on from there, and asks for the replies the failing run
+/// left unused.
+fn stops_the_runtime(finding: &str) -> bool {
+    matches!(finding, "timeout" | "unexpected-exit" | "runtime-error")
+}
+
+/// The replies a shrunk file of a finding that stops the runtime keeps: per agent, the replies
+/// the failing run left unused when they end its script (a fixed runtime asks for them once it
+/// goes on where the buggy one stopped).
+fn pinned_replies(
+    failing: &Scenario,
+    unused: &std::collections::BTreeMap<String, Vec<usize>>,
+) -> Vec<(String, Vec<ScriptedReply>)> {
+    let mut pinned = Vec::new();
+    for (agent, entries) in unused {
+        let Some(script) = failing.scripts.get(agent) else {
+            continue;
+        };
+        let from = script.len().saturating_sub(entries.len());
+        let suffix = entries.iter().copied().eq(from + 1..=script.len());
+        if suffix && !entries.is_empty() {
+            pinned.push((agent.clone(), script[from..].to_vec()));
         }
-        Err(_) => false,
     }
+    pinned
 }
 
 /// Whether a model request with no reply (exchange `miss`) is the bug's doing, so that a file
@@ -397,13 +499,14 @@ fn refused_have_replies(model: &crate::mock_llm::server::Report) -> bool {
     left.values().sum::<usize>() >= unrouted
 }
 
-/// The budget of a shrink: candidate runs, and a time after which none starts.
-#[derive(Clone, Copy, Debug)]
-pub struct Budget {
+/// The budget of a shrink: candidate runs, and the caller's clock, which says when no more
+/// candidate starts (an outside runtime runs in real time; exploration itself reads no clock).
+#[derive(Clone, Copy)]
+pub struct Budget<'a> {
     /// Candidate runs.
     pub runs: usize,
-    /// No candidate starts after this.
-    pub deadline: Option<Instant>,
+    /// Whether the time for shrinking is up.
+    pub out_of_time: Option<&'a dyn Fn() -> bool>,
 }
 
 /// Shrinks `failing` (a materialized run that fails with `finding`) by running the runtime
@@ -413,21 +516,33 @@ pub fn shrink(
     failing: Scenario,
     options: &Options,
     finding: &str,
-    budget: Budget,
+    budget: Budget<'_>,
     rt: &tokio::runtime::Runtime,
 ) -> Option<Shrunk> {
-    if !rt.block_on(still_fails(&failing, options, finding)) {
-        return None;
-    }
-    let mut test = |s: &Scenario| rt.block_on(still_fails(s, options, finding));
-    // An outside runtime runs in real time, so its shrinking has a deadline in real time.
-    let out_of_time = budget
-        .deadline
-        .map(|d| move || std::time::Instant::now() >= d);
+    let unused = rt.block_on(fails_as(&failing, options, finding))?;
+    // A runtime that stopped (a hang, a crash) left replies unused that a fixed one asks for:
+    // they stay the end of their scripts, and every candidate's run leaves just them unused.
+    let pinned = if stops_the_runtime(finding) {
+        pinned_replies(&failing, &unused)
+    } else {
+        Vec::new()
+    };
+    let mut test = |s: &Scenario| {
+        let kept = pinned
+            .iter()
+            .all(|(agent, tail)| s.scripts.get(agent).is_some_and(|e| e.ends_with(tail)));
+        kept && rt
+            .block_on(fails_as(s, options, finding))
+            .is_some_and(|unused| {
+                pinned
+                    .iter()
+                    .all(|(agent, tail)| unused.get(agent).map_or(0, Vec::len) == tail.len())
+            })
+    };
     let mut shrunk = shrink_by(
         failing,
         budget.runs.saturating_sub(1),
-        out_of_time.as_ref().map(|f| f as &dyn Fn() -> bool),
+        budget.out_of_time,
         &mut test,
     );
     shrunk.attempts += 1;
@@ -460,9 +575,12 @@ mod tests {
     fn a_plan_is_a_function_of_the_seed_and_respects_what_the_runtime_offers() {
         let all = OutsideSettings {
             model_faults: true,
+            model_stalls: true,
+            model_latency: true,
             restarts: true,
             tool_errors: true,
             tool_latency: true,
+            tool_hangs: true,
             turns: TurnSettings::default(),
         };
         for seed in 0..200 {
@@ -471,8 +589,36 @@ mod tests {
             assert!(p.restarts_after.len() <= MAX_RESTARTS);
             assert!(p.restarts_after.windows(2).all(|w| w[0] < w[1]));
             let none = plan(seed, 6, OutsideSettings::default());
-            assert_eq!(none.model_rate, 0.0);
-            assert_eq!(none.tool_error_rate + none.tool_latency_rate, 0.0);
+            assert_eq!(
+                none.model_rate + none.model_stall_rate + none.model_latency_rate,
+                0.0
+            );
+            assert_eq!(
+                none.tool_error_rate + none.tool_latency_rate + none.tool_hang_rate,
+                0.0
+            );
+            // The kinds added later leave the older kinds' draws as they were.
+            let older = OutsideSettings {
+                model_stalls: false,
+                model_latency: false,
+                tool_hangs: false,
+                ..all
+            };
+            let (a, b) = (plan(seed, 6, all), plan(seed, 6, older));
+            assert_eq!(
+                (
+                    a.model_rate,
+                    &a.restarts_after,
+                    a.tool_error_rate,
+                    a.tool_latency_rate
+                ),
+                (
+                    b.model_rate,
+                    &b.restarts_after,
+                    b.tool_error_rate,
+                    b.tool_latency_rate
+                )
+            );
             assert!(none.restarts_after.is_empty());
         }
         let with_faults = (0..200)
@@ -482,6 +628,14 @@ mod tests {
             .filter(|&s| !plan(s, 6, all).restarts_after.is_empty())
             .count();
         assert!((60..140).contains(&with_faults), "{with_faults}");
+        let with_stalls = (0..200)
+            .filter(|&s| plan(s, 6, all).model_stall_rate > 0.0)
+            .count();
+        let with_hangs = (0..200)
+            .filter(|&s| plan(s, 6, all).tool_hang_rate > 0.0)
+            .count();
+        assert!((60..140).contains(&with_stalls), "{with_stalls}");
+        assert!((60..140).contains(&with_hangs), "{with_hangs}");
         assert!((50..140).contains(&with_kills), "{with_kills}");
     }
 }

@@ -55,12 +55,7 @@ pub(super) fn read(bytes: &[u8], path: &Path) -> Result<(Vec<Exchange>, Vec<Skip
 }
 
 fn provider_of(path: &str) -> Option<Provider> {
-    match path {
-        "/v1/messages" => Some(Provider::Anthropic),
-        "/v1/chat/completions" => Some(Provider::OpenAiChat),
-        "/v1/responses" => Some(Provider::OpenAiResponses),
-        _ => None,
-    }
+    Provider::from_path(path)
 }
 
 /// One line read: an exchange to replay, or `None` when it is skipped (and listed).

@@ -286,12 +286,7 @@ fn conversations(scenario: &Scenario) -> Vec<String> {
 
 /// The provider whose route a journal line's path is.
 fn provider(path: &str) -> Option<Provider> {
-    match path {
-        "/v1/messages" => Some(Provider::Anthropic),
-        "/v1/chat/completions" => Some(Provider::OpenAiChat),
-        "/v1/responses" => Some(Provider::OpenAiResponses),
-        _ => None,
-    }
+    Provider::from_path(path)
 }
 
 fn number(line: &Value) -> u64 {

@@ -111,14 +111,17 @@ pub struct Options {
 }
 
 /// Tool faults injected at a rate, each decision a function of the seed, the tool's name and the
-/// call's number for that tool in the run: a failure in place of the scripted outcome, or extra
-/// latency before it.
+/// call's number for that tool in the run: a failure in place of the scripted outcome, extra
+/// latency before it, or no outcome at all (a hang, only for a tool with a `timeout`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ToolFaults {
     /// The share of calls that fail, from 0 to 1.
     pub error_rate: f64,
     /// The share of calls that take longer, from 0 to 1.
     pub latency_rate: f64,
+    /// The share of the calls of a tool with a `timeout` that never answer, from 0 to 1 (the
+    /// runtime must abandon them: capability `tool-timeouts`).
+    pub hang_rate: f64,
     /// The seed.
     pub seed: u64,
 }
@@ -130,11 +133,14 @@ pub enum ToolFault {
     Fail,
     /// The call's outcome comes this many scripted ms later than scripted.
     Latency(u64),
+    /// The call never answers (a tool with a `timeout` only).
+    Hang,
 }
 
 impl ToolFaults {
-    /// The fault of call `call` (from 1) of `tool`, if one is injected.
-    pub fn decide(&self, tool: &str, call: usize) -> Option<ToolFault> {
+    /// The fault of call `call` (from 1) of `tool`, if one is injected; a hang only when the
+    /// tool `times_out` (has a `timeout`).
+    pub fn decide(&self, tool: &str, call: usize, times_out: bool) -> Option<ToolFault> {
         use crate::model::ids::splitmix64;
         let mut h = self.seed ^ 0x7001_fa17_0000_0000;
         for b in tool.bytes() {
@@ -145,7 +151,11 @@ impl ToolFaults {
         if roll < self.error_rate {
             return Some(ToolFault::Fail);
         }
-        if roll < self.error_rate + self.latency_rate {
+        let hang_rate = if times_out { self.hang_rate } else { 0.0 };
+        if roll < self.error_rate + hang_rate {
+            return Some(ToolFault::Hang);
+        }
+        if roll < self.error_rate + hang_rate + self.latency_rate {
             return Some(ToolFault::Latency(
                 [500, 1000, 3000][(splitmix64(h) % 3) as usize],
             ));
@@ -176,7 +186,8 @@ impl Options {
     }
 
     /// The flags beyond `--runtime` that a rerun with these options needs (`--runtime-env`,
-    /// `--runtime-cwd`, `--time-scale`), each with a leading space.
+    /// `--runtime-cwd`, `--time-scale`, and each timeout that is not the default), each with a
+    /// leading space.
     pub fn rerun_flags(&self) -> String {
         let mut flags = String::new();
         for e in &self.env {
@@ -194,6 +205,26 @@ impl Options {
         }
         if let Some(scale) = self.time_scale {
             flags.push_str(&format!(" --time-scale {scale}"));
+        }
+        let defaults = Timeouts::default();
+        for (flag, given, default) in [
+            ("--ready-timeout", self.timeouts.ready, defaults.ready),
+            ("--idle-timeout", self.timeouts.idle, defaults.idle),
+            (
+                "--shutdown-timeout",
+                self.timeouts.shutdown,
+                defaults.shutdown,
+            ),
+            ("--run-timeout", self.timeouts.run, defaults.run),
+        ] {
+            if given != default {
+                let ms = given.as_millis();
+                if ms % 1000 == 0 {
+                    flags.push_str(&format!(" {flag} {}s", ms / 1000));
+                } else {
+                    flags.push_str(&format!(" {flag} {ms}ms"));
+                }
+            }
         }
         flags
     }

@@ -32,6 +32,29 @@ pub enum Provider {
     OpenAiResponses,
 }
 
+impl Provider {
+    /// Every provider.
+    pub const ALL: [Provider; 3] = [
+        Provider::Anthropic,
+        Provider::OpenAiChat,
+        Provider::OpenAiResponses,
+    ];
+
+    /// The path its requests are posted to.
+    pub fn path(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "/v1/messages",
+            Provider::OpenAiChat => "/v1/chat/completions",
+            Provider::OpenAiResponses => "/v1/responses",
+        }
+    }
+
+    /// The provider whose requests are posted to `path`.
+    pub fn from_path(path: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.path() == path)
+    }
+}
+
 /// A request decoded into agentsim's terms.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Request {

@@ -2,24 +2,9 @@
 //! load errors, and byte-identical transcripts across two separate processes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-pub(super) fn agentsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("AGENTSIM_SEED")
-        .output()
-        .expect("the binary runs")
-}
-
-pub(super) fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-pub(super) fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+pub(super) use super::support::{agentsim, stderr, stdout};
 
 /// A scratch file under the target directory.
 pub(super) fn scratch(name: &str, contents: &str) -> PathBuf {

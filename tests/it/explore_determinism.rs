@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use super::explore_runtime::{agentsim, text};
+use super::support::{agentsim, text};
 
 const SUBJECT: &str = "tests/runtimes/three-turns.yaml";
 /// The faults that land at a time into a turn (their effect depends on timing) left out.

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use super::explore_runtime::{agentsim, text};
+use super::support::{agentsim, text};
 
 const SUBJECT: &str = "tests/runtimes/three-turns.yaml";
 

@@ -3,7 +3,9 @@
 //! pass, never a hang), and a well-behaved runtime passes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use super::support::text;
 
 fn fresh(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -22,21 +24,10 @@ fn fake(mode: &str, caps: &str) -> String {
 
 /// `agentsim ARGS` in the repository, with `SECRET` and `PASSED` in its environment.
 fn agentsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("AGENTSIM_SEED")
-        .env("SECRET", "sk-do-not-leak")
-        .env("PASSED", "passed-on")
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+    super::support::agentsim_in(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        args,
+        &[("SECRET", "sk-do-not-leak"), ("PASSED", "passed-on")],
     )
 }
 

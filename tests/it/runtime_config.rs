@@ -3,7 +3,9 @@
 //! block or a runtime flag with no runtime is an error, never ignored.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use super::support::text;
 
 const HELLO: &str = "name: hello
 llm: { main: [Hi there.] }
@@ -30,20 +32,7 @@ fn fake() -> String {
 }
 
 fn agentsim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentsim"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("AGENTSIM_SEED")
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    super::support::agentsim_in(dir, args, &[])
 }
 
 #[test]

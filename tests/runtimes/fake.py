@@ -27,11 +27,19 @@ next `hello`); `reset-dies` exits on `reset` and `reset-hangs` never answers the
 
 The mode `clock` puts the wall time into its system text: a runtime that is not deterministic
 under scripted inputs, for the `determinism` check of `explore --runtime --determinism`.
+
+With `tool-timeouts` in CAPS a call of a tool with a `timeout` waits at most `timeout_ms ×
+time_scale`, then gets the result `Tool '<name>' timed out`; the mode `ignore-tool-timeouts`
+offers the capability and waits for ever. `crash-on-model-error` exits when a model call fails
+(an error, a dropped connection); `retry` makes a failed model call up to three times.
 """
 
+import http.client
 import json
 import os
+import queue
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -43,6 +51,28 @@ CAPS = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else []
 def out(message):
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+
+
+# agentsim's lines, read by a thread so that a wait for a tool's result can time out.
+LINES = queue.Queue()
+
+
+def read_lines():
+    for line in sys.stdin:
+        LINES.put(line)
+    LINES.put("")
+
+
+# Lines that came while a tool's result was awaited, for the main loop.
+DEFERRED = []
+
+
+def next_line(timeout=None):
+    """agentsim's next line ("" at the end of stdin), or None if `timeout` seconds pass first."""
+    try:
+        return LINES.get(timeout=timeout)
+    except queue.Empty:
+        return None
 
 
 def ask(messages, conv):
@@ -58,18 +88,26 @@ def ask(messages, conv):
         headers["x-agentsim-conversation"] = "elsewhere" if MODE == "wrong-conversation" else conv
     request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
                                      headers=headers)
-    try:
-        with urllib.request.urlopen(request) as r:
-            reply = json.load(r)
-    except (urllib.error.URLError, ConnectionError) as e:
-        return None, f"LLM error: {e}"  # a failed call ends the turn with a notice
+    for _ in range(3 if MODE == "retry" else 1):
+        try:
+            with urllib.request.urlopen(request) as r:
+                reply = json.load(r)
+            break
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException, ValueError) as e:
+            if MODE == "crash-on-model-error":
+                print(f"Traceback (most recent call last):\nConnectionError: {e}", file=sys.stderr)
+                sys.exit(3)
+            failed = e
+    else:
+        return None, f"LLM error: {failed}"  # a failed call ends the turn with a notice
     return reply, "".join(b.get("text", "") for b in reply["content"] if b["type"] == "text")
 
 
 def main():
     if MODE == "garbage":
         print("Starting my agent...")
-    hello = json.loads(sys.stdin.readline())
+    threading.Thread(target=read_lines, daemon=True).start()
+    hello = json.loads(next_line())
     print(f"hello for run {hello['run']}", file=sys.stderr)
     if MODE == "silent":
         time.sleep(60)
@@ -88,7 +126,7 @@ def main():
                 out({"type": "send", "conversation": conv, "text": text})
     if hello.get("awaiting_idle") is not None:
         out({"type": "idle", "seq": hello["awaiting_idle"]})
-    for line in sys.stdin:
+    while line := (DEFERRED.pop(0) if DEFERRED else next_line()):
         m = json.loads(line)
         if m["type"] == "shutdown":
             if MODE == "no-exit":
@@ -101,7 +139,7 @@ def main():
             if MODE == "reset-hangs":
                 time.sleep(60)
                 return
-            hello = json.loads(sys.stdin.readline())
+            hello = json.loads(next_line())
             print(f"hello for run {hello['run']} after a reset", file=sys.stderr)
             state = os.path.join(hello["state_dir"], "fake.json")
             history, last_sent = {}, {}
@@ -164,9 +202,31 @@ def main():
                     content = "Interrupted. Tell Ally what to do instead."
                 else:
                     calls += 1
-                    out({"type": "tool_call", "call": f"c{seq}-{calls}", "conversation": conv,
+                    call = f"c{seq}-{calls}"
+                    out({"type": "tool_call", "call": call, "conversation": conv,
                          "agent": "main", "name": use["name"], "input": use["input"]})
-                    result = json.loads(sys.stdin.readline())
+                    spec = next((t for t in hello["tools"] if t["name"] == use["name"]), {})
+                    deadline = None
+                    if ("tool-timeouts" in CAPS and MODE != "ignore-tool-timeouts"
+                            and spec.get("timeout_ms") is not None):
+                        deadline = time.monotonic() + spec["timeout_ms"] / 1000 * hello["time_scale"]
+                    result = None
+                    while result is None:
+                        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                        line = next_line(left)
+                        if line is None:
+                            break  # timed out; a late result is skipped below
+                        if not line:
+                            return  # the end of stdin: agentsim stopped the run
+                        got = json.loads(line)
+                        if got.get("type") == "tool_result" and got.get("call") == call:
+                            result = got
+                        elif got.get("type") != "tool_result":
+                            DEFERRED.append(line)  # a user message: handled after this turn
+                    if result is None:
+                        results.append({"type": "tool_result", "tool_use_id": use["id"],
+                                        "content": f"Tool '{use['name']}' timed out", "is_error": True})
+                        continue
                     if MODE == "crash-on-tool-failure" and result.get("failed"):
                         print("Traceback (most recent call last):\nRuntimeError: the tool failed", file=sys.stderr)
                         sys.exit(3)

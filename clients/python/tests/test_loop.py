@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -161,6 +164,43 @@ def test_a_tool_round_trip_blocks_until_the_result() -> None:
     ]
     assert (seen[0].content, seen[0].is_error, seen[0].failed) == ("3 cats", False, False)
     assert (seen[1].content, seen[1].is_error, seen[1].failed) == ("disk full", True, True)
+
+
+def test_a_call_with_no_result_in_its_timeout_comes_back_timed_out_and_its_late_result_is_ignored() -> None:
+    """Over a real pipe (a timeout needs a stream to wait on): `search` has a 2 s timeout at time
+    scale 0.1, so the helper waits 0.2 s for it; `other` has none and waits for its result."""
+    tools = [{"name": "search", "description": "", "input_schema": {"type": "object"}, "timeout_ms": 2000},
+             {"name": "other", "description": "", "input_schema": {"type": "object"}, "timeout_ms": None}]
+    seen = []
+
+    def on_user(conversation: str, text: str, io: IO) -> None:
+        assert io.tool_timeout("search") == pytest.approx(0.2)
+        assert io.tool_timeout("other") is None and io.tool_timeout("nothing") is None
+        seen.extend(io.tools([ToolCall("search", {}, timeout=io.tool_timeout("search")), ("other", {})],
+                             agent="main"))
+        io.send("done")
+
+    read_end, write_end = os.pipe()
+
+    def agentsim_side() -> None:
+        with os.fdopen(write_end, "wb") as w:
+            w.write(lines(hello(tools=tools), user(1, "go")))
+            w.flush()
+            time.sleep(0.6)  # past search's timeout: only other's result, then search's, late
+            w.write(lines(result("c2", "other done"), result("c1", "too late"), SHUTDOWN))
+
+    writer = threading.Thread(target=agentsim_side)
+    writer.start()
+    out = io.BytesIO()
+    with os.fdopen(read_end, "rb") as stdin:
+        status = run(on_user, stdin=stdin, stdout=out, exit=False)
+    writer.join()
+    assert status == 0
+    sent = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [m["type"] for m in sent] == ["ready", "tool_call", "tool_call", "send", "idle"]
+    search, other = seen
+    assert (search.call, search.timed_out, search.is_error, search.content) == ("c1", True, True, "")
+    assert (other.call, other.timed_out, other.content) == ("c2", False, "other done")
 
 
 def test_parallel_tools_give_results_in_call_order_whatever_order_they_come_in() -> None:

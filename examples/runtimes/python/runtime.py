@@ -20,7 +20,7 @@ from typing import Any
 
 import anthropic
 
-from agentsim_runtime import IO, Hello, Interrupted, Runtime, model_headers, run
+from agentsim_runtime import IO, Hello, Interrupted, Runtime, ToolCall, model_headers, run
 
 # The texts agentsim's reference runtime uses (its src/model/messages.rs), so that the same
 # scenarios pass against both.
@@ -34,6 +34,14 @@ SKILL_CANNOT_USE_SKILL = "Skills cannot call use_skill"
 NO_ANSWER = "No answer from the user."
 # Seed 004's display-only sentinel: shown to a user, never meant for a model.
 INTERRUPTED = "Interrupted. Tell Ally what to do instead."
+
+
+def timed_out(name: str, timeout_ms: int | None) -> str:
+    """The result of a call abandoned at its tool's timeout (scripted milliseconds)."""
+    ms = timeout_ms or 0
+    seconds = ms // 1000 if ms % 1000 == 0 else ms / 1000
+    return f"Tool '{name}' timed out after {seconds}s"
+
 
 PLANTED_BUGS = (
     "interruption-leak",
@@ -138,7 +146,7 @@ def question_text(data: dict[str, Any]) -> str:
 class StackRuntime(Runtime):
     capabilities = tuple(c for c in ("stack", "tool-results", "response", "cancel-words", "ask-user",
                                      "parallel-tools", "restart", "conversation-header", "usage",
-                                     "reset")
+                                     "reset", "tool-timeouts")
                          if not (SILENT and c in REPORTED))
     name = "agentsim reference runtime (python) 1" + (f", planted bug {BUG}" if BUG else "")
 
@@ -473,9 +481,13 @@ class StackRuntime(Runtime):
                 if self.hello.tool(rest["name"]) is None or rest["name"] not in allowed:
                     break
                 batch.append(rest)
-        results = io.tools([(u["name"], u["input"]) for u in batch], agent=frame.agent, conversation=c.key)
+        calls = [ToolCall(u["name"], u["input"], timeout=io.tool_timeout(u["name"])) for u in batch]
+        results = io.tools(calls, agent=frame.agent, conversation=c.key)
         for u, r in zip(batch, results):
-            if r.failed:
+            if r.timed_out:
+                self.add_result(c, frame, u["id"], timed_out(u["name"], self.hello.tool(u["name"]).timeout_ms),
+                                True, io)
+            elif r.failed:
                 self.add_result(c, frame, u["id"], f"Tool execution failed: {r.content}", True, io)
             else:
                 self.add_result(c, frame, u["id"], r.content, r.is_error, io)

@@ -23,7 +23,26 @@ pub struct RandomFaults {
     pub rate: f64,
     /// The seed.
     pub seed: u64,
+    /// The share of the replies not replaced that stall: no answer for a while, then the
+    /// connection drops (the retry gets the reply), from 0 to 1.
+    pub stall_rate: f64,
+    /// The share of the replies not replaced that come later than scripted, from 0 to 1.
+    pub latency_rate: f64,
 }
+
+/// A delay injected before a reply (see [`RandomFaults::delay`]), in scripted milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delay {
+    /// No answer for this long, then the connection drops; the retry gets the reply.
+    Stall(u64),
+    /// The reply comes this much later.
+    Latency(u64),
+}
+
+/// How long an injected stall lasts before its connection drops, in scripted milliseconds.
+pub const STALL_MS: [u64; 3] = [1_000, 2_000, 4_000];
+/// How much later an injected latency serves its reply, in scripted milliseconds.
+pub const LATENCY_MS: [u64; 3] = [100, 400, 1_500];
 
 /// A fault injected in place of a reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,15 +76,49 @@ impl InjectedFault {
 }
 
 impl RandomFaults {
-    /// The fault for attempt `attempt` (from 1) of the turn at `address`, if one is injected.
-    pub fn decide(&self, address: &Address, attempt: u32, stream: bool) -> Option<InjectedFault> {
+    /// Errors only (no stalls, no latency) at `rate`.
+    pub fn errors(rate: f64, seed: u64) -> RandomFaults {
+        RandomFaults {
+            rate,
+            seed,
+            stall_rate: 0.0,
+            latency_rate: 0.0,
+        }
+    }
+
+    /// The hash of attempt `attempt` of the turn at `address`, every decision's source.
+    fn hash(&self, address: &Address, attempt: u32) -> u64 {
         let mut h = self.seed ^ 0x9e37_79b9_7f4a_7c15;
         for b in address.agent.bytes() {
             h = splitmix64(h ^ u64::from(b));
         }
         h = splitmix64(h ^ address.conversation as u64);
         h = splitmix64(h ^ address.turn as u64);
-        h = splitmix64(h ^ u64::from(attempt));
+        splitmix64(h ^ u64::from(attempt))
+    }
+
+    /// The delay of attempt `attempt` (from 1) of the turn at `address`, if one is injected
+    /// (asked only when no fault replaces the reply): a draw of its own, so that turning delays
+    /// on changes no fault decision.
+    pub fn delay(&self, address: &Address, attempt: u32) -> Option<Delay> {
+        if self.stall_rate <= 0.0 && self.latency_rate <= 0.0 {
+            return None;
+        }
+        let h = splitmix64(self.hash(address, attempt) ^ 0x0de1_a7ed_5a11_0000);
+        let roll = (h >> 11) as f64 / (1u64 << 53) as f64;
+        let pick = (splitmix64(h) % 3) as usize;
+        if roll < self.stall_rate {
+            Some(Delay::Stall(STALL_MS[pick]))
+        } else if roll < self.stall_rate + self.latency_rate {
+            Some(Delay::Latency(LATENCY_MS[pick]))
+        } else {
+            None
+        }
+    }
+
+    /// The fault for attempt `attempt` (from 1) of the turn at `address`, if one is injected.
+    pub fn decide(&self, address: &Address, attempt: u32, stream: bool) -> Option<InjectedFault> {
+        let h = self.hash(address, attempt);
         let roll = (h >> 11) as f64 / (1u64 << 53) as f64;
         if roll >= self.rate {
             return None;
@@ -146,6 +199,22 @@ impl Shared {
         line["response"] = response;
         self.record(&line, None);
         sse_response(self.scaled(events), request_id)
+    }
+
+    /// An injected stall: journaled at once as a fault (`stall`, with its scripted length),
+    /// then no answer for `ms` scripted milliseconds (or until the server stops), then the
+    /// connection drops. The caller has put the reply back for the retry.
+    pub(super) async fn stall(&self, mut line: Value, ms: u64) -> Response {
+        line["outcome"] = "fault".into();
+        line["status"] = Value::Null;
+        line["response"] = json!({"fault": "stall", "ms": ms});
+        self.record(&line, None);
+        let mut stopped = self.stop.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(self.latency(ms))) => {}
+            _ = stopped.wait_for(|s| *s) => {}
+        }
+        dropped_connection()
     }
 
     /// Drops the connection before a complete answer, journaling it as a fault.

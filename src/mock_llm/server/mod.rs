@@ -39,7 +39,7 @@ use crate::wire::reply::{self, ErrorKind, ErrorReply, Sse};
 use crate::wire::{self, Provider};
 
 use faults::{dropped_connection, inject};
-pub use faults::{InjectedFault, RandomFaults};
+pub use faults::{Delay, InjectedFault, RandomFaults, LATENCY_MS, STALL_MS};
 pub use report::{FaultSummary, Finding, Report, UnusedReplies};
 
 /// The largest request body taken, in bytes (larger ones get the provider's 413).
@@ -317,9 +317,18 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
         },
     });
     let app = Router::new()
-        .route("/v1/messages", post(anthropic).fallback(unknown))
-        .route("/v1/chat/completions", post(openai_chat).fallback(unknown))
-        .route("/v1/responses", post(openai_responses).fallback(unknown))
+        .route(
+            Provider::Anthropic.path(),
+            post(anthropic).fallback(unknown),
+        )
+        .route(
+            Provider::OpenAiChat.path(),
+            post(openai_chat).fallback(unknown),
+        )
+        .route(
+            Provider::OpenAiResponses.path(),
+            post(openai_responses).fallback(unknown),
+        )
         .route("/v1/models", get(models_list).fallback(unknown))
         .route("/_agentsim/report", get(report).fallback(unknown))
         .route("/_agentsim/transcript", get(transcript).fallback(unknown))
@@ -337,18 +346,11 @@ pub async fn start(scenario: &Scenario, options: Options) -> std::io::Result<Run
 }
 
 async fn anthropic(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
-    exchange(s, Provider::Anthropic, "/v1/messages", headers, body).await
+    exchange(s, Provider::Anthropic, headers, body).await
 }
 
 async fn openai_chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
-    exchange(
-        s,
-        Provider::OpenAiChat,
-        "/v1/chat/completions",
-        headers,
-        body,
-    )
-    .await
+    exchange(s, Provider::OpenAiChat, headers, body).await
 }
 
 async fn openai_responses(
@@ -356,7 +358,7 @@ async fn openai_responses(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    exchange(s, Provider::OpenAiResponses, "/v1/responses", headers, body).await
+    exchange(s, Provider::OpenAiResponses, headers, body).await
 }
 
 async fn models_list(State(s): State<Arc<Shared>>) -> Response {
@@ -409,16 +411,11 @@ async fn shutdown(State(s): State<Arc<Shared>>) -> Response {
 
 async fn unknown(State(s): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
     let path = uri.path().to_owned();
-    let known = matches!(
-        path.as_str(),
-        "/v1/messages"
-            | "/v1/chat/completions"
-            | "/v1/responses"
-            | "/v1/models"
-            | "/_agentsim/report"
-            | "/_agentsim/transcript"
-            | "/_agentsim/shutdown"
-    );
+    let known = Provider::from_path(&path).is_some()
+        || matches!(
+            path.as_str(),
+            "/v1/models" | "/_agentsim/report" | "/_agentsim/transcript" | "/_agentsim/shutdown"
+        );
     let provider = provider_of_path(&path);
     let (kind, status, mut message) = if known {
         (
@@ -460,14 +457,11 @@ async fn unknown(State(s): State<Arc<Shared>>, method: Method, uri: Uri) -> Resp
 /// without `/v1`) or `/v1/v1/messages` (a `/v1` too many) both mean `/v1/messages`.
 fn meant_path(path: &str) -> Option<&'static str> {
     let path = path.trim_end_matches('/');
-    [
-        "/v1/messages",
-        "/v1/chat/completions",
-        "/v1/responses",
-        "/v1/models",
-    ]
-    .into_iter()
-    .find(|served| path.ends_with(served.trim_start_matches("/v1")))
+    Provider::ALL
+        .map(Provider::path)
+        .into_iter()
+        .chain(["/v1/models"])
+        .find(|served| path.ends_with(served.trim_start_matches("/v1")))
 }
 
 fn provider_of_path(path: &str) -> Provider {
@@ -521,13 +515,8 @@ impl Shared {
 }
 
 /// One exchange: read, decode, check, route, answer, journal.
-async fn exchange(
-    s: Arc<Shared>,
-    provider: Provider,
-    path: &'static str,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn exchange(s: Arc<Shared>, provider: Provider, headers: HeaderMap, body: Body) -> Response {
+    let path = provider.path();
     let n = s.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
     let mut line = json!({"exchange": n, "method": "POST", "path": path});
     let invalid = |line: Value,
@@ -762,6 +751,24 @@ async fn exchange(
                 let fault = faults.decide(&address, attempt, request.stream);
                 line["faults"] =
                     json!({"attempt": attempt, "injected": fault.map(InjectedFault::name)});
+                match fault
+                    .is_none()
+                    .then(|| faults.delay(&address, attempt))
+                    .flatten()
+                {
+                    Some(Delay::Stall(ms)) => {
+                        line["faults"]["injected"] = "stall".into();
+                        line["faults"]["ms"] = ms.into();
+                        lock(&s.book).retract(&address);
+                        s.injected.fetch_add(1, Ordering::SeqCst);
+                        return s.stall(line, ms).await;
+                    }
+                    Some(Delay::Latency(ms)) => {
+                        line["faults"]["latency_ms"] = ms.into();
+                        sleep(s.latency(ms)).await;
+                    }
+                    None => {}
+                }
                 if let Some(fault) = fault {
                     lock(&s.book).retract(&address);
                     s.injected.fetch_add(1, Ordering::SeqCst);

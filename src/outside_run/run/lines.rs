@@ -256,7 +256,17 @@ impl Run<'_> {
         mut step: crate::drive::backend::ToolStep,
     ) -> crate::drive::backend::ToolStep {
         let call = self.tool_steps.get(tool).map_or(0, Vec::len) + 1;
-        if let Some(fault) = self.options.tool_faults.and_then(|f| f.decide(tool, call)) {
+        let times_out = self
+            .scenario
+            .config
+            .tools
+            .get(tool)
+            .is_some_and(|t| t.timeout_ms.is_some());
+        if let Some(fault) = self
+            .options
+            .tool_faults
+            .and_then(|f| f.decide(tool, call, times_out))
+        {
             match fault {
                 super::super::ToolFault::Fail => {
                     step.behavior = ToolBehavior::Fail(std::sync::Arc::from(TOOL_FAILURE_INJECTED));
@@ -266,6 +276,12 @@ impl Run<'_> {
                     step.after_ms += ms;
                     self.note(format!(
                         "fault injected: call {call} of tool {tool} takes {ms} ms longer"
+                    ));
+                }
+                super::super::ToolFault::Hang => {
+                    step.behavior = ToolBehavior::Hang;
+                    self.note(format!(
+                        "fault injected: call {call} of tool {tool} never answers (its `timeout` must end it)"
                     ));
                 }
             }

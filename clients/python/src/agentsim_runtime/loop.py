@@ -6,7 +6,9 @@ does (its SDK reads ``ANTHROPIC_BASE_URL``), and uses ``io``:
 
 - ``io.send(text)``: text for the user;
 - ``io.tool(name, input, agent=...)``: runs one of the scenario's tools and blocks until
-  agentsim's ``tool_result``; ``io.tools([...], agent=...)`` runs several at once;
+  agentsim's ``tool_result``; ``io.tools([...], agent=...)`` runs several at once; with
+  ``timeout=io.tool_timeout(name)`` a call that has no result in time comes back ``timed_out``
+  (capability ``tool-timeouts``);
 - ``io.stack(frames)``, ``io.usage(input_tokens, output_tokens)`` and ``io.event(kind, ...)``:
   the optional reports of the protocol;
 - ``io.model_headers(agent=...)``: the headers that name the conversation (and the agent) of a
@@ -24,7 +26,11 @@ once the aborted turn has unwound.
 from __future__ import annotations
 
 import collections
+import io as _io
+import os
+import select
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterable, Mapping, Sequence
@@ -62,6 +68,9 @@ class ToolResult:
     content: str
     is_error: bool
     failed: bool = False
+    #: No result came within the ``timeout`` given to :meth:`IO.tools` (``content`` is empty); a
+    #: result that comes later is ignored.
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,8 @@ class ToolCall:
     name: str
     input: Any
     call: str | None = None
+    #: Real seconds this call may take (see :meth:`IO.tools`); None: the ``timeout`` of the batch.
+    timeout: float | None = None
 
 
 class Interrupted(BaseException):
@@ -191,11 +202,58 @@ class _Fresh(Runtime):
         self._current.on_shutdown()
 
 
+class _Lines:
+    """Lines of a stream, read with an optional deadline.
+
+    A stream with a file descriptor is read from the descriptor into a buffer of its own, so that
+    ``select`` can wait for a line with a timeout; any other stream (``io.BytesIO`` in tests)
+    with its ``readline``, which does not block.
+    """
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        try:
+            self.fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError, _io.UnsupportedOperation):
+            self.fd = None
+        self.buf = bytearray()
+        self.eof = False
+
+    def readline(self, limit: int, deadline: float | None = None) -> bytes | None:
+        """Up to ``limit`` bytes through the next newline (b"" at the end of the stream), or None
+        if ``deadline`` (``time.monotonic()``) passes first."""
+        if self.fd is None:
+            return self.stream.readline(limit)
+        while True:
+            end = self.buf.find(b"\n", 0, limit)
+            if end >= 0 or len(self.buf) >= limit or self.eof:
+                take = end + 1 if end >= 0 else min(limit, len(self.buf))
+                line = bytes(self.buf[:take])
+                del self.buf[:take]
+                return line
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                    return None
+            chunk = os.read(self.fd, 1 << 16)
+            if chunk:
+                self.buf += chunk
+            else:
+                self.eof = True
+
+
+class _TimedOut:
+    """What :meth:`_Channel.read` gives when its deadline passes."""
+
+
+_TIMED_OUT = _TimedOut()
+
+
 class _Channel:
     """The two streams, line numbers, and what the protocol lets arrive when."""
 
     def __init__(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
-        self.stdin = stdin
+        self.stdin = _Lines(stdin)
         self.stdout = stdout
         self.line = 0  # agentsim's lines read so far
         self.last_seq = 0
@@ -209,10 +267,13 @@ class _Channel:
         self.stdout.write(encode(message))
         self.stdout.flush()
 
-    def read(self) -> Message | None:
-        """The next message, or None at the end of stdin."""
+    def read(self, deadline: float | None = None) -> Message | _TimedOut | None:
+        """The next message, None at the end of stdin, or ``_TIMED_OUT`` once ``deadline``
+        (``time.monotonic()``) passes."""
         while True:
-            raw = self.stdin.readline(MAX_LINE + 2)
+            raw = self.stdin.readline(MAX_LINE + 2, deadline)
+            if raw is None:
+                return _TIMED_OUT
             if not raw:
                 return None
             self.line += 1
@@ -262,14 +323,31 @@ class IO:
         self._ch.write({"type": "send", "conversation": self._conv(conversation), "text": text})
 
     def tool(self, name: str, input: Any, *, agent: str, call: str | None = None,
-             conversation: str | None = None) -> ToolResult:
-        """Runs one of the scenario's tools for ``agent`` and waits for its result."""
-        return self.tools([ToolCall(name, input, call)], agent=agent, conversation=conversation)[0]
+             conversation: str | None = None, timeout: float | None = None) -> ToolResult:
+        """Runs one of the scenario's tools for ``agent`` and waits for its result (at most
+        ``timeout`` seconds, see :meth:`tools`)."""
+        return self.tools([ToolCall(name, input, call)], agent=agent, conversation=conversation,
+                          timeout=timeout)[0]
+
+    def tool_timeout(self, name: str) -> float | None:
+        """The real seconds a call of tool ``name`` may take: its ``timeout_ms`` in the scenario
+        times the run's ``time_scale``, or None when it has no timeout (or no such tool)."""
+        for t in self.hello.tools:
+            if t.name == name and t.timeout_ms is not None:
+                return t.timeout_ms / 1000 * self.hello.time_scale
+        return None
 
     def tools(self, calls: Iterable[ToolCall | tuple[str, Any]], *, agent: str,
-              conversation: str | None = None) -> list[ToolResult]:
-        """Runs several tools at once (capability ``parallel-tools``); results in the calls' order."""
+              conversation: str | None = None, timeout: float | None = None) -> list[ToolResult]:
+        """Runs several tools at once (capability ``parallel-tools``); results in the calls' order.
+
+        With ``timeout`` (real seconds, :meth:`tool_timeout` gives a tool's; a :class:`ToolCall`
+        may carry its own), a call that has no result when its time is up comes back with
+        ``timed_out`` set, and its late result is ignored (capability ``tool-timeouts``).
+        """
         conv = self._conv(conversation)
+        started = time.monotonic()
+        deadlines: dict[str, float | None] = {}
         ids: list[str] = []
         for c in calls:
             c = c if isinstance(c, ToolCall) else ToolCall(c[0], c[1])
@@ -279,16 +357,30 @@ class IO:
             self._ch.issued.add(call)
             self._ch.waiting[call] = None
             ids.append(call)
+            limit = c.timeout if c.timeout is not None else timeout
+            deadlines[call] = None if limit is None else started + max(0.0, limit)
             self._ch.write({"type": "tool_call", "call": call, "conversation": conv,
                             "agent": agent, "name": c.name, "input": c.input})
+        timed_out: set[str] = set()
         try:
-            while any(self._ch.waiting[i] is None for i in ids):
-                self._wait_once(conv)
+            while True:
+                now = time.monotonic()
+                for i in ids:
+                    d = deadlines[i]
+                    if self._ch.waiting[i] is None and d is not None and d <= now:
+                        timed_out.add(i)
+                pending = [i for i in ids if self._ch.waiting[i] is None and i not in timed_out]
+                if not pending:
+                    break
+                bounds = [d for i in pending if (d := deadlines[i]) is not None]
+                self._wait_once(conv, min(bounds) if bounds else None)
             results = []
             for i in ids:
                 r = self._ch.waiting[i]
-                assert r is not None
-                results.append(ToolResult(r.call, r.content, r.is_error, r.failed))
+                if r is None or i in timed_out:
+                    results.append(ToolResult(i, "", True, timed_out=True))
+                else:
+                    results.append(ToolResult(r.call, r.content, r.is_error, r.failed))
             return results
         finally:
             # Whatever happened (an interruption, a shutdown), these calls are no longer waited
@@ -341,19 +433,22 @@ class IO:
         """An ``event`` line: ``io.event("tool_result", frame=..., tool_use_id=..., content=..., is_error=...)``."""
         self._ch.write({"type": "event", "conversation": self._conv(conversation), "kind": kind, **fields})
 
-    def _wait_once(self, conv: str) -> None:
-        message = self._ch.read()
+    def _wait_once(self, conv: str, deadline: float | None = None) -> bool:
+        """Reads and handles one line; False if ``deadline`` passed first."""
+        message = self._ch.read(deadline)
+        if message is _TIMED_OUT:
+            return False
         if message is None or isinstance(message, Shutdown):
             self._ch.shutdown = True
             raise ShutdownRequested()
         if isinstance(message, ToolResultMessage):
             _take_result(self._ch, message)
-            return
+            return True
         if isinstance(message, UserMessage):
             if message.conversation == conv and self._runtime.interrupts(message.conversation, message.text):
                 raise Interrupted(message)
             self._ch.queue.append(message)
-            return
+            return True
         kind = "hello" if isinstance(message, Hello) else "reset"
         raise ProtocolError(f"{kind} while a turn runs (it waits for tool results)", self._ch.line)
 

@@ -26,10 +26,11 @@ pytestmark = pytest.mark.skipif(
     "target/release/agentsim in the repository (build it with `cargo build --release`)",
 )
 
-# Ten generated scenarios from seed 0, two jobs; no kills and no tool latency, so that a run is
-# short and each job stays one process.
+# Ten generated scenarios from seed 0, two jobs; no kills and no latencies or stalls, so that a run
+# is short and each job stays one process.
 BUDGET = ("--runs", "10", "--seed", "0", "--jobs", "2", "--no-fault", "restart",
-          "--no-fault", "tool-latency", "--shrink-runs", "40")
+          "--no-fault", "tool-latency", "--no-fault", "llm-stall", "--no-fault", "llm-latency",
+          "--shrink-runs", "40")
 
 
 def explore(*args: str, bug: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,4 +76,21 @@ def test_generated_scenarios_find_nothing_in_the_runtime_without_a_bug(tmp_path:
     assert p.returncode == 0, p.stdout + p.stderr
     assert "findings: none" in p.stdout, p.stdout
     assert "faults model errors, tool errors" in p.stdout, p.stdout
+    assert not list(tmp_path.iterdir())
+
+
+def test_stalls_latencies_and_tool_hangs_find_nothing_in_the_runtime_without_a_bug(tmp_path: Path) -> None:
+    """The faults that take time: a model call that stalls and then drops, a reply served late, a
+    tool that answers late or never (this runtime offers `tool-timeouts`, and abandons the call at
+    its timeout). The runtime takes them all, and nothing is found."""
+    only_slow = ("--runs", "6", "--seed", "0", "--jobs", "2", "--no-fault", "restart",
+                 "--no-fault", "restart-mid-turn", "--no-fault", "llm-error", "--no-fault", "tool-error",
+                 "--no-fault", "user-message", "--no-fault", "cancel", "--out", str(tmp_path))
+    command = [str(find_agentsim()), "explore", "--generated", "--runtime", RUNTIME, *only_slow]
+    p = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "faults model stalls, model latency, tool latency, tool hangs" in p.stdout, p.stdout
+    assert "findings: none" in p.stdout, p.stdout
+    injected = int(p.stdout.split(" faults injected")[0].rsplit(" ", 1)[1])
+    assert injected > 0, p.stdout
     assert not list(tmp_path.iterdir())

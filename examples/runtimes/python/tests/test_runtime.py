@@ -171,12 +171,14 @@ def test_a_bug_report_about_the_runtime_is_a_passing_file(tmp_path: Path) -> Non
 # runs within which the bug is found, and the finding. The budgets here are those of the table,
 # and the shrinking budget is small to keep the suite quick: the file must be at most 10 steps
 # and still fail with the finding.
-ONLY_CANCELS = ("--no-fault", "llm-error", "--no-fault", "tool-error", "--no-fault", "tool-latency",
-                "--no-fault", "restart", "--no-fault", "user-message")
+ONLY_CANCELS = ("--no-fault", "llm-error", "--no-fault", "llm-stall", "--no-fault", "llm-latency",
+                "--no-fault", "tool-error", "--no-fault", "tool-latency", "--no-fault", "restart",
+                "--no-fault", "user-message")
 EXPLORED_BUGS = {
     # No error is scripted: a model fault fails the skill's call (seed 7).
     "child-error-as-success": (OWN / "explore-a-skill-that-may-fail.yaml",
-                               ("--no-fault", "restart", "--no-fault", "user-message", "--no-fault", "cancel"),
+                               ("--no-fault", "restart", "--no-fault", "user-message", "--no-fault", "cancel",
+                                "--no-fault", "llm-stall", "--no-fault", "llm-latency"),
                                8, "error-cascade"),
     # No step cancels: a cancel word interjected while the skill's tool runs (seed 0).
     "interruption-leak": (OWN / "explore-a-skill-with-a-slow-tool.yaml", ONLY_CANCELS, 1, "no-display-leak"),

@@ -19,7 +19,7 @@ const SPEC = join(REPO, "scenarios", "spec");
 const OWN = join(REPO, "examples", "runtimes", "python", "tests", "scenarios");
 const RUNTIME = [process.execPath, join(PACKAGE, "dist", "runtime.js")];
 
-const ONLY_CANCELS = ["--no-fault", "llm-error", "--no-fault", "tool-error", "--no-fault", "tool-latency", "--no-fault", "restart", "--no-fault", "user-message"];
+const ONLY_CANCELS = ["--no-fault", "llm-error", "--no-fault", "llm-stall", "--no-fault", "llm-latency", "--no-fault", "tool-error", "--no-fault", "tool-latency", "--no-fault", "restart", "--no-fault", "user-message"];
 
 interface Explored {
   readonly scenario: string;
@@ -34,7 +34,7 @@ const EXPLORED: Readonly<Record<string, Explored>> = {
   // No error is scripted: a model fault fails the skill's call (seed 7).
   "child-error-as-success": {
     scenario: join(OWN, "explore-a-skill-that-may-fail.yaml"),
-    flags: ["--no-fault", "restart", "--no-fault", "user-message", "--no-fault", "cancel"],
+    flags: ["--no-fault", "restart", "--no-fault", "user-message", "--no-fault", "cancel", "--no-fault", "llm-stall", "--no-fault", "llm-latency"],
     runs: 8,
     finding: "error-cascade",
   },
