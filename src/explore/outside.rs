@@ -488,7 +488,8 @@ fn refused_have_replies(model: &crate::mock_llm::server::Report) -> bool {
         .collect();
     let mut unrouted = 0;
     for v in &model.violations {
-        match v.address.as_ref().map(|a| a.agent.as_str()) {
+        let agent = v.address.as_ref().map(|a| a.agent.as_str());
+        match agent.or(v.agent.as_deref()) {
             Some(agent) => match left.get_mut(agent) {
                 Some(n) if *n > 0 => *n -= 1,
                 _ => return false,

@@ -536,10 +536,12 @@ fn judge_delivery(
             _,
         ) => {}
         (_, EndReason::Error | EndReason::MaxIterations) if !is_error => {
-            let why = if reason == EndReason::Error {
-                "its model call failed"
-            } else {
-                "it reached its iteration limit"
+            let why = match (&child.last, reason) {
+                (_, EndReason::MaxIterations) => "it reached its iteration limit",
+                (Last::Failed, _) => "its model call failed",
+                // Its last reply asked for tools, or said something, and no `complete` came: a
+                // cancel or an error of the runtime cut it off.
+                _ => "it was cut off before it completed",
             };
             out.push(Violation {
                 check: names::ERROR_CASCADE,

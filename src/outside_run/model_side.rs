@@ -152,6 +152,11 @@ impl ModelSide {
             let missed = line.get("outcome").and_then(Value::as_str) == Some("miss");
             if missed && line.get("address").is_some() && n >= self.next {
                 if let Some(a) = decode_request(&line) {
+                    // A request with no reply carries what it carries: a display-only text in
+                    // it is a leak all the same.
+                    if self.leak.is_none() {
+                        self.leak = display_leak(&a.messages).map(|text| (n, text));
+                    }
                     self.pending.entry(n).or_insert(a);
                 }
             }
@@ -381,5 +386,26 @@ mod tests {
         assert_eq!(leak_of(anthropic), Some(messages::INTERRUPTED_SENTINEL));
         assert_eq!(leak_of(chat), Some("Cancelled."));
         assert_eq!(leak_of(responses), Some("Agent reached maximum steps."));
+    }
+
+    #[test]
+    fn a_request_the_script_has_no_reply_for_is_judged_for_a_leak_too() {
+        // A miss is journaled with its address and never listed as an arrival: a display text
+        // in it is a leak all the same, so that a file with that reply removed still shows it.
+        let scenario = crate::scenario::parse(
+            "name: t\nllm: { main: [Hi.] }\n",
+            std::path::Path::new("t.yaml"),
+        )
+        .unwrap();
+        let mut side = ModelSide::new(&scenario);
+        let missed = json!({"exchange": 2, "path": "/v1/messages", "outcome": "miss",
+            "address": {"agent": "main", "conversation": 1, "turn": 1},
+            "request": {"model": "m", "max_tokens": 5, "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                 "content": "Interrupted. Tell Ally what to do instead."}]}]}});
+        side.absorb(Vec::new(), vec![missed]);
+        assert_eq!(side.leak, Some((2, messages::INTERRUPTED_SENTINEL)));
     }
 }

@@ -8,12 +8,7 @@ use super::support::{agentsim, stderr, stdout};
 
 /// A fresh, empty directory under the target directory.
 fn fresh(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli-honest")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    super::support::fresh_dir("cli-honest", name)
 }
 
 fn s(p: &Path) -> &str {

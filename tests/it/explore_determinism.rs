@@ -4,7 +4,7 @@
 //! config file) silences it; a deterministic runtime passes under kills, model and tool faults;
 //! bad patterns are located errors.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
 use super::support::{agentsim, text};
@@ -21,12 +21,7 @@ const UNTIMED: [&str; 6] = [
 ];
 
 fn fresh(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("explore-determinism")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    super::support::fresh_dir("explore-determinism", name)
 }
 
 /// `explore SUBJECT --determinism` against fake.py in `mode` (with `restart`), `runs` seeds.

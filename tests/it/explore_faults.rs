@@ -10,12 +10,7 @@ use std::process::Output;
 use super::support::{agentsim, text};
 
 fn fresh(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("explore-faults")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    super::support::fresh_dir("explore-faults", name)
 }
 
 fn fake(mode: &str, caps: &str) -> String {
@@ -40,14 +35,10 @@ fn explore(subject: &str, runtime: &str, runs: &str, out: &Path, extra: &[&str])
     agentsim(&args)
 }
 
-/// The one file written into `out`, and its text.
+/// The one file written into `out` (its path as text), and its text.
 fn written(out: &Path) -> (String, String) {
-    let files: Vec<PathBuf> = std::fs::read_dir(out)
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
-    assert_eq!(files.len(), 1, "{files:?}");
-    let text = std::fs::read_to_string(&files[0]).unwrap();
-    (files[0].to_str().unwrap().to_owned(), text)
+    let (file, text) = super::support::the_file_in(out);
+    (file.to_str().unwrap().to_owned(), text)
 }
 
 const ONLY_STALLS: [&str; 12] = [

@@ -9,12 +9,7 @@ use std::process::Output;
 const SUBJECT: &str = "tests/runtimes/three-turns.yaml";
 
 fn fresh(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("explore-runtime")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    super::support::fresh_dir("explore-runtime", name)
 }
 
 use super::support::{agentsim, text};
@@ -42,15 +37,7 @@ fn explore(mode: &str, out: &Path, extra: &[&str]) -> Output {
     agentsim(&args)
 }
 
-/// The one file written into `out`, and its text.
-fn written(out: &Path) -> (PathBuf, String) {
-    let files: Vec<PathBuf> = std::fs::read_dir(out)
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
-    assert_eq!(files.len(), 1, "{files:?}");
-    let text = std::fs::read_to_string(&files[0]).unwrap();
-    (files[0].clone(), text)
-}
+use super::support::the_file_in as written;
 
 fn steps_of(yaml: &str) -> usize {
     let after = yaml.split("\nsteps:\n").nth(1).expect("a steps list");

@@ -154,6 +154,9 @@ async fn a_dangling_tool_use_gets_anthropics_own_400_and_is_recorded() {
     let report = finish(running).await;
     assert_eq!(report.violations.len(), 1);
     assert_eq!(report.violations[0].invariant, Some("tool-pairing"));
+    // Refused before it was routed, it still names the agent it was for.
+    assert_eq!(report.violations[0].address, None);
+    assert_eq!(report.violations[0].agent.as_deref(), Some("main"));
     assert!(!report.passed);
 }
 

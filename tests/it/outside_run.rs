@@ -8,12 +8,7 @@ use std::process::Output;
 use super::support::text;
 
 fn fresh(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("outside-run")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    super::support::fresh_dir("outside-run", name)
 }
 
 fn fake(mode: &str, caps: &str) -> String {

@@ -15,11 +15,7 @@ steps:
 ";
 
 fn fresh(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("runtime-config")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = super::support::fresh_dir("runtime-config", name);
     std::fs::write(dir.join("hello.yaml"), HELLO).unwrap();
     dir
 }

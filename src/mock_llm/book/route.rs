@@ -113,6 +113,19 @@ pub const AGENT_HEADER: &str = "x-agentsim-agent";
 pub const CONVERSATION_HEADER: &str = "x-agentsim-conversation";
 
 impl Book {
+    /// The agent `request` would be routed to, if one: for a request refused before it is
+    /// routed (a broken wire rule), so that the report can say whose it was.
+    pub fn agent_of(&self, request: &Request, headers: &[(&str, &str)]) -> Option<String> {
+        let first = request
+            .messages
+            .iter()
+            .find(|m| m.role == crate::model::transcript::Role::User)
+            .map(crate::model::transcript::Message::text)
+            .unwrap_or_default();
+        let i = self.route(request, &first, headers).ok()?;
+        Some(self.agents[i].name.clone())
+    }
+
     pub(super) fn route(
         &self,
         request: &Request,

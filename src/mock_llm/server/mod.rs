@@ -444,6 +444,7 @@ async fn unknown(State(s): State<Arc<Shared>>, method: Method, uri: Uri) -> Resp
         invariant: None,
         message: message.clone(),
         address: None,
+        agent: None,
     });
     s.record(
         &json!({"exchange": n, "method": method.as_str(), "path": path,
@@ -603,6 +604,17 @@ async fn exchange(s: Arc<Shared>, provider: Provider, headers: HeaderMap, body: 
         (None, None)
     };
     let validated = wire::validate(provider, resolved.as_ref().unwrap_or(&body));
+    // Whose a refused request was, when it decodes and routes: a runtime with the bug fixed
+    // makes it valid, and that agent's script must answer it.
+    let refused_agent = validated.is_err().then(|| {
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+            .collect();
+        let decoded = wire::decode(provider, resolved.as_ref().unwrap_or(&body)).ok()?;
+        lock(&s.book).agent_of(&decoded, &headers)
+    });
+    let refused_agent = refused_agent.flatten();
     if journaling {
         line["request"] = body;
         if let Some(resolved) = resolved {
@@ -622,6 +634,9 @@ async fn exchange(s: Arc<Shared>, provider: Provider, headers: HeaderMap, body: 
                 status: rejection.status,
                 body: rejection.body,
             };
+            if let Some(agent) = refused_agent {
+                line["agent"] = agent.into();
+            }
             let broken = Some((Some(invariant), message, None));
             return s.refuse(line, n, error, "invalid", broken, &request_id);
         }

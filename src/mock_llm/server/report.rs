@@ -23,6 +23,10 @@ pub struct Finding {
     pub message: String,
     /// Where it was routed, as far as it got.
     pub address: Option<Address>,
+    /// The agent a request refused before it was routed would have gone to (a broken wire
+    /// rule), when the server could tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// What the server saw, at shutdown or on `GET /_agentsim/report`.
@@ -192,11 +196,18 @@ impl Shared {
             if address.is_some() {
                 line["address"] = serde_json::to_value(&address).expect("serialises");
             }
+            // A request refused before routing names the agent it was for, when the server
+            // could tell (see `exchange`).
+            let agent = address
+                .is_none()
+                .then(|| line.get("agent").and_then(Value::as_str).map(str::to_owned))
+                .flatten();
             Finding {
                 exchange: n,
                 invariant,
                 message,
                 address,
+                agent,
             }
         });
         self.record(&line, finding);
