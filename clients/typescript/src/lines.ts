@@ -11,6 +11,9 @@ import { MAX_LINE } from "./protocol.js";
 /** What {@link LineReader.next} gives: a line's bytes, a line that was too long, or the end. */
 export type Line = { readonly bytes: Buffer } | { readonly oversize: number } | null;
 
+/** What {@link LineReader.next} gives when its deadline passes first (no line is taken). */
+export const TIMED_OUT = "timed-out";
+
 /** Reads a stream into lines, buffering what arrives until someone asks for it. */
 export class LineReader {
   private readonly lines: Exclude<Line, null>[] = [];
@@ -73,15 +76,33 @@ export class LineReader {
     this.notify();
   }
 
-  /** The next line, waiting for it; null at the end of the stream. */
-  async next(): Promise<Line> {
+  /**
+   * The next line, waiting for it; null at the end of the stream; {@link TIMED_OUT} once
+   * `deadline` (a `performance.now()` time) passes with no line, leaving the stream as it was.
+   */
+  async next(deadline?: number): Promise<Line | typeof TIMED_OUT> {
     for (;;) {
       const line = this.lines.shift();
       if (line !== undefined) return line;
       if (this.ended) return null;
-      await new Promise<void>((resolve) => {
+      const woke = new Promise<void>((resolve) => {
         this.wake = resolve;
       });
+      if (deadline === undefined) {
+        await woke;
+        continue;
+      }
+      const left = deadline - performance.now();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const expired = new Promise<typeof TIMED_OUT>((resolve) => {
+        timer = setTimeout(() => resolve(TIMED_OUT), Math.max(0, left));
+      });
+      const won = await Promise.race([woke.then(() => "woke" as const), expired]);
+      clearTimeout(timer);
+      if (won === TIMED_OUT) {
+        this.wake = null;
+        return TIMED_OUT;
+      }
     }
   }
 }

@@ -23,7 +23,7 @@
 
 import type { Readable, Writable } from "node:stream";
 
-import { LineReader } from "./lines.js";
+import { LineReader, TIMED_OUT } from "./lines.js";
 import {
   CAPABILITIES,
   type Capability,
@@ -52,6 +52,11 @@ export interface ToolResult {
   readonly content: string;
   readonly isError: boolean;
   readonly failed: boolean;
+  /**
+   * No result came within the call's `timeoutMs` (see {@link IO.tools}); `content` is empty and
+   * a result that comes later is ignored.
+   */
+  readonly timedOut?: boolean;
 }
 
 /** One call of {@link IO.tools}. */
@@ -60,6 +65,8 @@ export interface ToolCall {
   readonly input: unknown;
   /** The call id; default `c1`, `c2`, ... */
   readonly call?: string;
+  /** Real milliseconds this call may take (capability `tool-timeouts`); default none. */
+  readonly timeoutMs?: number;
 }
 
 /**
@@ -185,8 +192,16 @@ class Channel {
 
   /** The next message, or null at the end of stdin. */
   async read(): Promise<Message | null> {
+    const message = await this.readBy(undefined);
+    if (message === TIMED_OUT) throw new Error("unreachable: a read with no deadline");
+    return message;
+  }
+
+  /** The next message, null at the end of stdin, or TIMED_OUT once `deadline` passes. */
+  async readBy(deadline: number | undefined): Promise<Message | null | typeof TIMED_OUT> {
     for (;;) {
-      const raw = await this.lines.next();
+      const raw = await this.lines.next(deadline);
+      if (raw === TIMED_OUT) return TIMED_OUT;
       if (raw === null) return null;
       this.line += 1;
       if ("oversize" in raw) {
@@ -234,23 +249,25 @@ class Channel {
    * the queue or, when it interrupts a waiting conversation, with that conversation's
    * interruptions. Overlapping waits share one read.
    */
-  pump(): Promise<void> {
-    this.reading ??= this.pumpOnce().finally(() => {
+  pump(deadline?: number): Promise<void> {
+    this.reading ??= this.pumpOnce(deadline).finally(() => {
       this.reading = null;
     });
     return this.reading;
   }
 
-  private async pumpOnce(): Promise<void> {
+  /** Reads and files one line; gives up, reading nothing, once `deadline` passes. */
+  private async pumpOnce(deadline?: number): Promise<void> {
     if (this.fatal !== null) throw this.fatal;
     if (this.shutdown) throw new ShutdownRequested();
-    let message: Message | null;
+    let message: Message | null | typeof TIMED_OUT;
     try {
-      message = await this.read();
+      message = await this.readBy(deadline);
     } catch (e) {
       if (e instanceof ProtocolError) this.fatal = e;
       throw e;
     }
+    if (message === TIMED_OUT) return;
     if (message === null || message.type === "shutdown") {
       this.shutdown = true;
       throw new ShutdownRequested();
@@ -314,18 +331,37 @@ export class IO {
     return result;
   }
 
-  /** Runs several tools at once (capability `parallel-tools`); results in the calls' order. */
+  /**
+   * The real milliseconds a call of tool `name` may take: its `timeout_ms` in the scenario times
+   * the run's `time_scale`, or undefined when it has no timeout (or there is no such tool).
+   */
+  toolTimeoutMs(name: string): number | undefined {
+    const tool = this.hello.tools.find((t) => t.name === name);
+    if (tool?.timeoutMs == null) return undefined;
+    return tool.timeoutMs * this.hello.timeScale;
+  }
+
+  /**
+   * Runs several tools at once (capability `parallel-tools`); results in the calls' order. A
+   * call with `timeoutMs` ({@link toolTimeoutMs} gives a tool's) that has no result when its time
+   * is up comes back with `timedOut` set, and its late result is ignored (capability
+   * `tool-timeouts`).
+   */
   async tools(calls: readonly ToolCall[], options: ToolOptions = {}): Promise<ToolResult[]> {
     const ch = this.ch;
     const conv = this.conv(options.conversation);
     const agent = options.agent ?? this.hello.main.name;
     const ids: string[] = [];
+    const started = performance.now();
+    const deadlines = new Map<string, number>();
+    const timedOut = new Set<string>();
     for (const c of calls) {
       const call = c.call ?? ch.nextCallId();
       if (ch.issued.has(call)) throw new Error(`tool call id ${JSON.stringify(call)} was already used by this process`);
       ch.issued.add(call);
       ch.waiting.set(call, null);
       ids.push(call);
+      if (c.timeoutMs !== undefined) deadlines.set(call, started + Math.max(0, c.timeoutMs));
       ch.write({ type: "tool_call", call, conversation: conv, agent, name: c.name, input: c.input ?? null });
     }
     ch.waiters.set(conv, (ch.waiters.get(conv) ?? 0) + 1);
@@ -336,12 +372,22 @@ export class IO {
           ch.interruptions.delete(conv);
           throw new Interrupted(interruption);
         }
-        if (ids.every((id) => ch.waiting.get(id) != null)) break;
-        await ch.pump();
+        const now = performance.now();
+        for (const id of ids) {
+          const d = deadlines.get(id);
+          if (ch.waiting.get(id) == null && d !== undefined && d <= now) timedOut.add(id);
+        }
+        const pending = ids.filter((id) => ch.waiting.get(id) == null && !timedOut.has(id));
+        if (pending.length === 0) break;
+        const bounds = pending.flatMap((id) => deadlines.get(id) ?? []);
+        // A read that ends at the nearest deadline (nothing is read then): the loop looks again.
+        await ch.pump(bounds.length > 0 ? Math.min(...bounds) : undefined);
       }
       return ids.map((id) => {
         const r = ch.waiting.get(id);
-        if (r == null) throw new Error("unreachable: every result arrived");
+        if (r == null || timedOut.has(id)) {
+          return { call: id, content: "", isError: true, failed: false, timedOut: true };
+        }
         return { call: r.call, content: r.content, isError: r.isError, failed: r.failed };
       });
     } finally {

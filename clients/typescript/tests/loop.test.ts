@@ -1,7 +1,7 @@
 // The protocol loop against fake stdin and stdout: what a runtime writes for what agentsim says.
 
 import assert from "node:assert/strict";
-import { Readable, Writable } from "node:stream";
+import { PassThrough, Readable, Writable } from "node:stream";
 import { describe, test } from "node:test";
 
 import {
@@ -227,6 +227,45 @@ test("a tool round trip waits for the result", async () => {
   assert.deepEqual(seen, [
     { call: "c1", content: "3 cats", isError: false, failed: false },
     { call: "toolu_7", content: "disk full", isError: true, failed: true },
+  ]);
+});
+
+test("a call with no result in its timeout comes back timed out, and its late result is ignored", async () => {
+  // `search` has a 2 s timeout at time scale 0.1: the helper waits 200 ms for it; `other` has none.
+  const tools = [
+    { name: "search", description: "", input_schema: { type: "object" }, timeout_ms: 2000 },
+    { name: "other", description: "", input_schema: { type: "object" }, timeout_ms: null },
+  ];
+  const seen: unknown[] = [];
+  const onUser = async (_c: string, _t: string, io: IO): Promise<void> => {
+    assert.equal(io.toolTimeoutMs("search"), 200);
+    assert.equal(io.toolTimeoutMs("other"), undefined);
+    assert.equal(io.toolTimeoutMs("nothing"), undefined);
+    const timeoutMs = io.toolTimeoutMs("search");
+    seen.push(...(await io.tools([{ name: "search", input: {}, ...(timeoutMs === undefined ? {} : { timeoutMs }) }, { name: "other", input: {} }])));
+    io.send("done");
+  };
+  const input = new PassThrough();
+  const written: Buffer[] = [];
+  const output = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      written.push(chunk);
+      callback();
+    },
+  });
+  input.write(lines(hello({ tools }), user(1, "go")));
+  // Past search's timeout: only other's result, then search's, late.
+  const later = setTimeout(() => input.end(lines(result("c2", "other done"), result("c1", "too late"), SHUTDOWN)), 600);
+  const started = performance.now();
+  const status = await run(onUser, { input, output, exit: false });
+  clearTimeout(later);
+  assert.equal(status, 0);
+  assert.ok(performance.now() - started >= 550, "the loop waited for other's result");
+  const sent = Buffer.concat(written).toString("utf-8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Obj);
+  assert.deepEqual(sent.map((m) => m["type"]), ["ready", "tool_call", "tool_call", "send", "idle"]);
+  assert.deepEqual(seen, [
+    { call: "c1", content: "", isError: true, failed: false, timedOut: true },
+    { call: "c2", content: "other done", isError: false, failed: false },
   ]);
 });
 

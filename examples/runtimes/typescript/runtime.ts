@@ -26,6 +26,11 @@ const NO_ANSWER = "No answer from the user.";
 // Seed 004's display-only sentinel: shown to a user, never meant for a model.
 const INTERRUPTED = "Interrupted. Tell Ally what to do instead.";
 
+/** The result of a call abandoned at its tool's timeout (scripted milliseconds). */
+function timedOut(name: string, timeoutMs: number | null | undefined): string {
+  return `Tool '${name}' timed out after ${(timeoutMs ?? 0) / 1000}s`;
+}
+
 const PLANTED_BUGS = [
   "interruption-leak",
   "empty-reply-replayed",
@@ -171,6 +176,7 @@ class StackRuntime implements Runtime {
     "restart",
     "conversation-header",
     "reset",
+    "tool-timeouts",
   ] as const;
   readonly name = "agentsim reference runtime (typescript) 1" + (BUG === "" ? "" : `, planted bug ${BUG}`);
   private hello!: Hello;
@@ -540,13 +546,17 @@ class StackRuntime implements Runtime {
       }
     }
     const results = await io.tools(
-      batch.map((u) => ({ name: u.name, input: u.input })),
+      batch.map((u) => {
+        const timeoutMs = io.toolTimeoutMs(u.name);
+        return timeoutMs === undefined ? { name: u.name, input: u.input } : { name: u.name, input: u.input, timeoutMs };
+      }),
       { agent: frame.agent, conversation: c.key },
     );
     batch.forEach((u, i) => {
       const r = results[i];
       if (r === undefined) return;
-      if (r.failed) this.addResult(c, frame, u.id, `Tool execution failed: ${r.content}`, true, io);
+      if (r.timedOut === true) this.addResult(c, frame, u.id, timedOut(u.name, this.hello.tool(u.name)?.timeoutMs), true, io);
+      else if (r.failed) this.addResult(c, frame, u.id, `Tool execution failed: ${r.content}`, true, io);
       else this.addResult(c, frame, u.id, r.content, r.isError, io);
     });
     this.save(); // a restart from here does not run them again

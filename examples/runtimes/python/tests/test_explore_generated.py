@@ -83,14 +83,19 @@ def test_stalls_latencies_and_tool_hangs_find_nothing_in_the_runtime_without_a_b
     """The faults that take time: a model call that stalls and then drops, a reply served late, a
     tool that answers late or never (this runtime offers `tool-timeouts`, and abandons the call at
     its timeout). The runtime takes them all, and nothing is found."""
-    only_slow = ("--runs", "6", "--seed", "0", "--jobs", "2", "--no-fault", "restart",
-                 "--no-fault", "restart-mid-turn", "--no-fault", "llm-error", "--no-fault", "tool-error",
-                 "--no-fault", "user-message", "--no-fault", "cancel", "--out", str(tmp_path))
+    only_slow = ("--no-fault", "restart", "--no-fault", "restart-mid-turn", "--no-fault", "llm-error",
+                 "--no-fault", "tool-error", "--no-fault", "user-message", "--no-fault", "cancel")
     command = [str(find_agentsim()), "explore", "--generated", "--runtime", RUNTIME, *only_slow]
-    p = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    p = subprocess.run([*command, "--runs", "8", "--seed", "0", "--jobs", "2", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, cwd=REPO)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "faults model stalls, model latency, tool latency, tool hangs" in p.stdout, p.stdout
     assert "findings: none" in p.stdout, p.stdout
     injected = int(p.stdout.split(" faults injected")[0].rsplit(" ", 1)[1])
     assert injected > 0, p.stdout
     assert not list(tmp_path.iterdir())
+    # Seed 7 hangs a call of a tool with a 1 s timeout: the runtime abandons it with an error result.
+    seed7 = subprocess.run([*command, "--runs", "1", "--seed", "7", "--no-write"],
+                           capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert "fault injected: call 4 of tool t1 never answers" in seed7.stdout, seed7.stdout
+    assert "tool_result to main: \"Tool 't1' timed out after 1s\" (error)" in seed7.stdout, seed7.stdout

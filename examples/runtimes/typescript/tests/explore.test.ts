@@ -93,3 +93,21 @@ test("without a planted bug, the same explorations find nothing", { skip }, () =
     assert.deepEqual(readdirSync(out), []);
   }
 });
+
+test("generated scenarios with stalls, latencies and tool hangs find nothing: the runtime times out a hung call", { skip }, () => {
+  // This runtime offers `tool-timeouts`: a call of a tool with a `timeout` that never answers is
+  // abandoned at its timeout with an error result, and the stalls and latencies of the model only
+  // take time.
+  const out = mkdtempSync(join(tmpdir(), "agentsim-ts-explore-"));
+  const off = ["restart", "restart-mid-turn", "llm-error", "tool-error", "user-message", "cancel"].flatMap((k) => ["--no-fault", k]);
+  const command = ["explore", "--generated", "--runtime", shellJoin(RUNTIME), ...off];
+  const p = spawnSync(binary ?? "agentsim", [...command, "--runs", "8", "--seed", "0", "--jobs", "2", "--out", out], { encoding: "utf-8", timeout: 300_000, cwd: REPO });
+  assert.equal(p.status, 0, p.stdout + p.stderr);
+  assert.ok(p.stdout.includes("faults model stalls, model latency, tool latency, tool hangs"), p.stdout);
+  assert.ok(p.stdout.includes("findings: none"), p.stdout);
+  assert.deepEqual(readdirSync(out), []);
+  // Seed 7 hangs a call of a tool with a 1 s timeout: the runtime abandons it with an error result.
+  const seed7 = spawnSync(binary ?? "agentsim", [...command, "--runs", "1", "--seed", "7", "--no-write"], { encoding: "utf-8", timeout: 300_000, cwd: REPO });
+  assert.ok(seed7.stdout.includes("fault injected: call 4 of tool t1 never answers"), seed7.stdout);
+  assert.ok(seed7.stdout.includes(`tool_result to main: "Tool 't1' timed out after 1s" (error)`), seed7.stdout);
+});
