@@ -72,22 +72,12 @@ impl Shared {
         failures
             .iter()
             .map(|(before, path, f)| {
-                let mut message = format!(
+                let message = format!(
                     "the runtime did not come back from `reset` after {before} and before this scenario (it was killed and the scenario ran in a new process; --no-reset starts a process per scenario): {}",
                     f.message
                 );
-                let tail: Vec<&String> = f.stderr.iter().rev().take(20).rev().collect();
-                if !tail.is_empty() {
-                    let last: Vec<&str> = tail.iter().rev().take(3).rev().map(|l| l.as_str()).collect();
-                    message.push_str(&format!(
-                        "\n  the runtime's last stderr lines:\n  | {}",
-                        last.join("\n  | ")
-                    ));
-                }
                 let mut failure = serde_json::json!({"kind": "reset", "message": message});
-                if !tail.is_empty() {
-                    failure["stderr"] = serde_json::json!(tail);
-                }
+                with_stderr(&mut failure, &f.stderr);
                 Case {
                     path: format!("{path} (reset)"),
                     seconds: 0.0,
@@ -174,24 +164,7 @@ fn outside_case(ran: Result<outside_run::Outcome, NotRun>) -> CaseResult {
             },
             Some(f) => {
                 let mut failure = f.to_json();
-                if !outcome.stderr.is_empty() {
-                    let tail: Vec<&String> = outcome.stderr.iter().rev().take(20).rev().collect();
-                    failure["stderr"] = serde_json::json!(tail);
-                    // The line a person reads first: the runtime's last words on stderr.
-                    let last: Vec<&str> = tail
-                        .iter()
-                        .rev()
-                        .take(3)
-                        .rev()
-                        .map(|l| l.as_str())
-                        .collect();
-                    let message = format!(
-                        "{}\n  the runtime's last stderr lines:\n  | {}",
-                        f.message,
-                        last.join("\n  | ")
-                    );
-                    failure["message"] = message.into();
-                }
+                with_stderr(&mut failure, &outcome.stderr);
                 CaseResult::Failed {
                     name: outcome.name.clone(),
                     seed: outcome.seed,
@@ -202,4 +175,21 @@ fn outside_case(ran: Result<outside_run::Outcome, NotRun>) -> CaseResult {
             }
         },
     }
+}
+
+/// A failure's JSON with the runtime's stderr: its last 20 lines as `stderr`, and its last 3
+/// after the `message`, the lines a person reads first.
+fn with_stderr(failure: &mut serde_json::Value, stderr: &[String]) {
+    if stderr.is_empty() {
+        return;
+    }
+    let tail = &stderr[stderr.len().saturating_sub(20)..];
+    let last = &tail[tail.len().saturating_sub(3)..];
+    let message = format!(
+        "{}\n  the runtime's last stderr lines:\n  | {}",
+        failure["message"].as_str().unwrap_or_default(),
+        last.join("\n  | ")
+    );
+    failure["message"] = message.into();
+    failure["stderr"] = serde_json::json!(tail);
 }

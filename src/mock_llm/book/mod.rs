@@ -242,12 +242,7 @@ impl Book {
         request: &Request,
         headers: &[(&str, &str)],
     ) -> Result<(Address, Answer), Miss> {
-        let first = request
-            .messages
-            .iter()
-            .find(|m| m.role == Role::User)
-            .map(Message::text)
-            .unwrap_or_default();
+        let first = first_user_text(request);
         let agent = self.route(request, &first, headers)?;
         if self.agents[agent].history != HistoryPolicy::Lenient {
             self.check_reasoning(provider, request)?;
@@ -622,6 +617,16 @@ fn estimate_tokens(request: &Request) -> u64 {
             })
             .sum::<usize>();
     (chars.div_ceil(4)).max(1) as u64
+}
+
+/// The text of a request's first user message ("" if none): what tells its conversation.
+pub(super) fn first_user_text(request: &Request) -> String {
+    request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(Message::text)
+        .unwrap_or_default()
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut.

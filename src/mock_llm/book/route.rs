@@ -116,12 +116,7 @@ impl Book {
     /// The agent `request` would be routed to, if one: for a request refused before it is
     /// routed (a broken wire rule), so that the report can say whose it was.
     pub fn agent_of(&self, request: &Request, headers: &[(&str, &str)]) -> Option<String> {
-        let first = request
-            .messages
-            .iter()
-            .find(|m| m.role == crate::model::transcript::Role::User)
-            .map(crate::model::transcript::Message::text)
-            .unwrap_or_default();
+        let first = super::first_user_text(request);
         let i = self.route(request, &first, headers).ok()?;
         Some(self.agents[i].name.clone())
     }

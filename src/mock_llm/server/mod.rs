@@ -606,13 +606,13 @@ async fn exchange(s: Arc<Shared>, provider: Provider, headers: HeaderMap, body: 
     let validated = wire::validate(provider, resolved.as_ref().unwrap_or(&body));
     // Whose a refused request was, when it decodes and routes: a runtime with the bug fixed
     // makes it valid, and that agent's script must answer it.
+    let header_list: Vec<(&str, &str)> = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+        .collect();
     let refused_agent = validated.is_err().then(|| {
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
-            .collect();
         let decoded = wire::decode(provider, resolved.as_ref().unwrap_or(&body)).ok()?;
-        lock(&s.book).agent_of(&decoded, &headers)
+        lock(&s.book).agent_of(&decoded, &header_list)
     });
     let refused_agent = refused_agent.flatten();
     if journaling {
@@ -659,10 +659,6 @@ async fn exchange(s: Arc<Shared>, provider: Provider, headers: HeaderMap, body: 
         let broken = Some((None, message, None));
         return s.refuse(line, n, error, "unsupported", broken, &request_id);
     }
-    let header_list: Vec<(&str, &str)> = headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
-        .collect();
     if journaling {
         // The header that routes a request before any rule, kept so that `agentsim import` can
         // route the request the same way (no other header is journaled: they may hold secrets).
